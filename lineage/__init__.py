@@ -1,0 +1,34 @@
+"""lineage: record the causes behind every unit of context, and walk them back."""
+
+from lineage.derive import Context, Derivation, derive, derive_many, render_for_prompt
+from lineage.errors import (
+    BadParameter,
+    Conflict,
+    InvalidRecord,
+    LineageError,
+    NotFound,
+    StoreUnavailable,
+    WalkTimeout,
+)
+from lineage.record import ContextRecord, NewContext
+from lineage.store import HttpStore, PostgresStore, Store
+
+__all__ = [
+    "BadParameter",
+    "Conflict",
+    "Context",
+    "ContextRecord",
+    "Derivation",
+    "HttpStore",
+    "InvalidRecord",
+    "LineageError",
+    "NewContext",
+    "NotFound",
+    "PostgresStore",
+    "Store",
+    "StoreUnavailable",
+    "WalkTimeout",
+    "derive",
+    "derive_many",
+    "render_for_prompt",
+]

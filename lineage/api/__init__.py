@@ -1,0 +1,1 @@
+"""The HTTP API: where a request enters."""

@@ -1,0 +1,201 @@
+"""Contexts: append, read, walk back, blast radius of one context, list and filter."""
+
+import base64
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from lineage import db, walks
+from lineage.api.deps import AppSettings, Pool, Tenant
+from lineage.api.results import impact_response
+from lineage.errors import BadParameter, InvalidRecord, NotFound
+from lineage.hashing import content_hash
+from lineage.record import NewContext, new_context_id
+from lineage.store.postgres import append_records
+
+router = APIRouter(prefix="/v1/contexts", tags=["contexts"])
+
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+class ContextIn(BaseModel):
+    """One record to append: send `content_hash` (text never leaves you) or `text` (hashed by
+    the server and dropped)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    context_id: str | None = None
+    parent_ids: list[str] = Field(default_factory=list)
+    kind: str
+    source_uri: str | None = None
+    content_hash: str | None = None
+    text: str | None = None
+    transform: str | None = None
+    transform_version: str | None = None
+    produced_by: str | None = None
+    index_snapshot: str | None = None
+    trace_id: str | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+    def proposal(self) -> NewContext:
+        if (self.content_hash is None) == (self.text is None):
+            raise InvalidRecord("hash_or_text", "send exactly one of content_hash or text")
+        fields = self.model_dump(exclude={"text"})
+        fields["content_hash"] = self.content_hash or content_hash(self.text or "")
+        fields["context_id"] = self.context_id or new_context_id()
+        return NewContext(**fields)
+
+
+class BatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    records: list[ContextIn]
+
+
+@router.post("", status_code=201, responses={200: {"description": "an identical replay"}})
+async def append_context(body: ContextIn, pool: Pool, tenant: Tenant) -> JSONResponse:
+    """Append one record: 201 when new, 200 for an identical replay, 409 for other content."""
+    async with db.transaction(pool) as connection:
+        [appended] = await append_records(connection, tenant, [body.proposal()])
+    return JSONResponse(appended.record.api_dict(), status_code=201 if appended.created else 200)
+
+
+@router.post("/batch", status_code=201)
+async def append_batch(
+    body: BatchIn, pool: Pool, tenant: Tenant, settings: AppSettings
+) -> JSONResponse:
+    """Append many in one transaction, all or nothing; parents may come earlier in the batch."""
+    if len(body.records) > settings.max_batch_records:
+        raise InvalidRecord(
+            "batch_too_large",
+            f"{len(body.records)} records; send at most {settings.max_batch_records} per batch",
+        )
+    proposals = [item.proposal() for item in body.records]
+    async with db.transaction(pool) as connection:
+        appended = await append_records(connection, tenant, proposals)
+    results = [{"created": a.created, "record": a.record.api_dict()} for a in appended]
+    status = 201 if any(a.created for a in appended) else 200
+    return JSONResponse({"results": results}, status_code=status)
+
+
+def _cursor(created_at: str, context_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{created_at}|{context_id}".encode()).decode()
+
+
+def _after(cursor: str | None) -> tuple[datetime, str]:
+    if cursor is None:
+        return EARLIEST, ""
+    try:
+        created_at, _, context_id = base64.urlsafe_b64decode(cursor).decode().partition("|")
+        return datetime.fromisoformat(created_at.replace("Z", "+00:00")), context_id
+    except ValueError as exc:
+        raise BadParameter("cursor is not one this API returned as `next`") from exc
+
+
+@router.get("")
+async def list_contexts(
+    pool: Pool,
+    tenant: Tenant,
+    settings: AppSettings,
+    kind: str = "any",
+    source_uri: str = "any",
+    trace_id: str = "any",
+    produced_by: str = "any",
+    since: datetime | None = None,
+    until: datetime | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    """Records matching every filter, oldest first, a page at a time (follow `next`)."""
+    after_created_at, after_context_id = _after(cursor)
+    rows = await walks.run(
+        pool,
+        settings,
+        "list_contexts",
+        tenant_id=tenant,
+        kind=walks.check_kind(kind) if kind != "any" else "any",
+        source_uri=source_uri,
+        trace_id=trace_id,
+        produced_by=produced_by,
+        since=since or EARLIEST,
+        until=until or LATEST,
+        after_created_at=after_created_at,
+        after_context_id=after_context_id,
+        page_size=limit,
+    )
+    last = rows[-1] if len(rows) == limit else None
+    return {
+        "records": rows,
+        "next": _cursor(last["created_at"], last["context_id"]) if last else None,
+    }
+
+
+@router.get("/{context_id}")
+async def get_context(context_id: str, pool: Pool, tenant: Tenant) -> dict[str, Any]:
+    async with db.transaction(pool) as connection:
+        rows = await db.fetch(
+            connection, "get_contexts", tenant_id=tenant, context_ids=[context_id]
+        )
+    if not rows:
+        raise NotFound(f"no context {context_id}")
+    return walks.node_from_row(rows[0])
+
+
+@router.get("/{context_id}/lineage")
+async def get_lineage(
+    context_id: str,
+    pool: Pool,
+    tenant: Tenant,
+    settings: AppSettings,
+    max_depth: int | None = None,
+) -> dict[str, Any]:
+    """Walk-back: every ancestor once with its depth (the start is 0), the edges, and whether
+    max_depth cut the walk short."""
+    walk = await walks.walk_back(pool, settings, tenant, context_id, max_depth)
+    return {
+        "context_id": context_id,
+        "nodes": walk.nodes,
+        "edges": walk.edges(),
+        "truncated": walk.truncated,
+    }
+
+
+@router.get("/{context_id}/suspicious")
+async def get_suspicious_hops(
+    context_id: str,
+    pool: Pool,
+    tenant: Tenant,
+    settings: AppSettings,
+    max_depth: int | None = None,
+) -> dict[str, Any]:
+    """Each hop of the walk-back that is suspect, and why (sql/suspicious_hops.sql)."""
+    await walks.walk_back(pool, settings, tenant, context_id, 0)
+    hops = await walks.suspicious_hops(pool, settings, tenant, context_id, max_depth)
+    return {"context_id": context_id, "hops": hops}
+
+
+@router.get("/{context_id}/impact")
+async def get_impact(
+    context_id: str,
+    request: Request,
+    pool: Pool,
+    tenant: Tenant,
+    settings: AppSettings,
+    kind: str = "any",
+    max_depth: int | None = None,
+) -> Response:
+    """Blast radius: every descendant once, filtered by kind; NDJSON when asked."""
+    await walks.walk_back(pool, settings, tenant, context_id, 0)
+    return await impact_response(
+        request,
+        pool,
+        settings,
+        "blast_radius",
+        tenant_id=tenant,
+        context_ids=[context_id],
+        kind=walks.check_kind(kind),
+        max_depth=walks.check_depth(settings, max_depth),
+    )

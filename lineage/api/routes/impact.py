@@ -1,0 +1,72 @@
+"""Impact beyond one context: by source, transform version or index snapshot; freshness."""
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from lineage import walks
+from lineage.api.deps import AppSettings, Pool, Tenant
+from lineage.api.results import impact_response
+from lineage.errors import BadParameter
+
+router = APIRouter(prefix="/v1", tags=["impact"])
+
+
+@router.get("/impact")
+async def get_impact(
+    request: Request,
+    pool: Pool,
+    tenant: Tenant,
+    settings: AppSettings,
+    source_uri: str | None = None,
+    transform_version: str | None = None,
+    index_snapshot: str | None = None,
+    kind: str = "any",
+    max_depth: int | None = None,
+) -> Response:
+    """What depends on a document (source_uri), a transform version or an index snapshot:
+    give exactly one. NDJSON (one record a line, then a summary) when asked."""
+    given = {
+        name: value
+        for name, value in {
+            "source_uri": source_uri,
+            "transform_version": transform_version,
+            "index_snapshot": index_snapshot,
+        }.items()
+        if value is not None
+    }
+    if len(given) != 1:
+        raise BadParameter("give exactly one of source_uri, transform_version, index_snapshot")
+    [(name, value)] = given.items()
+    return await impact_response(
+        request,
+        pool,
+        settings,
+        walks.IMPACT_QUERIES[name],
+        tenant_id=tenant,
+        kind=walks.check_kind(kind),
+        max_depth=walks.check_depth(settings, max_depth),
+        **{name: value},
+    )
+
+
+@router.get("/freshness")
+async def get_freshness(
+    request: Request,
+    pool: Pool,
+    tenant: Tenant,
+    settings: AppSettings,
+    source_uri: str = "any",
+    kind: str = "any",
+    max_depth: int | None = None,
+) -> Response:
+    """Records derived from a document revision that is no longer the newest."""
+    return await impact_response(
+        request,
+        pool,
+        settings,
+        "stale_sources",
+        tenant_id=tenant,
+        source_uri=source_uri,
+        kind=walks.check_kind(kind),
+        max_depth=walks.check_depth(settings, max_depth),
+    )

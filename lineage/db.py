@@ -1,0 +1,64 @@
+"""Connections: the asyncpg pool, the application role, and named queries run by name."""
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+from lineage.queries import QUERIES
+from lineage.settings import Settings
+
+APP_ROLE = "lineage_app"
+
+
+def database_url(settings: Settings) -> str:
+    """LINEAGE_DATABASE_URL when set, else the embedded server (started if need be)."""
+    if settings.database_url:
+        return settings.database_url
+    from lineage.embedded import start_embedded
+
+    return start_embedded(settings.data_dir)
+
+
+async def _prepare_connection(connection: asyncpg.Connection) -> None:
+    await connection.set_type_codec(
+        "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+    )
+    # The service works as the append-only role; where it could not be made, only the trigger
+    # protects the table (see `lineage migrate`).
+    if await connection.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", APP_ROLE):
+        await connection.execute(f"SET ROLE {APP_ROLE}")
+
+
+async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    pool: asyncpg.Pool = await asyncpg.create_pool(
+        url, min_size=min_size, max_size=max_size, init=_prepare_connection
+    )
+    return pool
+
+
+@asynccontextmanager
+async def transaction(
+    pool: asyncpg.Pool, *, statement_timeout_ms: int | None = None
+) -> AsyncIterator[asyncpg.Connection]:
+    """One transaction; walks set their timeout and turn JIT off for it alone (SET LOCAL)."""
+    async with pool.acquire() as connection, connection.transaction():
+        if statement_timeout_ms is not None:
+            await connection.execute(
+                "SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true)",
+                str(statement_timeout_ms),
+            )
+        yield connection
+
+
+async def fetch(connection: asyncpg.Connection, name: str, **values: Any) -> list[asyncpg.Record]:
+    query = QUERIES[name]
+    rows: list[asyncpg.Record] = await connection.fetch(query.sql, *query.arguments(values))
+    return rows
+
+
+async def execute(connection: asyncpg.Connection, name: str, **values: Any) -> None:
+    query = QUERIES[name]
+    await connection.execute(query.sql, *query.arguments(values))

@@ -1,0 +1,135 @@
+"""derive(): the only constructor of context. It hashes the text, records the hash (never the
+text) with the parents and the transform that made it, and hands the text back to the caller."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lineage.hashing import ContentHasher, content_hash
+from lineage.record import ContextRecord, NewContext, deterministic_context_id, new_context_id
+from lineage.store.base import Store
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a pipeline step holds: the id to pass downstream, and the text it is about."""
+
+    context_id: str
+    text: str
+    parent_ids: list[str]
+    record: ContextRecord
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """One derive() call's arguments, for derive_many()."""
+
+    parents: Sequence["Context | str"]
+    text: str
+    kind: str
+    transform: str | None = None
+    version: str | None = None
+    produced_by: str | None = None
+    index_snapshot: str | None = None
+    source_uri: str | None = None
+    trace_id: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    context_id: str | None = None
+    deterministic: bool = False
+
+
+def _transform_version(transform: str | None, version: str | None) -> str | None:
+    if version is None:
+        return None
+    if transform and version.startswith(f"{transform}@"):
+        return version
+    return f"{transform}@{version}"
+
+
+def propose(tenant_id: str, item: Derivation, hasher: ContentHasher | None = None) -> NewContext:
+    parent_ids = [p if isinstance(p, str) else p.context_id for p in item.parents]
+    digest = content_hash(item.text, hasher)
+    transform_version = _transform_version(item.transform, item.version)
+    context_id = item.context_id
+    if context_id is None:
+        context_id = (
+            deterministic_context_id(
+                tenant_id, item.kind, parent_ids, digest, item.source_uri, transform_version
+            )
+            if item.deterministic
+            else new_context_id()
+        )
+    return NewContext(
+        context_id=context_id,
+        parent_ids=parent_ids,
+        kind=item.kind,
+        source_uri=item.source_uri,
+        content_hash=digest,
+        transform=item.transform,
+        transform_version=transform_version,
+        produced_by=item.produced_by,
+        index_snapshot=item.index_snapshot,
+        trace_id=item.trace_id,
+        attributes=dict(item.attributes),
+    )
+
+
+async def derive_many(
+    store: Store, items: Sequence[Derivation], hasher: ContentHasher | None = None
+) -> list[Context]:
+    """Record many units in one transaction (all or none); parents may come earlier in items."""
+    proposals = [propose(store.tenant_id, item, hasher) for item in items]
+    appended = await store.append(proposals)
+    return [
+        Context(a.record.context_id, item.text, list(a.record.parent_ids), a.record)
+        for item, a in zip(items, appended, strict=True)
+    ]
+
+
+async def derive(
+    store: Store,
+    parents: Sequence["Context | str"],
+    text: str,
+    kind: str,
+    transform: str | None = None,
+    version: str | None = None,
+    produced_by: str | None = None,
+    index_snapshot: str | None = None,
+    source_uri: str | None = None,
+    trace_id: str | None = None,
+    attributes: dict[str, Any] | None = None,
+    *,
+    context_id: str | None = None,
+    deterministic: bool = False,
+    hasher: ContentHasher | None = None,
+) -> Context:
+    """Record one unit of context derived from `parents` and return it, text included.
+
+    Raises InvalidRecord (naming the rule) or Conflict, with nothing written.
+    """
+    item = Derivation(
+        parents=parents,
+        text=text,
+        kind=kind,
+        transform=transform,
+        version=version,
+        produced_by=produced_by,
+        index_snapshot=index_snapshot,
+        source_uri=source_uri,
+        trace_id=trace_id,
+        attributes=attributes or {},
+        context_id=context_id,
+        deterministic=deterministic,
+    )
+    [context] = await derive_many(store, [item], hasher)
+    return context
+
+
+def render_for_prompt(contexts: Sequence[Context]) -> str:
+    """Every block the model sees carries its id, so its citations can be checked."""
+    blocks = []
+    for context in contexts:
+        # A block's own text must not be able to close it early.
+        body = context.text.replace("</context", "&lt;/context")
+        blocks.append(f'<context id="{context.context_id}">\n{body}\n</context>')
+    return "\n".join(blocks)

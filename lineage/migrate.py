@@ -1,0 +1,51 @@
+"""Schema by migration only: the role bootstrap, then alembic's revisions in migrations/."""
+
+import logging
+from pathlib import Path
+
+import psycopg
+from alembic import command
+from alembic.config import Config
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+BOOTSTRAP_SQL = Path(__file__).resolve().parent.parent / "sql" / "bootstrap" / "roles.sql"
+
+log = logging.getLogger(__name__)
+
+
+def sqlalchemy_url(url: str) -> str:
+    return "postgresql+psycopg://" + url.split("://", 1)[1]
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    return config
+
+
+def bootstrap_roles(url: str) -> bool:
+    """Create the application role if it is missing (roles are cluster-wide, so not a revision).
+
+    Returns False on a managed Postgres that refuses CREATE ROLE: then only the append-only
+    trigger protects the table, and the service works as the connecting user.
+    """
+    try:
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute(BOOTSTRAP_SQL.read_text())
+    except psycopg.errors.InsufficientPrivilege:
+        log.warning(
+            "cannot create role lineage_app here; only the append-only trigger protects "
+            "provenance (grant INSERT and SELECT to a dedicated role by hand to restore it)"
+        )
+        return False
+    return True
+
+
+def migrate(url: str, revision: str = "head") -> None:
+    bootstrap_roles(url)
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    command.downgrade(alembic_config(url), revision)

@@ -1,0 +1,220 @@
+"""The record: its fields, its rules, and its one canonical form.
+
+The canonical form is what gets signed, hashed into the verifiable log and exported. It is
+fixed here and nowhere else: RFC 8785 (JCS) over the fields in `CANONICAL_FIELDS`, with
+`created_at` as RFC 3339 UTC with microseconds, and `"v": 1` naming this layout.
+"""
+
+import re
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+import rfc8785
+from pydantic import BaseModel, ConfigDict, Field
+
+from lineage.errors import InvalidRecord
+
+CANONICAL_VERSION = 1
+CANONICAL_FIELDS = (
+    "tenant_id",
+    "context_id",
+    "parent_ids",
+    "kind",
+    "source_uri",
+    "content_hash",
+    "transform",
+    "transform_version",
+    "produced_by",
+    "index_snapshot",
+    "trace_id",
+    "created_at",
+    "attributes",
+)
+
+KINDS = frozenset(
+    {
+        "document",
+        "query",
+        "chunk",
+        "embedding",
+        "retrieval",
+        "rerank",
+        "summary",
+        "tool_call",
+        "reasoning",
+        "plan",
+        "prompt",
+        "claim",
+        "answer",
+        "verdict",
+        "tombstone",
+    }
+)
+# Kinds that may stand without parents: they enter the graph from outside.
+ROOT_KINDS = frozenset({"document", "query", "tool_call"})
+# Facts about other records; impact results leave them out unless asked.
+BOOKKEEPING_KINDS = frozenset({"verdict", "tombstone"})
+
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+HASH_PATTERN = re.compile(r"^[a-z0-9]+:[0-9a-f]{16,128}$")
+MAX_PARENTS = 1000
+MAX_ATTRIBUTES_BYTES = 16 * 1024
+MAX_FIELD_CHARS = 2048
+
+
+def new_context_id() -> str:
+    return "ctx_" + secrets.token_hex(16)
+
+
+def deterministic_context_id(
+    tenant_id: str,
+    kind: str,
+    parent_ids: list[str],
+    content_hash: str,
+    source_uri: str | None,
+    transform_version: str | None,
+) -> str:
+    """The same step over the same inputs gets the same id, so a re-run records nothing twice."""
+    from lineage.hashing import Sha256
+
+    key = rfc8785.dumps(
+        {
+            "tenant_id": tenant_id,
+            "kind": kind,
+            "parent_ids": parent_ids,
+            "content_hash": content_hash,
+            "source_uri": source_uri,
+            "transform_version": transform_version,
+        }
+    )
+    return "ctx_" + Sha256().hexdigest(key)[:32]
+
+
+def format_timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class NewContext(BaseModel):
+    """A record as a caller proposes it; the store stamps the tenant and the time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    context_id: str
+    parent_ids: list[str] = Field(default_factory=list)
+    kind: str
+    source_uri: str | None = None
+    content_hash: str
+    transform: str | None = None
+    transform_version: str | None = None
+    produced_by: str | None = None
+    index_snapshot: str | None = None
+    trace_id: str | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+    def stamped(self, tenant_id: str, created_at: datetime) -> "ContextRecord":
+        return ContextRecord(**self.model_dump(), tenant_id=tenant_id, created_at=created_at)
+
+
+class ContextRecord(NewContext):
+    """One unit of context as stored. Holds hashes and pointers, never the text itself."""
+
+    tenant_id: str
+    created_at: datetime
+
+    def canonical_dict(self) -> dict[str, Any]:
+        fields = {name: getattr(self, name) for name in CANONICAL_FIELDS}
+        fields["created_at"] = format_timestamp(self.created_at)
+        fields["v"] = CANONICAL_VERSION
+        return fields
+
+    def canonical_bytes(self) -> bytes:
+        return rfc8785.dumps(self.canonical_dict())
+
+    def same_content(self, proposal: NewContext) -> bool:
+        """Equal in every field the caller proposed: a replay, not a conflict."""
+        stored = self.model_dump(exclude={"tenant_id", "created_at"})
+        return bool(rfc8785.dumps(stored) == rfc8785.dumps(proposal.model_dump()))
+
+    def api_dict(self) -> dict[str, Any]:
+        fields = self.model_dump(mode="json")
+        fields["created_at"] = format_timestamp(self.created_at)
+        return fields
+
+
+def check_id(value: str, what: str) -> None:
+    if not ID_PATTERN.match(value):
+        raise InvalidRecord(
+            "malformed_id",
+            f"{what} {value[:140]!r} must match {ID_PATTERN.pattern} "
+            "(start with a letter or digit; letters, digits and _.:@- only; at most 128 chars)",
+        )
+
+
+def validate(record: NewContext) -> None:
+    """Every rule that needs no database. Raises InvalidRecord naming the rule."""
+    check_id(record.context_id, "context_id")
+    if record.kind not in KINDS:
+        raise InvalidRecord(
+            "unknown_kind", f"kind {record.kind!r} is not one of: {', '.join(sorted(KINDS))}"
+        )
+    if not record.parent_ids and record.kind not in ROOT_KINDS:
+        raise InvalidRecord(
+            "missing_parents",
+            f"a {record.kind} must name the context ids it was derived from (parent_ids); "
+            f"only {', '.join(sorted(ROOT_KINDS))} may be roots",
+        )
+    if not record.parent_ids and not record.source_uri:
+        raise InvalidRecord(
+            "root_without_source", "a root record (no parents) must say where it came from: source_uri"
+        )
+    if len(record.parent_ids) > MAX_PARENTS:
+        raise InvalidRecord(
+            "too_many_parents", f"{len(record.parent_ids)} parents; at most {MAX_PARENTS} allowed"
+        )
+    for parent_id in record.parent_ids:
+        check_id(parent_id, "parent id")
+    if len(set(record.parent_ids)) != len(record.parent_ids):
+        raise InvalidRecord("duplicate_parent", "parent_ids lists the same id more than once")
+    if record.context_id in record.parent_ids:
+        raise InvalidRecord("self_parent", "a record cannot be its own parent")
+    if not HASH_PATTERN.match(record.content_hash):
+        raise InvalidRecord(
+            "malformed_hash",
+            f"content_hash {record.content_hash[:80]!r} must be '<algorithm>:<hex digest>', "
+            "e.g. 'sha256:9f86d0…'",
+        )
+    _validate_transform(record)
+    for name in ("source_uri", "produced_by", "index_snapshot", "trace_id", "transform"):
+        value = getattr(record, name)
+        if value is not None and (not value or len(value) > MAX_FIELD_CHARS):
+            raise InvalidRecord(
+                "bad_field", f"{name} must be a non-empty string of at most {MAX_FIELD_CHARS} chars"
+            )
+    try:
+        size = len(rfc8785.dumps(record.attributes))
+    except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
+        raise InvalidRecord(
+            "bad_attributes", f"attributes must be plain JSON (RFC 8785 canonicalisable): {exc}"
+        ) from exc
+    if size > MAX_ATTRIBUTES_BYTES:
+        raise InvalidRecord(
+            "attributes_too_large", f"attributes are {size} bytes; at most {MAX_ATTRIBUTES_BYTES}"
+        )
+
+
+def _validate_transform(record: NewContext) -> None:
+    version = record.transform_version
+    if version is None:
+        return
+    name, at, number = version.partition("@")
+    if not at or not name or not number:
+        raise InvalidRecord(
+            "malformed_transform_version",
+            f"transform_version {version!r} must be 'name@version', e.g. 'chunker@2.3.1'",
+        )
+    if record.transform is not None and record.transform != name:
+        raise InvalidRecord(
+            "transform_mismatch",
+            f"transform_version {version!r} names {name!r} but transform is {record.transform!r}",
+        )

@@ -1,0 +1,146 @@
+"""The graph questions, answered by the named queries in sql/. The API, the CLI and the demo
+all come through here, so each answers from the same SQL file."""
+
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from lineage import db
+from lineage.errors import BadParameter, NotFound, WalkTimeout
+from lineage.queries import QUERIES
+from lineage.record import KINDS, format_timestamp
+from lineage.settings import Settings
+
+# Each impact question names its file and the parameter that picks the starting records.
+IMPACT_QUERIES = {
+    "context_ids": "blast_radius",
+    "source_uri": "blast_radius_by_source",
+    "transform_version": "invalidate_by_transform_version",
+    "index_snapshot": "invalidate_by_index_snapshot",
+}
+
+
+@dataclass
+class Walk:
+    nodes: list[dict[str, Any]]
+    truncated: bool
+
+    def edges(self) -> list[dict[str, str]]:
+        """child -> parent, for every parent the walk reached."""
+        reached = {node["context_id"] for node in self.nodes}
+        return [
+            {"child": node["context_id"], "parent": parent}
+            for node in self.nodes
+            for parent in node["parent_ids"]
+            if parent in reached
+        ]
+
+
+@dataclass
+class ImpactSummary:
+    counts: Counter[str] = field(default_factory=Counter)
+    truncated: bool = False
+
+    def add(self, node: dict[str, Any]) -> None:
+        self.counts[node["kind"]] += 1
+        self.truncated = self.truncated or bool(node["truncated"])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "total": sum(self.counts.values()),
+            "counts_by_kind": dict(sorted(self.counts.items())),
+            "truncated": self.truncated,
+        }
+
+
+def check_depth(settings: Settings, max_depth: int | None) -> int:
+    depth = settings.default_max_depth if max_depth is None else max_depth
+    if not 0 <= depth <= settings.max_depth_limit:
+        raise BadParameter(f"max_depth must be between 0 and {settings.max_depth_limit}")
+    return depth
+
+
+def check_kind(kind: str) -> str:
+    if kind not in KINDS | {"any", "all"}:
+        raise BadParameter(
+            f"kind {kind!r} is not a kind; use one of {', '.join(sorted(KINDS))}, "
+            "'any' (all but verdict and tombstone) or 'all'"
+        )
+    return kind
+
+
+def node_from_row(row: asyncpg.Record) -> dict[str, Any]:
+    node = dict(row)
+    for key, value in node.items():
+        if isinstance(value, datetime):
+            node[key] = format_timestamp(value)
+        elif isinstance(value, tuple):
+            node[key] = list(value)
+    return node
+
+
+async def run(
+    pool: asyncpg.Pool, settings: Settings, name: str, **values: Any
+) -> list[dict[str, Any]]:
+    """Run one named query under the walk settings (timeout, no JIT) and return its rows."""
+    try:
+        async with db.transaction(
+            pool, statement_timeout_ms=settings.statement_timeout_ms
+        ) as connection:
+            rows = await db.fetch(connection, name, **values)
+    except asyncpg.QueryCanceledError as exc:
+        raise WalkTimeout(
+            f"{name} ran past the {settings.statement_timeout_ms} ms statement timeout; "
+            "lower max_depth or filter by kind"
+        ) from exc
+    return [node_from_row(row) for row in rows]
+
+
+async def stream(
+    pool: asyncpg.Pool, settings: Settings, name: str, **values: Any
+) -> AsyncIterator[dict[str, Any]]:
+    """The same, row by row through a server-side cursor, so memory stays bounded."""
+    query = QUERIES[name]
+    try:
+        async with db.transaction(
+            pool, statement_timeout_ms=settings.statement_timeout_ms
+        ) as connection:
+            async for row in connection.cursor(
+                query.sql, *query.arguments(values), prefetch=1000
+            ):
+                yield node_from_row(row)
+    except asyncpg.QueryCanceledError as exc:
+        raise WalkTimeout(
+            f"{name} ran past the {settings.statement_timeout_ms} ms statement timeout"
+        ) from exc
+
+
+async def walk_back(
+    pool: asyncpg.Pool, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
+) -> Walk:
+    depth = check_depth(settings, max_depth)
+    nodes = await run(
+        pool, settings, "walk_back", tenant_id=tenant_id, context_id=context_id, max_depth=depth
+    )
+    if not nodes:
+        raise NotFound(f"no context {context_id}")
+    return Walk(nodes, truncated=any(node["truncated"] for node in nodes))
+
+
+async def suspicious_hops(
+    pool: asyncpg.Pool, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
+) -> list[dict[str, Any]]:
+    depth = check_depth(settings, max_depth)
+    rows = await run(
+        pool,
+        settings,
+        "suspicious_hops",
+        tenant_id=tenant_id,
+        context_id=context_id,
+        max_depth=depth,
+    )
+    return rows

@@ -1,0 +1,23 @@
+-- name: list_contexts
+-- Records matching every filter, oldest first, one page at a time (for audits). Text filters
+-- take 'any' to match everything; since/until take '-infinity' and 'infinity'. The next page
+-- starts after the last row's (created_at, context_id): pass them as after_created_at and
+-- after_context_id ('-infinity' and '' for the first page).
+--   psql -v tenant_id=default -v kind=answer -v source_uri=any -v trace_id=any \
+--        -v produced_by=any -v since=-infinity -v until=infinity \
+--        -v after_created_at=-infinity -v after_context_id= -v page_size=100 \
+--        -f sql/list_contexts.sql
+SELECT r.context_id, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
+       r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
+       r.attributes
+FROM provenance AS r
+WHERE r.tenant_id = :'tenant_id'
+  AND (:'kind' = 'any' OR r.kind = :'kind')
+  AND (:'source_uri' = 'any' OR r.source_uri = :'source_uri')
+  AND (:'trace_id' = 'any' OR r.trace_id = :'trace_id')
+  AND (:'produced_by' = 'any' OR r.produced_by = :'produced_by')
+  AND r.created_at >= :'since'::timestamptz AND r.created_at < :'until'::timestamptz
+  AND (r.created_at, r.context_id)
+      > (:'after_created_at'::timestamptz, :'after_context_id'::text)
+ORDER BY r.created_at, r.context_id
+LIMIT :page_size;

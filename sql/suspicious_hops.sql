@@ -1,0 +1,64 @@
+-- name: suspicious_hops
+-- For one walk-back from :context_id, each hop that is suspect and why (one row per reason):
+--   old_transform_version       made by a transform version older than the newest seen for
+--                               that transform (PEP 440 order, else first seen);
+--   source_changed              a root whose content hash differs from the newest root record
+--                               of its source_uri (the document was revised since);
+--   snapshot_predates_revision  carries an index snapshot first seen before a newer revision of
+--                               a document it derives from was recorded.
+-- The demo, the CLI and the explorer all mark hops with this query.
+--   psql -v tenant_id=default -v context_id=ctx_... -v max_depth=20 -f sql/suspicious_hops.sql
+WITH hop AS MATERIALIZED (
+    SELECT r.*, a.depth
+    FROM lineage_ancestors(:'tenant_id', :'context_id', :max_depth) AS a
+    JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = a.context_id
+),
+newest_version AS (
+    SELECT DISTINCT ON (v.transform) v.transform, v.transform_version
+    FROM transform_versions AS v
+    WHERE v.tenant_id = :'tenant_id' AND v.transform IN (SELECT transform FROM hop)
+    ORDER BY v.transform, (v.version_key IS NOT NULL) DESC, v.version_key DESC,
+             v.first_seen DESC
+),
+newest_root AS (
+    SELECT DISTINCT ON (n.source_uri) n.source_uri, n.context_id, n.content_hash, n.created_at
+    FROM provenance AS n
+    WHERE n.tenant_id = :'tenant_id' AND n.parent_ids = '{}'
+      AND n.source_uri IN (SELECT source_uri FROM hop)
+    ORDER BY n.source_uri, n.created_at DESC, n.context_id DESC
+),
+snapshot_root AS (
+    -- The roots each snapshot-carrying hop derives from, and when the snapshot was first seen.
+    SELECT h.context_id, h.index_snapshot, root.source_uri, root.created_at AS root_created_at,
+           (SELECT min(s.created_at) FROM provenance AS s
+            WHERE s.tenant_id = :'tenant_id' AND s.index_snapshot = h.index_snapshot)
+               AS snapshot_first_seen
+    FROM hop AS h
+    CROSS JOIN LATERAL lineage_ancestors(:'tenant_id', h.context_id, :max_depth) AS up
+    JOIN provenance AS root ON root.tenant_id = :'tenant_id' AND root.context_id = up.context_id
+    WHERE h.index_snapshot IS NOT NULL AND root.parent_ids = '{}'
+      AND root.source_uri IS NOT NULL
+)
+SELECT h.context_id, h.depth, h.kind, 'old_transform_version' AS reason,
+       format('%s is older than %s, the newest %s seen', h.transform_version,
+              nv.transform_version, h.transform) AS detail
+FROM hop AS h
+JOIN newest_version AS nv ON nv.transform = h.transform
+WHERE h.transform_version IS DISTINCT FROM nv.transform_version
+UNION ALL
+SELECT h.context_id, h.depth, h.kind, 'source_changed',
+       format('%s was revised: this record has %s…, the newest (%s) has %s…', h.source_uri,
+              left(h.content_hash, 19), nr.context_id, left(nr.content_hash, 19))
+FROM hop AS h
+JOIN newest_root AS nr ON nr.source_uri = h.source_uri
+WHERE h.parent_ids = '{}' AND h.content_hash <> nr.content_hash
+UNION ALL
+SELECT DISTINCT sr.context_id, h.depth, h.kind, 'snapshot_predates_revision',
+       format('index snapshot %s was first seen before %s was revised (newest revision %s)',
+              sr.index_snapshot, sr.source_uri, nr.context_id)
+FROM snapshot_root AS sr
+JOIN hop AS h ON h.context_id = sr.context_id
+JOIN newest_root AS nr ON nr.source_uri = sr.source_uri
+WHERE nr.created_at > sr.snapshot_first_seen AND nr.context_id <> ALL (
+    SELECT up.context_id FROM lineage_ancestors(:'tenant_id', sr.context_id, :max_depth) AS up)
+ORDER BY 2, 1, 4;

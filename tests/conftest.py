@@ -1,0 +1,100 @@
+"""A real PostgreSQL for every test: the server named by LINEAGE_TEST_DATABASE_URL, else the
+embedded one. The schema is migrated once into a template; each test gets a fresh copy."""
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+from pytest_postgresql.janitor import DatabaseJanitor
+
+from lineage import db
+from lineage.api.app import create_app
+from lineage.embedded import start_embedded
+from lineage.migrate import migrate
+from lineage.settings import Settings
+from lineage.store.postgres import PostgresStore
+
+EMBEDDED_TEST_DIR = Path("/tmp/lineage-test-embedded")
+
+
+def server_url() -> str:
+    return os.environ.get("LINEAGE_TEST_DATABASE_URL") or start_embedded(EMBEDDED_TEST_DIR)
+
+
+def url_for(base: str, dbname: str) -> str:
+    return urlunsplit(urlsplit(base)._replace(path=f"/{dbname}"))
+
+
+def janitor(base: str, dbname: str, template: str | None = None) -> DatabaseJanitor:
+    parts = conninfo_to_dict(base)
+    return DatabaseJanitor(
+        user=str(parts.get("user", "postgres")),
+        host=str(parts.get("host", "127.0.0.1")),
+        port=str(parts.get("port", 5432)),
+        password=str(parts["password"]) if parts.get("password") else None,
+        dbname=dbname,
+        template_dbname=template,
+        as_template=template is None,
+    )
+
+
+@pytest.fixture(scope="session")
+def template_db() -> Iterator[tuple[str, str]]:
+    base = server_url()
+    name = f"lineage_template_{os.getpid()}"
+    with janitor(base, name):
+        migrate(url_for(base, name))
+        yield base, name
+
+
+@pytest.fixture
+def database_url(template_db: tuple[str, str]) -> Iterator[str]:
+    base, template = template_db
+    name = f"lineage_test_{uuid.uuid4().hex[:12]}"
+    with janitor(base, name, template):
+        yield url_for(base, name)
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(statement_timeout_ms=5000)
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    created = await db.create_pool(database_url, max_size=4)
+    yield created
+    await created.close()
+
+
+@pytest.fixture
+def store(pool: asyncpg.Pool) -> PostgresStore:
+    return PostgresStore(pool)
+
+
+@pytest.fixture
+async def owner(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection as the connecting user (the tables' owner), not the application role."""
+    connection = await asyncpg.connect(database_url)
+    yield connection
+    await connection.close()
+
+
+@pytest.fixture
+async def client(database_url: str, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings, database_url=database_url)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://lineage") as http:
+            yield http
+
+
+def sync_connect(url: str) -> psycopg.Connection:
+    return psycopg.connect(url, autocommit=True)
