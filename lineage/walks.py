@@ -109,9 +109,7 @@ async def stream(
         async with db.transaction(
             pool, statement_timeout_ms=settings.statement_timeout_ms
         ) as connection:
-            async for row in connection.cursor(
-                query.sql, *query.arguments(values), prefetch=1000
-            ):
+            async for row in connection.cursor(query.sql, *query.arguments(values), prefetch=1000):
                 yield node_from_row(row)
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(
@@ -135,7 +133,7 @@ async def suspicious_hops(
     pool: asyncpg.Pool, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
 ) -> list[dict[str, Any]]:
     depth = check_depth(settings, max_depth)
-    rows = await run(
+    return await run(
         pool,
         settings,
         "suspicious_hops",
@@ -143,4 +141,3 @@ async def suspicious_hops(
         context_id=context_id,
         max_depth=depth,
     )
-    return rows

@@ -91,7 +91,8 @@ async def append_records(
                 )
     await _note_transform_versions(connection, tenant_id, records, inserted)
     return [
-        Appended(record, created=True) if record.context_id in inserted
+        Appended(record, created=True)
+        if record.context_id in inserted
         else Appended(stored[record.context_id], created=False)
         for record in records
     ]
@@ -118,7 +119,9 @@ async def _check_parents(
     }
     unknown = [p for p in outside if p not in found]
     if unknown:
-        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        shown = ", ".join(unknown[:5]) + (
+            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        )
         raise InvalidRecord(
             "unknown_parent",
             f"parent ids not found: {shown} (record {outside[unknown[0]]}); record each parent "

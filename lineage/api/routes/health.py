@@ -1,5 +1,8 @@
+from typing import Any
+
 from fastapi import APIRouter
 
+from lineage import db
 from lineage.api.deps import Pool
 
 router = APIRouter(tags=["health"])
@@ -12,8 +15,8 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(pool: Pool) -> dict[str, str]:
-    """The database answers."""
-    async with pool.acquire() as connection:
-        await connection.fetchval("SELECT 1")
-    return {"status": "ready"}
+async def readyz(pool: Pool) -> dict[str, Any]:
+    """The database answers, and which PostgreSQL it is."""
+    async with db.transaction(pool) as connection:
+        [row] = await db.fetch(connection, "server_version")
+    return {"status": "ready", "postgres": row["server_version_num"]}

@@ -10,7 +10,9 @@ router = APIRouter(prefix="/v1/traces", tags=["traces"])
 
 
 @router.get("/{trace_id}")
-async def get_trace(trace_id: str, pool: Pool, tenant: Tenant, settings: AppSettings) -> dict[str, Any]:
+async def get_trace(
+    trace_id: str, pool: Pool, tenant: Tenant, settings: AppSettings
+) -> dict[str, Any]:
     """Every record of one trace: the jump from a trace into the graph."""
     records = await walks.run(pool, settings, "trace_contexts", tenant_id=tenant, trace_id=trace_id)
     if not records:

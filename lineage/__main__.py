@@ -1,0 +1,3 @@
+from lineage.cli import app
+
+app()

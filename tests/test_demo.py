@@ -1,0 +1,101 @@
+"""The demo incident: its walk-back names the stale chunker and snapshot and the changed source."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from lineage import walks
+from lineage.demo import ANSWER_ID, load_incident
+from lineage.settings import Settings
+from lineage.store import PostgresStore
+
+
+async def test_demo_walk_back_flags_both_root_causes(
+    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+) -> None:
+    await load_incident(store)
+    await load_incident(store)  # a second run writes nothing
+    assert await owner.fetchval("SELECT count(*) FROM provenance") == 11
+    walk = await walks.walk_back(pool, settings, "default", ANSWER_ID, None)
+    depth = {node["context_id"]: node["depth"] for node in walk.nodes}
+    assert depth["answer_1"] == 0 and depth["claim_1"] == 1 and depth["summary_1"] == 2
+    assert depth["chunk_42"] == 3 and depth["doc_contractors_v1"] == 4
+    assert "doc_contractors_v2" not in depth
+    hops = await walks.suspicious_hops(pool, settings, "default", ANSWER_ID, None)
+    reasons = {(hop["context_id"], hop["reason"]) for hop in hops}
+    assert reasons == {
+        ("chunk_42", "old_transform_version"),
+        ("chunk_42", "snapshot_predates_revision"),
+        ("doc_contractors_v1", "source_changed"),
+    }
+
+
+def lineage(data_dir: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "LINEAGE_DATABASE_URL"}
+    env |= {"LINEAGE_DATA_DIR": str(data_dir), "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-m", "lineage", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.mark.embedded
+def test_demo_on_the_embedded_server_from_nothing(tmp_path: Path) -> None:
+    data_dir = tmp_path / "lineage-data"
+    try:
+        first = lineage(data_dir, "demo")
+        assert "embedded PostgreSQL" in first and str(data_dir) in first
+        for expected in (
+            "old_transform_version",
+            "chunker@1.4",
+            "idx_2026_08_01",
+            "snapshot_predates_revision",
+            "source_changed",
+            "lineage serve",
+        ):
+            assert expected in first, expected
+        lineage(data_dir, "demo")
+        lineage(data_dir, "stop")
+        rows = lineage(
+            data_dir,
+            "sql",
+            "run",
+            "list_contexts",
+            "-v",
+            "tenant_id=default",
+            "-v",
+            "kind=any",
+            "-v",
+            "source_uri=any",
+            "-v",
+            "trace_id=any",
+            "-v",
+            "produced_by=any",
+            "-v",
+            "since=-infinity",
+            "-v",
+            "until=infinity",
+            "-v",
+            "after_created_at=-infinity",
+            "-v",
+            "after_context_id=",
+            "-v",
+            "page_size=1000",
+        )
+        ids = [json.loads(line)["context_id"] for line in rows.splitlines() if line.startswith("{")]
+        assert len(ids) == len(set(ids)) == 11  # restarted after stop, data intact, no duplicates
+        version = lineage(data_dir, "sql", "run", "server_version")
+        assert '"server_version_num": 18' in version
+    finally:
+        lineage(data_dir, "stop")
