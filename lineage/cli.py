@@ -21,6 +21,8 @@ from lineage.settings import Settings, load_settings
 app = typer.Typer(help="Lineage for RAG and multi-agent pipelines.", no_args_is_help=True)
 sql_app = typer.Typer(help="The named queries in sql/: print them, run them.", no_args_is_help=True)
 app.add_typer(sql_app, name="sql")
+report_app = typer.Typer(help="Reports over recorded verdicts.", no_args_is_help=True)
+app.add_typer(report_app, name="report")
 console = Console()
 T = TypeVar("T")
 
@@ -121,26 +123,32 @@ def serve(
 @app.command()
 def demo(config: ConfigOption = None) -> None:
     """Load the demo incident (idempotent) and walk its wrong answer back to the causes."""
-    from lineage.demo import ANSWER_ID, load_incident
+    from lineage.claims.verify import Verification
+    from lineage.demo import ANSWER_ID, load_incident, verify_incident
     from lineage.migrate import migrate as upgrade
     from lineage.store.postgres import PostgresStore
 
     settings = _settings(config)
     upgrade(_url(settings))
 
-    async def work(pool: asyncpg.Pool) -> tuple[walks.Walk, list[dict[str, Any]]]:
+    async def work(
+        pool: asyncpg.Pool,
+    ) -> tuple[walks.Walk, list[dict[str, Any]], Verification]:
         contexts = await load_incident(PostgresStore(pool))
         console.print(f"loaded {len(contexts)} demo records (tenant default)")
         walk = await walks.walk_back(pool, settings, "default", ANSWER_ID, None)
         hops = await walks.suspicious_hops(pool, settings, "default", ANSWER_ID, None)
-        return walk, hops
+        return walk, hops, await verify_incident(pool)
 
-    walk, hops = _run(settings, work)
+    walk, hops, verification = _run(settings, work)
     console.print(
         f'\nQ: "What notice period do contractors get?"  A: "30 days" (answer id {ANSWER_ID})\n'
     )
     _print_walk(walk, hops)
     _print_hops(hops)
+    console.print(f"\nClaim check (lineage verify {ANSWER_ID}):")
+    for line in verification.lines():
+        console.print(line, markup=False, highlight=False)
     console.print(
         f"\nNext: [bold]lineage serve[/bold], then GET "
         f"http://{settings.host}:{settings.port}/v1/contexts/{ANSWER_ID}/lineage "
@@ -349,6 +357,49 @@ def _print_nodes(nodes: list[dict[str, Any]], output: str) -> None:
     console.print(json.dumps(summary.as_dict()))
 
 
+@app.command()
+def verify(
+    context_id: Annotated[str, typer.Argument(help="An answer (all its claims) or one claim.")],
+    output: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    config: ConfigOption = None,
+) -> None:
+    """Judge an answer's claims against the contexts they cite (texts from context_text)."""
+    from lineage.claims.verify import verify_command
+
+    settings = _settings(config)
+    result = _run(settings, lambda pool: verify_command(pool, "default", context_id))
+    if output == "json":
+        print(json.dumps(result.as_dict(), indent=2))
+        return
+    for line in result.lines():
+        console.print(line, markup=False, highlight=False)
+
+
+@report_app.command("claims")
+def report_claims(
+    since: Annotated[
+        str | None, typer.Option(help="ISO date or time; default 30 days ago.")
+    ] = None,
+    bucket: Annotated[str, typer.Option(help="'1 hour', '1 day', '7 days'...")] = "1 day",
+    group_by: Annotated[str, typer.Option("--group-by", help="produced_by.")] = "produced_by",
+    output: Annotated[str, typer.Option("--format", help="table or ndjson.")] = "table",
+    config: ConfigOption = None,
+) -> None:
+    """Failing claim rates (uncited, hallucinated_id, unsupported) per bucket and produced_by."""
+    from lineage.claims.verify import claims_report, report_lines
+
+    settings = _settings(config)
+    rows = _run(
+        settings, lambda pool: claims_report(pool, settings, "default", since, bucket, group_by)
+    )
+    if output == "ndjson":
+        for row in rows:
+            print(json.dumps(row))
+        return
+    for line in report_lines(rows):
+        console.print(line, markup=False, highlight=False)
+
+
 @sql_app.command("show")
 def sql_show(name: Annotated[str, typer.Argument(help="A query name, e.g. walk_back.")]) -> None:
     """Print the exact file, ready for psql -f."""
@@ -382,7 +433,7 @@ def sql_run(
     async def work(pool: asyncpg.Pool) -> list[dict[str, Any]]:
         async with pool.acquire() as connection:
             statement = await connection.prepare(query.sql)
-            types = [t.name for t in statement.get_parameters()]
+            types = ["array" if t.kind == "array" else t.name for t in statement.get_parameters()]
         values = {p: _convert(given[p], t) for p, t in zip(query.parameters, types, strict=True)}
         return await walks.run(pool, settings, name, **values)
 
@@ -400,7 +451,7 @@ def _convert(text: str, type_name: str) -> Any:
         bounds = {"-infinity": datetime.min, "infinity": datetime.max}
         moment = bounds.get(text) or datetime.fromisoformat(text)
         return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    if type_name == "_text":
+    if type_name == "array":
         return [item.strip().strip('"') for item in text.strip("{}").split(",") if item.strip()]
     return text
 

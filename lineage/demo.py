@@ -6,6 +6,11 @@ chunker@1.4 into index snapshot idx_2026_08_01; the contractor policy has since 
 to an explicit 14 days. Its walk-back shows both root causes.
 """
 
+import asyncpg
+
+from lineage.claims.answers import capture_texts
+from lineage.claims.judges import OfflineJudge
+from lineage.claims.verify import Verification, ensure_verified
 from lineage.derive import Context, Derivation, derive_many
 from lineage.store.base import Store
 
@@ -133,3 +138,14 @@ async def load_incident(store: Store) -> list[Context]:
     One call per record, as a pipeline would make them, so each gets its own time.
     """
     return [(await derive_many(store, [item]))[0] for item in INCIDENT]
+
+
+async def verify_incident(pool: asyncpg.Pool, tenant_id: str = "default") -> Verification:
+    """Capture the claim's and its summary's text (opt-in) and judge the claim once; a rerun
+    shows the same verdict and appends nothing. Passing or not, its walk-back finds chunk_42."""
+    texts = {
+        name: next(item.text for item in INCIDENT if item.context_id == name)
+        for name in ("summary_1", "claim_1")
+    }
+    await capture_texts(pool, tenant_id, texts)
+    return await ensure_verified(pool, tenant_id, ANSWER_ID, OfflineJudge())

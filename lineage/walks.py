@@ -83,6 +83,13 @@ def node_from_row(row: asyncpg.Record) -> dict[str, Any]:
     return node
 
 
+def _timeout_message(name: str, settings: Settings) -> str:
+    return (
+        f"{name} ran past the {settings.statement_timeout_ms} ms statement timeout and has no "
+        "complete answer; raise LINEAGE_STATEMENT_TIMEOUT_MS for this question"
+    )
+
+
 async def run(
     pool: asyncpg.Pool, settings: Settings, name: str, **values: Any
 ) -> list[dict[str, Any]]:
@@ -93,10 +100,7 @@ async def run(
         ) as connection:
             rows = await db.fetch(connection, name, **values)
     except asyncpg.QueryCanceledError as exc:
-        raise WalkTimeout(
-            f"{name} ran past the {settings.statement_timeout_ms} ms statement timeout; "
-            "lower max_depth or filter by kind"
-        ) from exc
+        raise WalkTimeout(_timeout_message(name, settings)) from exc
     return [node_from_row(row) for row in rows]
 
 
@@ -112,9 +116,7 @@ async def stream(
             async for row in connection.cursor(query.sql, *query.arguments(values), prefetch=1000):
                 yield node_from_row(row)
     except asyncpg.QueryCanceledError as exc:
-        raise WalkTimeout(
-            f"{name} ran past the {settings.statement_timeout_ms} ms statement timeout"
-        ) from exc
+        raise WalkTimeout(_timeout_message(name, settings)) from exc
 
 
 async def walk_back(

@@ -1,6 +1,6 @@
 -- name: list_contexts
 -- Records matching every filter, oldest first, one page at a time (for audits). Text filters
--- take 'any' to match everything; since/until take '-infinity' and 'infinity'. The next page
+-- take 'any' to match everything (kind also 'all': both include verdicts and tombstones); since/until take '-infinity' and 'infinity'. The next page
 -- starts after the last row's (created_at, context_id): pass them as after_created_at and
 -- after_context_id ('-infinity' and '' for the first page).
 --   psql -v tenant_id=default -v kind=answer -v source_uri=any -v trace_id=any \
@@ -12,7 +12,7 @@ SELECT r.context_id, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.trans
        r.attributes
 FROM provenance AS r
 WHERE r.tenant_id = :'tenant_id'
-  AND (:'kind' = 'any' OR r.kind = :'kind')
+  AND (:'kind' IN ('any', 'all') OR r.kind = :'kind')
   AND (:'source_uri' = 'any' OR r.source_uri = :'source_uri')
   AND (:'trace_id' = 'any' OR r.trace_id = :'trace_id')
   AND (:'produced_by' = 'any' OR r.produced_by = :'produced_by')

@@ -2,8 +2,8 @@
 -- For one walk-back from :context_id, each hop that is suspect and why (one row per reason):
 --   old_transform_version       made by a transform version older than the newest seen for
 --                               that transform (PEP 440 order, else first seen);
---   source_changed              a root whose content hash differs from the newest root record
---                               of its source_uri (the document was revised since);
+--   source_changed              a document root whose content hash differs from the newest
+--                               document root of its source_uri (it was revised since);
 --   snapshot_predates_revision  carries an index snapshot first seen before a newer revision of
 --                               a document it derives from was recorded.
 -- The demo, the CLI and the explorer all mark hops with this query.
@@ -23,7 +23,7 @@ newest_version AS (
 newest_root AS (
     SELECT DISTINCT ON (n.source_uri) n.source_uri, n.context_id, n.content_hash, n.created_at
     FROM provenance AS n
-    WHERE n.tenant_id = :'tenant_id' AND n.parent_ids = '{}'
+    WHERE n.tenant_id = :'tenant_id' AND n.kind = 'document' AND n.parent_ids = '{}'
       AND n.source_uri IN (SELECT source_uri FROM hop)
     ORDER BY n.source_uri, n.created_at DESC, n.context_id DESC
 ),
@@ -36,7 +36,7 @@ snapshot_root AS (
     FROM hop AS h
     CROSS JOIN LATERAL lineage_ancestors(:'tenant_id', h.context_id, :max_depth) AS up
     JOIN provenance AS root ON root.tenant_id = :'tenant_id' AND root.context_id = up.context_id
-    WHERE h.index_snapshot IS NOT NULL AND root.parent_ids = '{}'
+    WHERE h.index_snapshot IS NOT NULL AND root.kind = 'document' AND root.parent_ids = '{}'
       AND root.source_uri IS NOT NULL
 )
 SELECT h.context_id, h.depth, h.kind, 'old_transform_version' AS reason,
@@ -51,7 +51,7 @@ SELECT h.context_id, h.depth, h.kind, 'source_changed',
               left(h.content_hash, 19), nr.context_id, left(nr.content_hash, 19))
 FROM hop AS h
 JOIN newest_root AS nr ON nr.source_uri = h.source_uri
-WHERE h.parent_ids = '{}' AND h.content_hash <> nr.content_hash
+WHERE h.kind = 'document' AND h.parent_ids = '{}' AND h.content_hash <> nr.content_hash
 UNION ALL
 SELECT DISTINCT sr.context_id, h.depth, h.kind, 'snapshot_predates_revision',
        format('index snapshot %s was first seen before %s was revised (newest revision %s)',

@@ -94,8 +94,55 @@ def test_demo_on_the_embedded_server_from_nothing(tmp_path: Path) -> None:
             "page_size=1000",
         )
         ids = [json.loads(line)["context_id"] for line in rows.splitlines() if line.startswith("{")]
-        assert len(ids) == len(set(ids)) == 11  # restarted after stop, data intact, no duplicates
+        assert len(ids) == len(set(ids)) == 12  # 11 records and one verdict, no duplicates
         version = lineage(data_dir, "sql", "run", "server_version")
         assert '"server_version_num": 18' in version
     finally:
         lineage(data_dir, "stop")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_serve_answers_over_http(database_url: str, tmp_path: Path) -> None:
+    import time
+
+    import httpx
+
+    port = free_port()
+    config = tmp_path / "lineage.env"
+    config.write_text(f"LINEAGE_PORT={port}\nLINEAGE_DATABASE_URL={database_url}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGE_")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lineage", "serve", "--config", str(config)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None, server.communicate()[0]
+                assert time.monotonic() < deadline, "lineage serve did not answer in 30 s"
+                time.sleep(0.2)
+        assert ready.json()["status"] == "ready"
+        created = httpx.post(
+            f"http://127.0.0.1:{port}/v1/contexts",
+            json={"kind": "document", "source_uri": "s3://served", "text": "served"},
+        )
+        assert created.status_code == 201
+    finally:
+        server.terminate()
+        output, _ = server.communicate(timeout=30)
+    assert "serving on" in output

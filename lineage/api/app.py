@@ -8,7 +8,7 @@ from fastapi import FastAPI, Request, Response
 
 from lineage import db
 from lineage.api import problems
-from lineage.api.routes import contexts, health, impact, traces
+from lineage.api.routes import answers, contexts, health, impact, traces
 from lineage.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,6 @@ def create_app(settings: Settings | None = None, database_url: str | None = None
             )
         return await call_next(request)
 
-    for module in (health, contexts, impact, traces):
+    for module in (health, contexts, impact, traces, answers):
         app.include_router(module.router)
     return app

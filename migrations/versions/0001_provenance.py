@@ -35,7 +35,9 @@ CREATE TABLE provenance (
     PRIMARY KEY (tenant_id, context_id)
 );
 -- Descendant walks: parent_ids && / @> ARRAY[...] is served by this index.
-CREATE INDEX provenance_parent_ids ON provenance USING gin (parent_ids);
+-- fastupdate off: a pending list would be rescanned by every probe of a walk's frontier.
+CREATE INDEX provenance_parent_ids ON provenance USING gin (parent_ids)
+    WITH (fastupdate = off);
 CREATE INDEX provenance_source_uri ON provenance (tenant_id, source_uri, created_at)
     WHERE source_uri IS NOT NULL;
 CREATE INDEX provenance_trace_id ON provenance (tenant_id, trace_id) WHERE trace_id IS NOT NULL;
@@ -87,6 +89,7 @@ LANGUAGE sql STABLE AS $$
                 EXCEPT
                 SELECT unnest(w.seen)
             ) AS ids
+            OFFSET 0  -- evaluate the step once, not once per use of its result
         ) AS step
         WHERE w.depth <= p_max_depth AND cardinality(w.frontier) > 0
     )
@@ -117,6 +120,7 @@ LANGUAGE sql STABLE AS $$
                 EXCEPT
                 SELECT unnest(w.seen)
             ) AS ids
+            OFFSET 0  -- evaluate the step once, not once per use of its result
         ) AS step
         WHERE w.depth <= p_max_depth AND cardinality(w.frontier) > 0
     )

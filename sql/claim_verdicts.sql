@@ -1,0 +1,23 @@
+-- name: claim_verdicts
+-- The current verdict on each claim in :context_ids, per judge: the newest claim verdict
+-- record (kind verdict, its one parent the claim) for each (claim, judge). Older verdicts stay
+-- in provenance; `verdicts` counts them all, `first_verdict_at` dates the oldest.
+-- Verdicts are uncited, hallucinated_id, unsupported (these three are failing), supported or
+-- unknown.
+--   psql -v tenant_id=default -v context_ids='{claim_1}' -f sql/claim_verdicts.sql
+SELECT DISTINCT ON (v.parent_ids[1], v.attributes ->> 'judge')
+       v.context_id, v.parent_ids[1] AS claim_id, v.attributes ->> 'judge' AS judge,
+       v.attributes ->> 'judge_version' AS judge_version, v.attributes ->> 'verdict' AS verdict,
+       v.attributes ->> 'verdict' IN ('uncited', 'hallucinated_id', 'unsupported') AS failing,
+       v.attributes ->> 'reason' AS reason, v.attributes -> 'cited_ids' AS cited_ids,
+       v.attributes -> 'hallucinated_ids' AS hallucinated_ids,
+       v.created_at,
+       count(*) OVER pair AS verdicts,
+       min(v.created_at) OVER pair AS first_verdict_at
+FROM provenance AS v
+WHERE v.tenant_id = :'tenant_id' AND v.kind = 'verdict'
+  AND v.parent_ids && :'context_ids'::text[]
+  AND cardinality(v.parent_ids) = 1
+  AND v.attributes ->> 'check' = 'claim'
+WINDOW pair AS (PARTITION BY v.parent_ids[1], v.attributes ->> 'judge')
+ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.created_at DESC, v.context_id DESC;
