@@ -99,7 +99,7 @@ INCIDENT = [
     ),
     Derivation(
         ["chunk_17", "chunk_42"],
-        "Contractors get the same notice as employees: 30 days.",
+        "Contractors are entitled to 30 days' notice, the same as employees.",
         "summary",
         "summarise",
         "7",
