@@ -173,3 +173,22 @@ async def test_http_store_writes_through_the_api(
         await derive(
             remote, [], "other", "document", source_uri="s3://api", context_id=doc.context_id
         )
+
+
+def test_sync_wrapper_for_scripts(database_url: str) -> None:
+    import threading
+
+    from lineage.sync import SyncLineage
+
+    results: list[bool] = []
+
+    def script() -> None:  # a plain script: no event loop of its own
+        with SyncLineage(database_url) as lineage:
+            doc = lineage.derive([], "doc", "document", source_uri="s3://sync")
+            [chunk] = lineage.derive_many([Derivation([doc], "c", "chunk", "chunker", "1")])
+            results.append(chunk.record.parent_ids == [doc.context_id])
+
+    thread = threading.Thread(target=script)
+    thread.start()
+    thread.join(timeout=60)
+    assert results == [True]

@@ -1,0 +1,41 @@
+"""derive() for scripts without an event loop: one private loop runs the async store."""
+
+import asyncio
+from types import TracebackType
+from typing import Any
+
+from lineage import db
+from lineage.derive import Context, Derivation, derive, derive_many
+from lineage.store.base import Store
+from lineage.store.postgres import PostgresStore
+
+
+class SyncLineage:
+    """`with SyncLineage(url) as lineage: doc = lineage.derive([], text, "document", ...)`."""
+
+    def __init__(self, database_url: str, tenant_id: str = "default") -> None:
+        self._runner = asyncio.Runner()
+        self._pool = self._runner.run(db.create_pool(database_url, max_size=2))
+        self.store: Store = PostgresStore(self._pool, tenant_id)
+
+    def derive(self, *args: Any, **kwargs: Any) -> Context:
+        """The same arguments as lineage.derive(), without the store."""
+        return self._runner.run(derive(self.store, *args, **kwargs))
+
+    def derive_many(self, items: list[Derivation]) -> list[Context]:
+        return self._runner.run(derive_many(self.store, items))
+
+    def close(self) -> None:
+        self._runner.run(self._pool.close())
+        self._runner.close()
+
+    def __enter__(self) -> "SyncLineage":
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
