@@ -42,19 +42,20 @@ def _settings(config: Path | None) -> Settings:
     return load_settings(config)
 
 
-_urls: dict[int, str] = {}
+_urls: dict[tuple[str | None, Path], str] = {}
 
 
 def _url(settings: Settings) -> str:
-    if id(settings) in _urls:
-        return _urls[id(settings)]
-    url = _urls[id(settings)] = db.database_url(settings)
-    if not settings.database_url:
-        console.print(
-            f"[dim]embedded PostgreSQL, data in {settings.data_dir / 'pgdata'} "
-            "(set LINEAGE_DATABASE_URL to use another server)[/dim]"
-        )
-    return url
+    """Resolve (and for the embedded server, start) the database once per process."""
+    key = (settings.database_url, settings.data_dir)
+    if key not in _urls:
+        _urls[key] = db.database_url(settings)
+        if not settings.database_url:
+            console.print(
+                f"[dim]embedded PostgreSQL, data in {settings.data_dir / 'pgdata'} "
+                "(set LINEAGE_DATABASE_URL to use another server)[/dim]"
+            )
+    return _urls[key]
 
 
 def _run(settings: Settings, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:

@@ -33,3 +33,18 @@ def content_hash(text: str | bytes, hasher: ContentHasher | None = None) -> str:
     data = text.encode() if isinstance(text, str) else text
     chosen = hasher or Sha256()
     return f"{chosen.name}:{chosen.hexdigest(data)}"
+
+
+HASHERS: dict[str, ContentHasher] = {"sha256": Sha256(), "blake3": Blake3()}
+
+
+def text_matches_hash(text: str, digest: str) -> bool:
+    """Does `text` hash to a record's content_hash? Unknown algorithms cannot be checked: True."""
+    algorithm, _, hexdigest = digest.partition(":")
+    hasher = HASHERS.get(algorithm)
+    if hasher is None:
+        return True
+    try:
+        return hasher.hexdigest(text.encode()) == hexdigest
+    except ImportError:
+        return True

@@ -34,15 +34,14 @@ import asyncpg
 from lineage import db
 from lineage.derive import Context, Derivation, derive, derive_many, render_for_prompt
 from lineage.errors import BadParameter, InvalidRecord, NotFound
-from lineage.hashing import Blake3, ContentHasher, Sha256
-from lineage.record import ContextRecord, NewContext, new_context_id
-from lineage.store.base import Appended, Store
-from lineage.store.postgres import PostgresStore, append_records, record_from_row
+from lineage.hashing import Sha256, text_matches_hash
+from lineage.record import ContextRecord, new_context_id
+from lineage.store.base import Store
+from lineage.store.postgres import ConnectionStore, PostgresStore, get_records
 
 __all__ = [
     "AnswerRecorded",
     "ClaimRecorded",
-    "ConnectionStore",
     "ParsedAnswer",
     "ParsedClaim",
     "capture_texts",
@@ -52,7 +51,6 @@ __all__ = [
     "record_answer",
     "record_answer_in",
     "record_prompt",
-    "text_matches_hash",
 ]
 
 ID_CHARS = r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}"
@@ -78,23 +76,6 @@ _CITATION_OFFSETS = (
     "start_index",
     "end_index",
 )
-
-
-class ConnectionStore:
-    """A Store over one open connection, so derive() writes inside the caller's transaction."""
-
-    def __init__(self, connection: asyncpg.Connection, tenant_id: str) -> None:
-        self.connection = connection
-        self.tenant_id = tenant_id
-
-    async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
-        return await append_records(self.connection, self.tenant_id, proposals)
-
-    async def get(self, context_id: str) -> ContextRecord | None:
-        rows = await db.fetch(
-            self.connection, "get_contexts", tenant_id=self.tenant_id, context_ids=[context_id]
-        )
-        return record_from_row(rows[0]) if rows else None
 
 
 # --- prompts -----------------------------------------------------------------------------------
@@ -558,20 +539,6 @@ async def record_answer(
 
 # --- captured text -----------------------------------------------------------------------------
 
-_HASHERS: dict[str, ContentHasher] = {"sha256": Sha256(), "blake3": Blake3()}
-
-
-def text_matches_hash(text: str, digest: str) -> bool:
-    """Does `text` hash to a record's content_hash? Unknown algorithms cannot be checked: True."""
-    algorithm, _, hexdigest = digest.partition(":")
-    hasher = _HASHERS.get(algorithm)
-    if hasher is None:
-        return True
-    try:
-        return hasher.hexdigest(text.encode()) == hexdigest
-    except ImportError:
-        return True
-
 
 async def _capture(
     connection: asyncpg.Connection, tenant_id: str, texts: Mapping[str, str]
@@ -593,10 +560,8 @@ async def capture_texts(pool: asyncpg.Pool, tenant_id: str, texts: Mapping[str, 
     words than were recorded. A record already captured keeps its text.
     """
     async with db.transaction(pool) as connection:
-        rows = await db.fetch(
-            connection, "get_contexts", tenant_id=tenant_id, context_ids=list(texts)
-        )
-        hashes = {row["context_id"]: row["content_hash"] for row in rows}
+        records = await get_records(connection, tenant_id, list(texts))
+        hashes = {context_id: record.content_hash for context_id, record in records.items()}
         missing = [context_id for context_id in texts if context_id not in hashes]
         if missing:
             raise NotFound(f"no context {missing[0]}")

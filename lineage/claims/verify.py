@@ -34,13 +34,14 @@ from typing import Any, Final, Literal
 import asyncpg
 
 from lineage import db, walks
-from lineage.claims.answers import ConnectionStore, claim_hypothesis, text_matches_hash
+from lineage.claims.answers import claim_hypothesis
 from lineage.claims.judges import Judge, Judgement, OfflineJudge
 from lineage.derive import Derivation, derive_many
 from lineage.errors import BadParameter, NotFound
+from lineage.hashing import text_matches_hash
 from lineage.record import ContextRecord
 from lineage.settings import Settings
-from lineage.store.postgres import record_from_row
+from lineage.store.postgres import ConnectionStore, get_records
 
 __all__ = [
     "FAILING",
@@ -206,27 +207,22 @@ class _Claim:
         return [c if isinstance(c, str) else json.dumps(c) for c in cited]
 
 
-async def _get(
-    connection: asyncpg.Connection, tenant_id: str, ids: Sequence[str]
-) -> dict[str, ContextRecord]:
-    rows = await db.fetch(connection, "get_contexts", tenant_id=tenant_id, context_ids=list(ids))
-    return {row["context_id"]: record_from_row(row) for row in rows}
-
-
 async def _claims_of(pool: asyncpg.Pool, tenant_id: str, context_id: str) -> list[_Claim]:
     """The claims of an answer (in the answer's order) or the one claim named, with scopes."""
     async with db.transaction(pool) as connection:
-        target = (await _get(connection, tenant_id, [context_id])).get(context_id)
+        target = (await get_records(connection, tenant_id, [context_id])).get(context_id)
         if target is None:
             raise NotFound(f"no context {context_id}")
         if target.kind == "claim":
             records = [target]
         elif target.kind == "answer":
-            parents = await _get(connection, tenant_id, target.parent_ids)
+            parents = await get_records(connection, tenant_id, target.parent_ids)
             records = [parents[p] for p in target.parent_ids if parents[p].kind == "claim"]
         else:
             raise BadParameter(f"{context_id} is a {target.kind}; verify an answer or a claim")
-        up = await _get(connection, tenant_id, sorted({p for r in records for p in r.parent_ids}))
+        up = await get_records(
+            connection, tenant_id, sorted({p for r in records for p in r.parent_ids})
+        )
     claims = []
     for record in records:
         prompts = [up[p] for p in record.parent_ids if up[p].kind == "prompt"]
@@ -342,7 +338,7 @@ async def verify_claims(
     # Only ids that were in a prompt are ever resolved: an outside id is never looked up.
     cited = sorted({i for c in claims if not set(c.cited_ids) - c.scope for i in c.cited_ids})
     async with db.transaction(pool) as connection:
-        cited_records = await _get(connection, tenant_id, cited)
+        cited_records = await get_records(connection, tenant_id, cited)
     premises = await _texts(
         premise_resolver, cited_records, [i for i in cited if i in cited_records]
     )
@@ -403,14 +399,19 @@ async def current_verdicts(
 ) -> list[dict[str, Any]]:
     """The current verdict per (claim, judge) for an answer's claims, or for one claim."""
     claims = await _claims_of(pool, tenant_id, context_id)
+    return [walks.node_from_row(row) for row in await _verdict_rows(pool, tenant_id, claims)]
+
+
+async def _verdict_rows(
+    pool: asyncpg.Pool, tenant_id: str, claims: Sequence[_Claim]
+) -> list[asyncpg.Record]:
     async with db.transaction(pool) as connection:
-        rows = await db.fetch(
+        return await db.fetch(
             connection,
             "claim_verdicts",
             tenant_id=tenant_id,
             context_ids=[c.record.context_id for c in claims],
         )
-    return [walks.node_from_row(row) for row in rows]
 
 
 async def ensure_verified(
@@ -423,13 +424,7 @@ async def ensure_verified(
     """The current verdicts when this judge (same version) has one for every claim, else a new
     verification: running it again appends nothing (the demo stays a replay)."""
     claims = await _claims_of(pool, tenant_id, context_id)
-    async with db.transaction(pool) as connection:
-        rows = await db.fetch(
-            connection,
-            "claim_verdicts",
-            tenant_id=tenant_id,
-            context_ids=[c.record.context_id for c in claims],
-        )
+    rows = await _verdict_rows(pool, tenant_id, claims)
     mine = {
         row["claim_id"]: row
         for row in rows

@@ -76,12 +76,7 @@ async def append_records(
     existing_ids = [i for i in batch_ids if i not in inserted]
     stored: dict[str, ContextRecord] = {}
     if existing_ids:
-        stored = {
-            row["context_id"]: record_from_row(row)
-            for row in await db.fetch(
-                connection, "get_contexts", tenant_id=tenant_id, context_ids=existing_ids
-            )
-        }
+        stored = await get_records(connection, tenant_id, existing_ids)
         for proposal in proposals:
             earlier = stored.get(proposal.context_id)
             if earlier is not None and not earlier.same_content(proposal):
@@ -111,12 +106,7 @@ async def _check_parents(
         earlier.add(record.context_id)
     if not outside:
         return
-    found = {
-        row["context_id"]
-        for row in await db.fetch(
-            connection, "get_contexts", tenant_id=tenant_id, context_ids=list(outside)
-        )
-    }
+    found = await get_records(connection, tenant_id, list(outside))
     unknown = [p for p in outside if p not in found]
     if unknown:
         shown = ", ".join(unknown[:5]) + (
@@ -150,6 +140,30 @@ async def _note_transform_versions(
         )
 
 
+async def get_records(
+    connection: asyncpg.Connection, tenant_id: str, context_ids: Sequence[str]
+) -> dict[str, ContextRecord]:
+    """The tenant's records with these ids; unknown and foreign ids are simply absent."""
+    rows = await db.fetch(
+        connection, "get_contexts", tenant_id=tenant_id, context_ids=list(context_ids)
+    )
+    return {row["context_id"]: record_from_row(row) for row in rows}
+
+
+class ConnectionStore:
+    """A Store over one open connection, so derive() writes inside the caller's transaction."""
+
+    def __init__(self, connection: asyncpg.Connection, tenant_id: str) -> None:
+        self.connection = connection
+        self.tenant_id = tenant_id
+
+    async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
+        return await append_records(self.connection, self.tenant_id, proposals)
+
+    async def get(self, context_id: str) -> ContextRecord | None:
+        return (await get_records(self.connection, self.tenant_id, [context_id])).get(context_id)
+
+
 class PostgresStore:
     """Writes and reads one tenant's records through an asyncpg pool it does not own."""
 
@@ -163,7 +177,4 @@ class PostgresStore:
 
     async def get(self, context_id: str) -> ContextRecord | None:
         async with db.transaction(self.pool) as connection:
-            rows = await db.fetch(
-                connection, "get_contexts", tenant_id=self.tenant_id, context_ids=[context_id]
-            )
-        return record_from_row(rows[0]) if rows else None
+            return await ConnectionStore(connection, self.tenant_id).get(context_id)
