@@ -11,6 +11,8 @@ from lineage.queries import QUERIES
 from lineage.settings import Settings
 
 APP_ROLE = "lineage_app"
+# Row-level security policies compare tenant_id with this setting.
+TENANT_SETTING = "lineage.tenant_id"
 
 
 def database_url(settings: Settings) -> str:
@@ -41,10 +43,16 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asy
 
 @asynccontextmanager
 async def transaction(
-    pool: asyncpg.Pool, *, statement_timeout_ms: int | None = None
+    pool: asyncpg.Pool, tenant_id: str, *, statement_timeout_ms: int | None = None
 ) -> AsyncIterator[asyncpg.Connection]:
-    """One transaction; walks set their timeout and turn JIT off for it alone (SET LOCAL)."""
+    """One transaction confined to one tenant.
+
+    The tenant is set with set_config(..., true), local to the transaction, so a pooled
+    connection never carries it into the next request; row-level security reads it.
+    Walks also set their timeout and turn JIT off for this transaction alone.
+    """
     async with pool.acquire() as connection, connection.transaction():
+        await connection.execute(f"SELECT set_config('{TENANT_SETTING}', $1, true)", tenant_id)
         if statement_timeout_ms is not None:
             await connection.execute(
                 "SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true)",

@@ -96,7 +96,9 @@ async def run(
     """Run one named query under the walk settings (timeout, no JIT) and return its rows."""
     try:
         async with db.transaction(
-            pool, statement_timeout_ms=settings.statement_timeout_ms
+            pool,
+            values.get("tenant_id", "default"),
+            statement_timeout_ms=settings.statement_timeout_ms,
         ) as connection:
             rows = await db.fetch(connection, name, **values)
     except asyncpg.QueryCanceledError as exc:
@@ -111,7 +113,9 @@ async def stream(
     query = QUERIES[name]
     try:
         async with db.transaction(
-            pool, statement_timeout_ms=settings.statement_timeout_ms
+            pool,
+            values.get("tenant_id", "default"),
+            statement_timeout_ms=settings.statement_timeout_ms,
         ) as connection:
             async for row in connection.cursor(query.sql, *query.arguments(values), prefetch=1000):
                 yield node_from_row(row)

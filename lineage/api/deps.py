@@ -1,11 +1,23 @@
-"""What a route may ask for: the pool, the settings, the caller's tenant."""
+"""What a route may ask for: the pool, the settings, and the caller (tenant, key, scope)."""
 
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import asyncpg
 from fastapi import Depends, Request
 
 from lineage.settings import Settings
+
+Scope = Literal["ingest", "read", "admin"]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: the tenant every query is confined to, and the key that said so."""
+
+    tenant_id: str
+    key_id: str | None
+    scope: Scope
 
 
 def get_pool(request: Request) -> asyncpg.Pool:
@@ -18,11 +30,16 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
-def get_tenant(request: Request) -> str:
-    # One tenant until scoped keys arrive; every query already takes it.
-    return "default"
+def require(scope: Scope) -> object:
+    async def caller(request: Request) -> Caller:
+        return Caller("default", None, "admin")
+
+    return Depends(caller)
 
 
 Pool = Annotated[asyncpg.Pool, Depends(get_pool)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
-Tenant = Annotated[str, Depends(get_tenant)]
+# A route declares the scope it needs; the caller's tenant confines every query it runs.
+Ingest = Annotated[Caller, require("ingest")]
+Read = Annotated[Caller, require("read")]
+Admin = Annotated[Caller, require("admin")]

@@ -517,7 +517,7 @@ async def record_answer(
     PostgresStore. Raises NotFound for an unknown prompt, BadParameter for unreadable output.
     """
     if isinstance(store, PostgresStore):
-        async with db.transaction(store.pool) as connection:
+        async with db.transaction(store.pool, store.tenant_id) as connection:
             return await record_answer_in(
                 connection,
                 store.tenant_id,
@@ -559,7 +559,7 @@ async def capture_texts(pool: asyncpg.Pool, tenant_id: str, texts: Mapping[str, 
     Each text must hash to its record's content_hash, so a verdict is never judged on other
     words than were recorded. A record already captured keeps its text.
     """
-    async with db.transaction(pool) as connection:
+    async with db.transaction(pool, tenant_id) as connection:
         records = await get_records(connection, tenant_id, list(texts))
         hashes = {context_id: record.content_hash for context_id, record in records.items()}
         missing = [context_id for context_id in texts if context_id not in hashes]

@@ -82,7 +82,7 @@ def context_text_resolver(pool: asyncpg.Pool, tenant_id: str) -> TextResolver:
     async def resolve(context_ids: Sequence[str]) -> Mapping[str, str]:
         if not context_ids:
             return {}
-        async with db.transaction(pool) as connection:
+        async with db.transaction(pool, tenant_id) as connection:
             rows = await db.fetch(
                 connection, "claim_text", tenant_id=tenant_id, context_ids=list(context_ids)
             )
@@ -209,7 +209,7 @@ class _Claim:
 
 async def _claims_of(pool: asyncpg.Pool, tenant_id: str, context_id: str) -> list[_Claim]:
     """The claims of an answer (in the answer's order) or the one claim named, with scopes."""
-    async with db.transaction(pool) as connection:
+    async with db.transaction(pool, tenant_id) as connection:
         target = (await get_records(connection, tenant_id, [context_id])).get(context_id)
         if target is None:
             raise NotFound(f"no context {context_id}")
@@ -337,7 +337,7 @@ async def verify_claims(
 
     # Only ids that were in a prompt are ever resolved: an outside id is never looked up.
     cited = sorted({i for c in claims if not set(c.cited_ids) - c.scope for i in c.cited_ids})
-    async with db.transaction(pool) as connection:
+    async with db.transaction(pool, tenant_id) as connection:
         cited_records = await get_records(connection, tenant_id, cited)
     premises = await _texts(
         premise_resolver, cited_records, [i for i in cited if i in cited_records]
@@ -386,7 +386,7 @@ async def _append_verdicts(
         )
     if not items:
         return []
-    async with db.transaction(pool) as connection:
+    async with db.transaction(pool, tenant_id) as connection:
         records = await derive_many(ConnectionStore(connection, tenant_id), items)
     return [
         dataclasses.replace(verdict, verdict_id=record.context_id)
@@ -405,7 +405,7 @@ async def current_verdicts(
 async def _verdict_rows(
     pool: asyncpg.Pool, tenant_id: str, claims: Sequence[_Claim]
 ) -> list[asyncpg.Record]:
-    async with db.transaction(pool) as connection:
+    async with db.transaction(pool, tenant_id) as connection:
         return await db.fetch(
             connection,
             "claim_verdicts",

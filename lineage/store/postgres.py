@@ -172,9 +172,9 @@ class PostgresStore:
         self.tenant_id = tenant_id
 
     async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
-        async with db.transaction(self.pool) as connection:
+        async with db.transaction(self.pool, self.tenant_id) as connection:
             return await append_records(connection, self.tenant_id, proposals)
 
     async def get(self, context_id: str) -> ContextRecord | None:
-        async with db.transaction(self.pool) as connection:
+        async with db.transaction(self.pool, self.tenant_id) as connection:
             return await ConnectionStore(connection, self.tenant_id).get(context_id)

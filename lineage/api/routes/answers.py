@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import db
-from lineage.api.deps import AppSettings, Pool, Tenant
+from lineage.api.deps import AppSettings, Ingest, Pool, Read
 from lineage.claims.answers import record_answer_in
 from lineage.claims.judges import Judge, OfflineJudge
 from lineage.claims.verify import (
@@ -70,14 +70,14 @@ class VerifyIn(BaseModel):
 
 
 @router.post("/v1/answers", status_code=201, responses={200: {"description": "a replay"}})
-async def post_answer(body: AnswerIn, pool: Pool, tenant: Tenant) -> JSONResponse:
+async def post_answer(body: AnswerIn, pool: Pool, caller: Ingest) -> JSONResponse:
     """Record one claim per claim and an answer over them, in one transaction. Cited ids not in
     the prompt are kept in the claim's `cited_ids` and never become edges. 404 for an unknown
     prompt."""
-    async with db.transaction(pool) as connection:
+    async with db.transaction(pool, caller.tenant_id) as connection:
         recorded = await record_answer_in(
             connection,
-            tenant,
+            caller.tenant_id,
             body.prompt_id,
             body.output,
             body.produced_by,
@@ -92,30 +92,35 @@ async def post_answer(body: AnswerIn, pool: Pool, tenant: Tenant) -> JSONRespons
 
 @router.post("/v1/answers/{answer_id}/verify")
 async def verify_answer(
-    answer_id: str, request: Request, pool: Pool, tenant: Tenant, body: VerifyIn | None = None
+    answer_id: str, request: Request, pool: Pool, caller: Read, body: VerifyIn | None = None
 ) -> dict[str, Any]:
     """Judge each claim (an answer's, or one claim's) and append a verdict record per claim.
     Each claim links to its walk-back (`lineage`) and suspicious hops."""
     given = body or VerifyIn()
-    default = context_text_resolver(pool, tenant)
+    default = context_text_resolver(pool, caller.tenant_id)
     resolver = mapping_resolver(given.premise_texts, default) if given.premise_texts else None
     verification = await verify_claims(
-        pool, tenant, answer_id, get_judge(request), resolver, claim_texts=given.claim_texts
+        pool,
+        caller.tenant_id,
+        answer_id,
+        get_judge(request),
+        resolver,
+        claim_texts=given.claim_texts,
     )
     return verification.as_dict()
 
 
 @router.get("/v1/answers/{answer_id}/verdicts")
-async def get_verdicts(answer_id: str, pool: Pool, tenant: Tenant) -> dict[str, Any]:
+async def get_verdicts(answer_id: str, pool: Pool, caller: Read) -> dict[str, Any]:
     """The current verdict per (claim, judge): the newest; older verdicts stay recorded."""
-    verdicts = await current_verdicts(pool, tenant, answer_id)
+    verdicts = await current_verdicts(pool, caller.tenant_id, answer_id)
     return {"context_id": answer_id, "verdicts": verdicts}
 
 
 @router.get("/v1/reports/claims")
 async def get_claims_report(
     pool: Pool,
-    tenant: Tenant,
+    caller: Read,
     settings: AppSettings,
     since: datetime | None = None,
     bucket: str = "1 day",
@@ -123,5 +128,5 @@ async def get_claims_report(
 ) -> dict[str, Any]:
     """Failing rates (uncited, hallucinated_id, unsupported) per time bucket, produced_by and
     judge, from current verdicts of claims recorded since `since` (default: 30 days ago)."""
-    rows = await claims_report(pool, settings, tenant, since, bucket, group_by)
+    rows = await claims_report(pool, settings, caller.tenant_id, since, bucket, group_by)
     return {"group_by": group_by, "bucket": bucket, "rows": rows}

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import db, walks
-from lineage.api.deps import AppSettings, Pool, Tenant
+from lineage.api.deps import AppSettings, Ingest, Pool, Read
 from lineage.api.results import impact_response
 from lineage.errors import BadParameter, InvalidRecord, NotFound
 from lineage.hashing import content_hash
@@ -56,16 +56,16 @@ class BatchIn(BaseModel):
 
 
 @router.post("", status_code=201, responses={200: {"description": "an identical replay"}})
-async def append_context(body: ContextIn, pool: Pool, tenant: Tenant) -> JSONResponse:
+async def append_context(body: ContextIn, pool: Pool, caller: Ingest) -> JSONResponse:
     """Append one record: 201 when new, 200 for an identical replay, 409 for other content."""
-    async with db.transaction(pool) as connection:
-        [appended] = await append_records(connection, tenant, [body.proposal()])
+    async with db.transaction(pool, caller.tenant_id) as connection:
+        [appended] = await append_records(connection, caller.tenant_id, [body.proposal()])
     return JSONResponse(appended.record.api_dict(), status_code=201 if appended.created else 200)
 
 
 @router.post("/batch", status_code=201)
 async def append_batch(
-    body: BatchIn, pool: Pool, tenant: Tenant, settings: AppSettings
+    body: BatchIn, pool: Pool, caller: Ingest, settings: AppSettings
 ) -> JSONResponse:
     """Append many in one transaction, all or nothing; parents may come earlier in the batch."""
     if len(body.records) > settings.max_batch_records:
@@ -74,8 +74,8 @@ async def append_batch(
             f"{len(body.records)} records; send at most {settings.max_batch_records} per batch",
         )
     proposals = [item.proposal() for item in body.records]
-    async with db.transaction(pool) as connection:
-        appended = await append_records(connection, tenant, proposals)
+    async with db.transaction(pool, caller.tenant_id) as connection:
+        appended = await append_records(connection, caller.tenant_id, proposals)
     results = [{"created": a.created, "record": a.record.api_dict()} for a in appended]
     status = 201 if any(a.created for a in appended) else 200
     return JSONResponse({"results": results}, status_code=status)
@@ -98,7 +98,7 @@ def _after(cursor: str | None) -> tuple[datetime, str]:
 @router.get("")
 async def list_contexts(
     pool: Pool,
-    tenant: Tenant,
+    caller: Read,
     settings: AppSettings,
     kind: str = "any",
     source_uri: str = "any",
@@ -115,7 +115,7 @@ async def list_contexts(
         pool,
         settings,
         "list_contexts",
-        tenant_id=tenant,
+        tenant_id=caller.tenant_id,
         kind=walks.check_kind(kind) if kind != "any" else "any",
         source_uri=source_uri,
         trace_id=trace_id,
@@ -134,10 +134,10 @@ async def list_contexts(
 
 
 @router.get("/{context_id}")
-async def get_context(context_id: str, pool: Pool, tenant: Tenant) -> dict[str, Any]:
-    async with db.transaction(pool) as connection:
+async def get_context(context_id: str, pool: Pool, caller: Read) -> dict[str, Any]:
+    async with db.transaction(pool, caller.tenant_id) as connection:
         rows = await db.fetch(
-            connection, "get_contexts", tenant_id=tenant, context_ids=[context_id]
+            connection, "get_contexts", tenant_id=caller.tenant_id, context_ids=[context_id]
         )
     if not rows:
         raise NotFound(f"no context {context_id}")
@@ -148,13 +148,13 @@ async def get_context(context_id: str, pool: Pool, tenant: Tenant) -> dict[str, 
 async def get_lineage(
     context_id: str,
     pool: Pool,
-    tenant: Tenant,
+    caller: Read,
     settings: AppSettings,
     max_depth: int | None = None,
 ) -> dict[str, Any]:
     """Walk-back: every ancestor once with its depth (the start is 0), the edges, and whether
     max_depth cut the walk short."""
-    walk = await walks.walk_back(pool, settings, tenant, context_id, max_depth)
+    walk = await walks.walk_back(pool, settings, caller.tenant_id, context_id, max_depth)
     return {
         "context_id": context_id,
         "nodes": walk.nodes,
@@ -167,13 +167,13 @@ async def get_lineage(
 async def get_suspicious_hops(
     context_id: str,
     pool: Pool,
-    tenant: Tenant,
+    caller: Read,
     settings: AppSettings,
     max_depth: int | None = None,
 ) -> dict[str, Any]:
     """Each hop of the walk-back that is suspect, and why (sql/suspicious_hops.sql)."""
-    await walks.walk_back(pool, settings, tenant, context_id, 0)
-    hops = await walks.suspicious_hops(pool, settings, tenant, context_id, max_depth)
+    await walks.walk_back(pool, settings, caller.tenant_id, context_id, 0)
+    hops = await walks.suspicious_hops(pool, settings, caller.tenant_id, context_id, max_depth)
     return {"context_id": context_id, "hops": hops}
 
 
@@ -182,19 +182,19 @@ async def get_impact(
     context_id: str,
     request: Request,
     pool: Pool,
-    tenant: Tenant,
+    caller: Read,
     settings: AppSettings,
     kind: str = "any",
     max_depth: int | None = None,
 ) -> Response:
     """Blast radius: every descendant once, filtered by kind; NDJSON when asked."""
-    await walks.walk_back(pool, settings, tenant, context_id, 0)
+    await walks.walk_back(pool, settings, caller.tenant_id, context_id, 0)
     return await impact_response(
         request,
         pool,
         settings,
         "blast_radius",
-        tenant_id=tenant,
+        tenant_id=caller.tenant_id,
         context_ids=[context_id],
         kind=walks.check_kind(kind),
         max_depth=walks.check_depth(settings, max_depth),

@@ -17,6 +17,6 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz")
 async def readyz(pool: Pool) -> dict[str, Any]:
     """The database answers, and which PostgreSQL it is."""
-    async with db.transaction(pool) as connection:
+    async with pool.acquire() as connection:
         [row] = await db.fetch(connection, "server_version")
     return {"status": "ready", "postgres": row["server_version_num"]}

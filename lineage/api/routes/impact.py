@@ -4,7 +4,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from lineage import walks
-from lineage.api.deps import AppSettings, Pool, Tenant
+from lineage.api.deps import AppSettings, Pool, Read
 from lineage.api.results import impact_response
 from lineage.errors import BadParameter
 
@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1", tags=["impact"])
 async def get_impact(
     request: Request,
     pool: Pool,
-    tenant: Tenant,
+    caller: Read,
     settings: AppSettings,
     source_uri: str | None = None,
     transform_version: str | None = None,
@@ -42,7 +42,7 @@ async def get_impact(
         pool,
         settings,
         walks.IMPACT_QUERIES[name],
-        tenant_id=tenant,
+        tenant_id=caller.tenant_id,
         kind=walks.check_kind(kind),
         max_depth=walks.check_depth(settings, max_depth),
         **{name: value},
@@ -53,7 +53,7 @@ async def get_impact(
 async def get_freshness(
     request: Request,
     pool: Pool,
-    tenant: Tenant,
+    caller: Read,
     settings: AppSettings,
     source_uri: str = "any",
     kind: str = "any",
@@ -65,7 +65,7 @@ async def get_freshness(
         pool,
         settings,
         "stale_sources",
-        tenant_id=tenant,
+        tenant_id=caller.tenant_id,
         source_uri=source_uri,
         kind=walks.check_kind(kind),
         max_depth=walks.check_depth(settings, max_depth),
