@@ -14,9 +14,8 @@ SELECT DISTINCT ON (v.parent_ids[1], v.attributes ->> 'judge')
        v.created_at,
        count(*) OVER pair AS verdicts,
        min(v.created_at) OVER pair AS first_verdict_at
-FROM provenance AS v
-WHERE v.tenant_id = :'tenant_id' AND v.kind = 'verdict'
-  AND v.parent_ids && :'context_ids'::text[]
+FROM lineage_children(:'tenant_id', :'context_ids'::text[]) AS v
+WHERE v.kind = 'verdict'
   AND cardinality(v.parent_ids) = 1
   AND v.attributes ->> 'check' = 'claim'
 WINDOW pair AS (PARTITION BY v.parent_ids[1], v.attributes ->> 'judge')

@@ -679,7 +679,7 @@ async def test_claim_sql_files_run_under_psql(
         done = await asyncio.create_subprocess_exec(
             *args, "-f", str(SQL_DIR / f"{name}.sql"),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PGOPTIONS": "-c role=lineage_app"},
+            env={**os.environ, "PGOPTIONS": "-c role=lineage_app -c lineage.tenant_id=default"},
         )  # fmt: skip
         stdout, stderr = await asyncio.wait_for(done.communicate(), 60)
         assert done.returncode == 0, stderr.decode()

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 import lineage
-from lineage import cli, walks
+from lineage import cli, db, walks
 from lineage.api.app import create_app
 from lineage.demo import (
     ANSWER_ID,
@@ -46,7 +46,7 @@ NDJSON = "application/x-ndjson"
 async def run_sql(pool: asyncpg.Pool, name: str, **values: Any) -> list[Node]:
     """A named query exactly as its file says, bypassing walks.py."""
     query = QUERIES[name]
-    async with pool.acquire() as connection:
+    async with db.transaction(pool, values["tenant_id"]) as connection:
         rows = await connection.fetch(query.sql, *query.arguments(values))
     return [dict(row) for row in rows]
 
@@ -438,6 +438,22 @@ async def test_walks_past_the_statement_timeout_raise_and_answer_503(
 ANY_PARENT_IDS = re.compile(r"=\s*ANY\s*\(\s*(?:\w+\.)?parent_ids\b", re.IGNORECASE)
 
 
+def step_calls(plan: list[dict[str, Any]], function: str) -> list[dict[str, Any]]:
+    """The scans of a set-returning function in the walk's recursive term."""
+    [union] = [node for node in plan if node["Node Type"] == "Recursive Union"]
+    [step] = [node for node in union["Plans"] if node["Parent Relationship"] == "Inner"]
+    return [node for node in plan_nodes(step) if node.get("Function Name") == function]
+
+
+async def children_plan(owner: asyncpg.Connection, parent_ids: list[str]) -> list[dict[str, Any]]:
+    """The plan of lineage_children's own query (it runs as the owner, past row security)."""
+    body = await owner.fetchval("SELECT prosrc FROM pg_proc WHERE proname = 'lineage_children'")
+    sql = body.replace("p_tenant_id", "$1::text").replace("p_parent_ids", "$2::text[]")
+    text = await owner.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", "default", parent_ids)
+    document = json.loads(text) if isinstance(text, str) else text
+    return list(plan_nodes(document[0]["Plan"]))
+
+
 async def test_plans_use_the_gin_index_down_and_the_primary_key_up(
     store: PostgresStore, owner: asyncpg.Connection
 ) -> None:
@@ -448,8 +464,11 @@ async def test_plans_use_the_gin_index_down_and_the_primary_key_up(
         owner, "blast_radius",
         tenant_id="default", context_ids=["fan_doc"], kind="any", max_depth=20,
     )  # fmt: skip
-    gin = step_scans(down, "provenance_parent_ids")
-    assert gin, [(n["Node Type"], n.get("Index Name"), n.get("Filter")) for n in down]
+    calls = step_calls(down, "lineage_children")
+    assert calls, [(n["Node Type"], n.get("Function Name"), n.get("Filter")) for n in down]
+    children = await children_plan(owner, ["fan_summary_0"])
+    gin = [n for n in children if n.get("Index Name") == "provenance_parent_ids"]
+    assert gin, children
     assert all(node["Node Type"] == "Bitmap Index Scan" for node in gin)
     assert all("parent_ids &&" in node["Index Cond"] for node in gin)
 
@@ -476,11 +495,11 @@ async def test_each_walk_level_is_computed_once(
     # step.ids is read twice per level (frontier, seen || ids); the planner inlines the LATERAL
     # subquery, so unless it is fenced (OFFSET 0) the ARRAY(...) step runs twice per level.
     searches = {
-        "lineage_descendants": len(step_scans(down, "provenance_parent_ids")),
+        "lineage_descendants": len(step_calls(down, "lineage_children")),
         "lineage_ancestors": len(step_scans(up, "provenance_pkey")),
     }
     assert searches == {"lineage_descendants": 1, "lineage_ancestors": 1}, (
-        "BUG migrations/versions/0001_provenance.py: every level of the walk is searched twice "
+        "BUG migrations/versions/0002_security.py: every level of the walk is searched twice "
         "(two identical SubPlans); add OFFSET 0 to the CROSS JOIN LATERAL (SELECT ARRAY(...)) step"
     )
 
@@ -505,10 +524,12 @@ async def test_appends_leave_no_gin_pending_list_for_walks_to_rescan(
 async def test_no_descendant_walk_scans_parent_ids_with_any(owner: asyncpg.Connection) -> None:
     # `x = ANY(parent_ids)` cannot use the GIN index; `parent_ids && ARRAY[...]` can.
     texts = {path.name: path.read_text() for path in sorted(SQL_DIR.glob("*.sql"))}
-    texts["lineage_descendants"] = await owner.fetchval(
-        "SELECT prosrc FROM pg_proc WHERE proname = 'lineage_descendants'"
-    )
-    assert "parent_ids &&" in texts["lineage_descendants"]
+    for function in ("lineage_descendants", "lineage_children"):
+        texts[function] = await owner.fetchval(
+            "SELECT prosrc FROM pg_proc WHERE proname = $1", function
+        )
+    assert "lineage_children(" in texts["lineage_descendants"]
+    assert "parent_ids &&" in texts["lineage_children"]
     offenders = {name for name, text in texts.items() if ANY_PARENT_IDS.search(text)}
     assert offenders == set()
     assert ANY_PARENT_IDS.search("WHERE 'x' = ANY (c.parent_ids)")  # the pattern does match
@@ -573,6 +594,12 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
         "created_ats": [datetime(2026, 1, 1, tzinfo=UTC)],
         "attribute_docs": ["{}"],
     },
+    "record_root_sources": {
+        "context_ids": ["sample_doc"],
+        "kinds": ["document"],
+        "root_id_lists": ["{sample_doc}"],
+        "root_depth_lists": ["{0}"],
+    },
     "record_transform_versions": {
         "transform_versions": ["loader@1"],
         "version_keys": ["k"],
@@ -603,6 +630,7 @@ async def test_every_sql_file_prepares_and_runs_on_an_empty_database(
         async with pool.acquire() as connection:
             transaction = connection.transaction()
             await transaction.start()
+            await connection.execute("SELECT set_config('lineage.tenant_id', 'default', true)")
             try:
                 statement = await connection.prepare(query.sql)
                 assert len(statement.get_parameters()) == len(query.parameters), path.name
