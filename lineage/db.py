@@ -25,18 +25,29 @@ def database_url(settings: Settings) -> str:
 
 
 async def _prepare_connection(connection: asyncpg.Connection) -> None:
-    await connection.set_type_codec(
-        "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
-    )
+    await _prepare_owner_connection(connection)
     # The service works as the append-only role; where it could not be made, only the trigger
     # protects the table (see `lineage migrate`).
     if await connection.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", APP_ROLE):
         await connection.execute(f"SET ROLE {APP_ROLE}")
 
 
-async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+async def _prepare_owner_connection(connection: asyncpg.Connection) -> None:
+    await connection.set_type_codec(
+        "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+    )
+
+
+async def create_pool(
+    url: str, *, min_size: int = 1, max_size: int = 10, as_owner: bool = False
+) -> asyncpg.Pool:
+    """A pool acting as the application role; `as_owner` keeps the connecting user, for the
+    administration only the owner may do (creating tenants)."""
     pool: asyncpg.Pool = await asyncpg.create_pool(
-        url, min_size=min_size, max_size=max_size, init=_prepare_connection
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        init=_prepare_owner_connection if as_owner else _prepare_connection,
     )
     return pool
 

@@ -32,3 +32,11 @@ class StoreUnavailable(LineageError):
 
 class BadParameter(LineageError):
     """A query parameter is out of range or malformed."""
+
+
+class Unauthorized(LineageError):
+    """No key, or a key that is malformed, unknown or revoked."""
+
+
+class Forbidden(LineageError):
+    """A valid key whose scope does not cover the request; says nothing about data."""

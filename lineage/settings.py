@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -29,7 +29,58 @@ class Settings(BaseSettings):
     max_body_bytes: int = 8 * 1024 * 1024
     max_batch_records: int = 50_000
     stream_threshold: int = 1000
+    max_spans_per_request: int = 5000
+    max_spans_per_trace: int = 10_000
+    events_poll_s: float = Field(
+        default=1.0, gt=0, description="how often a live event stream looks without a NOTIFY"
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    auth: Literal["keys", "none"] | None = Field(
+        default=None,
+        description="keys: every request but health needs a bearer key; none: one default "
+        "tenant, no keys. Unset means none only for the embedded database on a loopback "
+        "address, keys otherwise",
+    )
+    bad_request_limit: int = Field(default=100, ge=1, description="bad requests per window")
+    bad_request_window_s: float = Field(default=60.0, gt=0)
+    log_origin: str = Field(
+        default="lineage",
+        pattern=r"^[^\s+/][^\s+]*$",
+        description="names this deployment's verifiable logs (tenant T's is '<origin>/T') and "
+        "its signing key; a schema-less URL such as lineage.example.com is best",
+    )
+    log_signing_key_file: Path | None = Field(
+        default=None,
+        description="Ed25519 private key (PEM) that signs checkpoints; unset means "
+        "data_dir/log-signing-key.pem, created on first use. Every replica must share it",
+    )
+    log_interval_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="how often the service integrates appended records into each tenant's "
+        "log and signs a checkpoint if it grew; 0 means only on demand",
+    )
+    signing_keys_file: Path | None = Field(
+        default=None,
+        description="HMAC keyring (JSON, mode 0600) that signs each record; unset means "
+        "data_dir/signing-keys.json, created on first use. Keep it where the database cannot "
+        "reach it; every replica and direct writer must share it",
+    )
+    session_secret: SecretStr | None = Field(
+        default=None,
+        description="signs the explorer's session cookies; unset means random per process, "
+        "so set it when several processes serve one address",
+    )
+    session_ttl_seconds: int = Field(default=3600, ge=60, le=24 * 3600)
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def effective_auth(settings: Settings, *, embedded: bool) -> Literal["keys", "none"]:
+    if settings.auth is not None:
+        return settings.auth
+    return "none" if embedded and settings.host in LOOPBACK_HOSTS else "keys"
 
 
 def load_settings(config_file: Path | None = None) -> Settings:

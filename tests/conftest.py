@@ -64,7 +64,7 @@ def database_url(template_db: tuple[str, str]) -> Iterator[str]:
 
 @pytest.fixture
 def settings() -> Settings:
-    return Settings(statement_timeout_ms=5000)
+    return Settings(statement_timeout_ms=5000, auth="none")
 
 
 @pytest.fixture

@@ -1,23 +1,17 @@
 """What a route may ask for: the pool, the settings, and the caller (tenant, key, scope)."""
 
-from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
 import asyncpg
 from fastapi import Depends, Request
 
+from lineage import audit, auth
+from lineage.api.session import SESSION_COOKIE, read_session
+from lineage.auth import Caller, Scope
+from lineage.errors import Forbidden, Unauthorized
 from lineage.settings import Settings
 
-Scope = Literal["ingest", "read", "admin"]
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is asking: the tenant every query is confined to, and the key that said so."""
-
-    tenant_id: str
-    key_id: str | None
-    scope: Scope
+__all__ = ["Admin", "AppSettings", "Caller", "Ingest", "Pool", "Read"]
 
 
 def get_pool(request: Request) -> asyncpg.Pool:
@@ -30,9 +24,39 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
+async def identify(request: Request) -> Caller:
+    """The caller named by `Authorization: Bearer <key>` or the explorer's session cookie."""
+    if request.app.state.auth == "none":
+        return auth.NO_AUTH_CALLER
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    caller = None
+    if scheme.lower() == "bearer" and token:
+        caller = await auth.authenticate(get_pool(request), token.strip())
+    elif cookie := request.cookies.get(SESSION_COOKIE):
+        caller = read_session(cookie, get_settings(request))
+    if caller is None:
+        raise Unauthorized(
+            "send `Authorization: Bearer <key>` with a valid, unrevoked key "
+            "(create one with `lineage key create --tenant NAME --scope read`)"
+        )
+    return caller
+
+
 def require(scope: Scope) -> object:
+    """A dependency that admits callers whose key grants `scope`; reads are audited."""
+
     async def caller(request: Request) -> Caller:
-        return Caller("default", None, "admin")
+        found = await identify(request)
+        request.state.caller = found
+        if not found.may(scope):
+            raise Forbidden(f"this key's scope is {found.scope}; this request needs {scope}")
+        if scope != "ingest":
+            target = "/".join(str(v) for v in request.path_params.values()) or None
+            detail = dict(request.query_params)
+            await audit.record(
+                get_pool(request), found, request.scope["route"].name, target, detail
+            )
+        return found
 
     return Depends(caller)
 

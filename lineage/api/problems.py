@@ -9,12 +9,15 @@ from fastapi.responses import JSONResponse
 from lineage.errors import (
     BadParameter,
     Conflict,
+    Forbidden,
     InvalidRecord,
     LineageError,
     NotFound,
     StoreUnavailable,
+    Unauthorized,
     WalkTimeout,
 )
+from lineage.store.postgres import OUTAGE_ERRORS
 
 STATUS = {
     InvalidRecord: 422,
@@ -23,19 +26,39 @@ STATUS = {
     Conflict: 409,
     WalkTimeout: 503,
     StoreUnavailable: 503,
+    Unauthorized: 401,
+    Forbidden: 403,
+}
+HEADERS: dict[type[LineageError], dict[str, str]] = {
+    Unauthorized: {"WWW-Authenticate": 'Bearer realm="lineage"'},
+    StoreUnavailable: {"Retry-After": "1"},
 }
 
 
-def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
+def problem(
+    status: int, title: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
-    return JSONResponse(body, status_code=status, media_type="application/problem+json")
+    return JSONResponse(
+        body, status_code=status, media_type="application/problem+json", headers=headers
+    )
 
 
 async def lineage_error(request: Request, exc: Exception) -> JSONResponse:
     status = next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 500)
     extra = {"rule": exc.rule} if isinstance(exc, InvalidRecord) else {}
     detail = exc.message if isinstance(exc, InvalidRecord) else str(exc)
-    return problem(status, type(exc).__name__, detail, **extra)
+    headers = next((h for cls, h in HEADERS.items() if isinstance(exc, cls)), None)
+    return problem(status, type(exc).__name__, detail, headers, **extra)
+
+
+async def database_outage(request: Request, exc: Exception) -> JSONResponse:
+    """The database is down or restarting: a 503 the client may retry, never a 500."""
+    detail = (
+        f"the database is unavailable ({type(exc).__name__}); retry shortly. Sending a record "
+        "again with the same context_id is safe: an identical replay is a no-op"
+    )
+    return problem(503, "StoreUnavailable", detail, HEADERS[StoreUnavailable])
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -49,3 +72,5 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(LineageError, lineage_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    for outage in OUTAGE_ERRORS:
+        app.add_exception_handler(outage, database_outage)

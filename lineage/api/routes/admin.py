@@ -1,0 +1,46 @@
+"""Administration for a tenant's admin keys: keys and the audit log."""
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict
+
+from lineage import audit, auth
+from lineage.api.deps import Admin, Pool
+
+router = APIRouter(prefix="/v1", tags=["admin"])
+
+
+class KeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    scope: auth.Scope
+    label: str | None = None
+
+
+@router.post("/keys", status_code=201)
+async def create_key(body: KeyIn, pool: Pool, caller: Admin) -> dict[str, Any]:
+    """A new key for the caller's tenant; `key` is shown in this response only."""
+    token, row = await auth.create_key(pool, caller.tenant_id, body.scope, body.label)
+    return {"key": token, **row}
+
+
+@router.get("/keys")
+async def list_keys(pool: Pool, caller: Admin) -> dict[str, Any]:
+    return {"keys": await auth.list_keys(pool, caller.tenant_id)}
+
+
+@router.delete("/keys/{key_id}", status_code=204)
+async def revoke_key(key_id: str, pool: Pool, caller: Admin) -> None:
+    await auth.revoke_key(pool, caller.tenant_id, key_id)
+
+
+@router.get("/audit")
+async def audit_entries(
+    pool: Pool,
+    caller: Admin,
+    since: datetime = datetime(1970, 1, 1, tzinfo=UTC),
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> dict[str, Any]:
+    """The tenant's audit records since a time, oldest first."""
+    return {"entries": await audit.entries(pool, caller.tenant_id, since, limit)}

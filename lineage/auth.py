@@ -1,0 +1,115 @@
+"""Tenants and scoped keys. A key is printed once; only the SHA-256 of its secret is kept.
+
+A key reads `lk_<key id>_<secret>`: the id finds the row, the secret (256 random bits) is
+compared by hash in constant time. Scopes: `ingest` appends, `read` walks and exports,
+`admin` does both and also forgets and manages keys.
+"""
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import asyncpg
+
+from lineage import db
+from lineage.errors import BadParameter, NotFound
+from lineage.record import check_id
+
+Scope = Literal["ingest", "read", "admin"]
+SCOPES: tuple[Scope, ...] = get_args(Scope)
+GRANTS: dict[Scope, frozenset[Scope]] = {
+    "ingest": frozenset({"ingest"}),
+    "read": frozenset({"read"}),
+    "admin": frozenset({"ingest", "read", "admin"}),
+}
+KEY_PATTERN = re.compile(r"^lk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: the tenant every query is confined to, and the key that said so."""
+
+    tenant_id: str
+    key_id: str | None
+    scope: Scope
+
+    def may(self, scope: Scope) -> bool:
+        return scope in GRANTS[self.scope]
+
+
+# Without keys (LINEAGE_AUTH=none) every request acts as the default tenant's administrator.
+NO_AUTH_CALLER = Caller(DEFAULT_TENANT, None, "admin")
+
+
+def _secret_hash(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def check_scope(scope: str) -> Scope:
+    for known in SCOPES:
+        if scope == known:
+            return known
+    raise BadParameter(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
+
+
+async def create_tenant(pool: asyncpg.Pool, tenant_id: str) -> bool:
+    """Create a tenant (as the owner: the application role cannot); False if it existed."""
+    check_id(tenant_id, "tenant name")
+    async with db.transaction(pool, tenant_id) as connection:
+        return bool(await db.fetch(connection, "tenant_create", tenant_id=tenant_id))
+
+
+async def create_key(
+    pool: asyncpg.Pool, tenant_id: str, scope: str, label: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """A new key for the tenant: the token (show it once) and its stored description."""
+    chosen = check_scope(scope)
+    key_id = secrets.token_hex(8)
+    secret = secrets.token_urlsafe(32)
+    async with db.transaction(pool, tenant_id) as connection:
+        try:
+            [row] = await db.fetch(
+                connection,
+                "key_create",
+                key_id=key_id,
+                tenant_id=tenant_id,
+                scope=chosen,
+                key_hash=_secret_hash(secret),
+                label=label or "",
+            )
+        except asyncpg.ForeignKeyViolationError as exc:
+            raise NotFound(
+                f"no tenant {tenant_id!r}: create it first with `lineage tenant create`"
+            ) from exc
+    return f"lk_{key_id}_{secret}", dict(row)
+
+
+async def revoke_key(pool: asyncpg.Pool, tenant_id: str, key_id: str) -> None:
+    async with db.transaction(pool, tenant_id) as connection:
+        if not await db.fetch(connection, "key_revoke", tenant_id=tenant_id, key_id=key_id):
+            raise NotFound(f"no key {key_id!r} for tenant {tenant_id!r}")
+
+
+async def list_keys(pool: asyncpg.Pool, tenant_id: str) -> list[dict[str, Any]]:
+    async with db.transaction(pool, tenant_id) as connection:
+        return [dict(r) for r in await db.fetch(connection, "key_list", tenant_id=tenant_id)]
+
+
+async def authenticate(pool: asyncpg.Pool, token: str) -> Caller | None:
+    """The caller a bearer token stands for; None for a malformed, unknown or revoked key."""
+    match = KEY_PATTERN.match(token)
+    if match is None:
+        return None
+    key_id, secret = match.groups()
+    async with pool.acquire() as connection:
+        rows = await db.fetch(connection, "key_lookup", key_id=key_id)
+    if not rows:
+        return None
+    [row] = rows
+    if not hmac.compare_digest(bytes(row["key_hash"]), _secret_hash(secret)) or row["revoked"]:
+        return None
+    return Caller(row["tenant_id"], key_id, check_scope(row["scope"]))
