@@ -61,6 +61,10 @@ HASH_PATTERN = re.compile(r"^[a-z0-9]+:[0-9a-f]{16,128}$")
 MAX_PARENTS = 1000
 MAX_ATTRIBUTES_BYTES = 16 * 1024
 MAX_FIELD_CHARS = 2048
+# Agent steps: attributes.session_id groups them; a tool_call says how much its tool could tell.
+SESSION_ID = "session_id"
+TOOL_DETAILS = ("basic", "enhanced")
+MAX_TOOL_NAME_CHARS = 256
 
 
 def new_context_id() -> str:
@@ -186,6 +190,7 @@ def validate(record: NewContext) -> None:
             "e.g. 'sha256:9f86d0…'",
         )
     _validate_transform(record)
+    _validate_agent_step(record)
     for name in ("source_uri", "produced_by", "index_snapshot", "trace_id", "transform"):
         value = getattr(record, name)
         if value is not None and (not value or len(value) > MAX_FIELD_CHARS):
@@ -202,6 +207,62 @@ def validate(record: NewContext) -> None:
         raise InvalidRecord(
             "attributes_too_large", f"attributes are {size} bytes; at most {MAX_ATTRIBUTES_BYTES}"
         )
+    _check_numbers(record.attributes)
+
+
+def _check_numbers(value: Any) -> None:
+    """Numbers must read back from jsonb as they were signed: jsonb keeps 1e20 as an integer,
+    whose canonical form differs, so magnitudes from 2**53 on are refused."""
+    if isinstance(value, dict):
+        for item in value.values():
+            _check_numbers(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_numbers(item)
+    elif isinstance(value, int | float) and not isinstance(value, bool) and abs(value) >= 2**53:
+        raise InvalidRecord(
+            "number_out_of_range",
+            f"attribute number {value!r} is too large; numbers must lie within ±2**53 "
+            "(send larger values as strings)",
+        )
+
+
+def _validate_agent_step(record: NewContext) -> None:
+    """session_id on any record; on a tool_call, its tool, detail level and hashes."""
+    attributes = record.attributes
+    session_id = attributes.get(SESSION_ID)
+    if session_id is not None and not (
+        isinstance(session_id, str) and ID_PATTERN.match(session_id)
+    ):
+        raise InvalidRecord(
+            "malformed_session_id",
+            f"attributes.session_id {str(session_id)[:140]!r} must match {ID_PATTERN.pattern}",
+        )
+    if record.kind != "tool_call":
+        return
+    tool = attributes.get("tool")
+    if not isinstance(tool, str) or not 0 < len(tool) <= MAX_TOOL_NAME_CHARS:
+        raise InvalidRecord(
+            "tool_call_without_tool",
+            f"a tool_call must name its tool: attributes.tool, 1 to {MAX_TOOL_NAME_CHARS} chars",
+        )
+    detail = attributes.get("detail", "basic")
+    if detail not in TOOL_DETAILS:
+        raise InvalidRecord(
+            "bad_tool_detail", f"attributes.detail {detail!r} must be 'basic' or 'enhanced'"
+        )
+    for name in ("input_hash", "output_hash"):
+        digest = attributes.get(name)
+        if digest is None and detail == "enhanced":
+            raise InvalidRecord(
+                "enhanced_tool_call_without_hashes",
+                f"an enhanced tool_call must give attributes.{name}; use detail 'basic' if the "
+                "tool cannot say",
+            )
+        if digest is not None and not (isinstance(digest, str) and HASH_PATTERN.match(digest)):
+            raise InvalidRecord(
+                "malformed_hash", f"attributes.{name} must be '<algorithm>:<hex digest>'"
+            )
 
 
 def _validate_transform(record: NewContext) -> None:

@@ -117,7 +117,10 @@ def test_serve_answers_over_http(database_url: str, tmp_path: Path) -> None:
 
     port = free_port()
     config = tmp_path / "lineage.env"
-    config.write_text(f"LINEAGE_PORT={port}\nLINEAGE_DATABASE_URL={database_url}\n")
+    config.write_text(
+        f"LINEAGE_PORT={port}\nLINEAGE_DATABASE_URL={database_url}\n"
+        f"LINEAGE_DATA_DIR={tmp_path / 'data'}\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGE_")}
     server = subprocess.Popen(
         [sys.executable, "-m", "lineage", "serve", "--config", str(config)],
@@ -137,12 +140,20 @@ def test_serve_answers_over_http(database_url: str, tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, "lineage serve did not answer in 30 s"
                 time.sleep(0.2)
         assert ready.json()["status"] == "ready"
-        created = httpx.post(
-            f"http://127.0.0.1:{port}/v1/contexts",
-            json={"kind": "document", "source_uri": "s3://served", "text": "served"},
-        )
+        record = {"kind": "document", "source_uri": "s3://served", "text": "served"}
+        url = f"http://127.0.0.1:{port}/v1/contexts"
+        # A server database: keys are on unless configured off.
+        assert httpx.post(url, json=record).status_code == 401
+        made = subprocess.run(
+            [sys.executable, "-m", "lineage", "key", "create", "--tenant", "default",
+             "--scope", "ingest", "--config", str(config)],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        key = made.stdout.strip().splitlines()[-1]
+        created = httpx.post(url, json=record, headers={"Authorization": f"Bearer {key}"})
         assert created.status_code == 201
     finally:
         server.terminate()
         output, _ = server.communicate(timeout=30)
     assert "serving on" in output
+    assert "authentication: bearer keys" in output

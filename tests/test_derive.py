@@ -192,3 +192,16 @@ def test_sync_wrapper_for_scripts(database_url: str) -> None:
     thread.start()
     thread.join(timeout=60)
     assert results == [True]
+
+
+async def test_attribute_numbers_read_back_to_the_same_canonical_form(
+    store: PostgresStore,
+) -> None:
+    # jsonb stores numbers as numeric: what comes back must canonicalise to what was signed.
+    numbers = {"a": 0.1, "b": -0.0, "c": 1.5, "d": 1e-20, "e": 2**53 - 1, "f": 123456.0, "g": 7}
+    [made] = await derive_many(
+        store, [Derivation([], "numbers", "document", source_uri="s3://n.md", attributes=numbers)]
+    )
+    stored = await store.get(made.context_id)
+    assert stored is not None
+    assert stored.canonical_bytes() == made.record.canonical_bytes()

@@ -53,6 +53,8 @@ def proposal(**fields: object) -> NewContext:
         ({"transform": "embedder", "transform_version": "chunker@2"}, "transform_mismatch"),
         ({"attributes": {"blob": "x" * MAX_ATTRIBUTES_BYTES}}, "attributes_too_large"),
         ({"attributes": {"n": 2**60}}, "bad_attributes"),
+        ({"attributes": {"n": 1e20}}, "number_out_of_range"),
+        ({"attributes": {"deep": [{"n": -(2.0**53)}]}}, "number_out_of_range"),
         ({"source_uri": ""}, "bad_field"),
     ],
 )

@@ -109,7 +109,9 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp ROWS 100 
       AND p_tenant_id = lineage_walk_tenant(p_tenant_id)
 $$;
 
-CREATE OR REPLACE FUNCTION lineage_descendants(p_tenant_id text, p_start_ids text[], p_max_depth int)
+CREATE OR REPLACE FUNCTION lineage_descendants(
+    p_tenant_id text, p_start_ids text[], p_max_depth int
+)
 RETURNS TABLE (context_id text, depth int, truncated boolean)
 LANGUAGE sql STABLE AS $$
     WITH RECURSIVE walk (depth, frontier, seen) AS (
@@ -171,7 +173,9 @@ CREATE POLICY {table}_tenant ON {table}
 
 DOWNGRADE = """
 DROP FUNCTION lineage_key(text);
-CREATE OR REPLACE FUNCTION lineage_descendants(p_tenant_id text, p_start_ids text[], p_max_depth int)
+CREATE OR REPLACE FUNCTION lineage_descendants(
+    p_tenant_id text, p_start_ids text[], p_max_depth int
+)
 RETURNS TABLE (context_id text, depth int, truncated boolean)
 LANGUAGE sql STABLE AS $$
     WITH RECURSIVE walk (depth, frontier, seen) AS (
