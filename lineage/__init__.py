@@ -11,6 +11,7 @@ from lineage.errors import (
     WalkTimeout,
 )
 from lineage.record import ContextRecord, NewContext
+from lineage.spool import SpoolingStore
 from lineage.store import HttpStore, PostgresStore, Store
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "NewContext",
     "NotFound",
     "PostgresStore",
+    "SpoolingStore",
     "Store",
     "StoreUnavailable",
     "WalkTimeout",

@@ -6,17 +6,22 @@ from typing import Any
 
 from lineage import db
 from lineage.derive import Context, Derivation, derive, derive_many
-from lineage.store.base import Store
+from lineage.spool import SpoolingStore
 from lineage.store.postgres import PostgresStore
 
 
 class SyncLineage:
-    """`with SyncLineage(url) as lineage: doc = lineage.derive([], text, "document", ...)`."""
+    """`with SyncLineage(url) as lineage: doc = lineage.derive([], text, "document", ...)`.
+
+    Degrade-open: while the database is down, records wait in the local spool (lineage.spool)
+    and the pipeline goes on; bad records still raise.
+    """
 
     def __init__(self, database_url: str, tenant_id: str = "default") -> None:
         self._runner = asyncio.Runner()
-        self._pool = self._runner.run(db.create_pool(database_url, max_size=2))
-        self.store: Store = PostgresStore(self._pool, tenant_id)
+        # min_size 0: no connection is needed to start, so a database outage cannot stop it.
+        self._pool = self._runner.run(db.create_pool(database_url, min_size=0, max_size=2))
+        self.store = SpoolingStore(PostgresStore(self._pool, tenant_id))
 
     def derive(self, *args: Any, **kwargs: Any) -> Context:
         """The same arguments as lineage.derive(), without the store."""
@@ -26,6 +31,7 @@ class SyncLineage:
         return self._runner.run(derive_many(self.store, items))
 
     def close(self) -> None:
+        self._runner.run(self.store.aclose())
         self._runner.run(self._pool.close())
         self._runner.close()
 

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -17,7 +18,7 @@ from lineage.errors import (
     Unauthorized,
     WalkTimeout,
 )
-from lineage.store.postgres import OUTAGE_ERRORS
+from lineage.store.postgres import OUTAGE_ERRORS, is_outage
 
 STATUS = {
     InvalidRecord: 422,
@@ -54,6 +55,8 @@ async def lineage_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def database_outage(request: Request, exc: Exception) -> JSONResponse:
     """The database is down or restarting: a 503 the client may retry, never a 500."""
+    if not is_outage(exc):
+        raise exc  # a bug, not an outage: the server's own 500, logged
     detail = (
         f"the database is unavailable ({type(exc).__name__}); retry shortly. Sending a record "
         "again with the same context_id is safe: an identical replay is a no-op"
@@ -72,5 +75,5 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(LineageError, lineage_error)
     app.add_exception_handler(RequestValidationError, validation_error)
-    for outage in OUTAGE_ERRORS:
+    for outage in (*OUTAGE_ERRORS, asyncpg.InterfaceError):
         app.add_exception_handler(outage, database_outage)

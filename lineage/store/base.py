@@ -9,6 +9,7 @@ from lineage.record import ContextRecord, NewContext
 class Appended(NamedTuple):
     record: ContextRecord  # as stored: for a replay, the earlier record
     created: bool
+    spooled: bool = False  # kept locally while the store is down (lineage.spool): not stored yet
 
 
 class Store(Protocol):

@@ -5,9 +5,13 @@ from typing import Any
 
 import httpx
 
+from lineage import telemetry
 from lineage.errors import Conflict, InvalidRecord, StoreUnavailable
 from lineage.record import ContextRecord, NewContext
 from lineage.store.base import Appended
+
+# The service sheds load with 429: like a 5xx, the same request can succeed later.
+TOO_MANY_REQUESTS = 429
 
 
 class HttpStore:
@@ -30,14 +34,16 @@ class HttpStore:
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            return await self.client.request(method, path, **kwargs)
+            return await self.client.request(
+                method, path, headers=telemetry.outgoing_headers(), **kwargs
+            )
         except httpx.HTTPError as exc:
             raise StoreUnavailable(f"lineage API unreachable: {exc!r}") from exc
 
     async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
         body = {"records": [p.model_dump(mode="json") for p in proposals]}
         response = await self._request("POST", "/v1/contexts/batch", json=body)
-        if response.status_code >= 500:
+        if response.status_code >= 500 or response.status_code == TOO_MANY_REQUESTS:
             raise StoreUnavailable(f"lineage API answered {response.status_code}")
         problem = response.json() if response.status_code >= 400 else {}
         if response.status_code == 409:
