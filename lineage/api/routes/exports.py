@@ -1,0 +1,48 @@
+"""Exports of one context: its walk-back as W3C PROV, its provenance header for generated files."""
+
+from typing import Literal
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+
+from lineage import walks
+from lineage.api import problems
+from lineage.api.deps import AppSettings, Pool, Read
+from lineage.interop import headers, prov
+
+router = APIRouter(prefix="/v1/contexts", tags=["exports"])
+
+
+@router.get("/{context_id}/prov")
+async def get_prov(
+    context_id: str,
+    pool: Pool,
+    caller: Read,
+    settings: AppSettings,
+    format: Literal["json", "provn", "jsonld", "xml"] = "json",
+    max_depth: int | None = None,
+) -> Response:
+    """The walk-back as a PROV document: contexts as entities, transforms as activities,
+    produced_by as agents (see lineage/interop/prov.py)."""
+    walk = await walks.walk_back(pool, settings, caller.tenant_id, context_id, max_depth)
+    document = prov.prov_document(walk, caller.tenant_id)
+    try:
+        body = prov.serialize(document, format)
+    except prov.UnavailableFormat as exc:
+        return problems.problem(422, "UnavailableFormat", str(exc), rule="prov_format")
+    return Response(body, media_type=prov.MEDIA_TYPES[format])
+
+
+@router.get("/{context_id}/header")
+async def get_header(
+    context_id: str,
+    pool: Pool,
+    caller: Read,
+    format: Literal["yaml", "json"] = "json",
+) -> Response:
+    """Provenance for a generated file: YAML front-matter or a JSON envelope (trace_id,
+    operation, provider, model, inputs fingerprint, generated time, consumed ids)."""
+    header = await headers.provenance_header(pool, caller.tenant_id, context_id)
+    if format == "yaml":
+        return Response(headers.front_matter(header), media_type="application/yaml")
+    return JSONResponse(headers.envelope(header))

@@ -1,0 +1,246 @@
+"""The explorer at /ui, and what a browser needs that bearer-key clients do not: a session
+cookie for its key, and blast radii a page at a time or as a file of ids.
+
+The page (lineage/ui/) is static, ships inside the package and reads everything through the
+API: the marks it draws are the service's (sql/suspicious_hops.sql), never the browser's guess.
+"""
+
+import csv
+import io
+import json
+import re
+from collections.abc import AsyncIterator
+from importlib.resources import files
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Literal
+
+import asyncpg
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from lineage import auth, walks
+from lineage.api.deps import AppSettings, Caller, Pool, Read
+from lineage.api.routes.contexts import EARLIEST, LATEST
+from lineage.api.session import SESSION_COOKIE, issue_session
+from lineage.errors import BadParameter, Forbidden, NotFound, Unauthorized
+from lineage.record import BOOKKEEPING_KINDS
+from lineage.settings import Settings
+
+router = APIRouter(tags=["explorer"])
+
+ASSETS = files("lineage.ui")
+MEDIA_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+}
+# The page loads nothing from elsewhere and runs no inline script.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",
+}
+
+
+# --- the page ----------------------------------------------------------------------------------
+
+
+def _asset(name: str) -> Response:
+    suffix = PurePosixPath(name).suffix
+    resource = ASSETS.joinpath(name)
+    if suffix not in MEDIA_TYPES or not resource.is_file():
+        raise NotFound(f"the explorer has no file {name}")
+    return Response(resource.read_bytes(), media_type=MEDIA_TYPES[suffix], headers=PAGE_HEADERS)
+
+
+@router.get("/ui", include_in_schema=False)
+async def explorer() -> Response:
+    return _asset("index.html")
+
+
+@router.get("/ui/{name}", include_in_schema=False)
+async def explorer_file(name: str) -> Response:
+    return _asset(name)
+
+
+# --- the session cookie ------------------------------------------------------------------------
+
+
+class SessionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str = Field(min_length=1, max_length=1024, description="a read or admin key")
+
+
+@router.post("/v1/session")
+async def open_session(
+    body: SessionIn, request: Request, pool: Pool, settings: AppSettings
+) -> JSONResponse:
+    """Exchange a key for the `lineage_session` cookie (HttpOnly, SameSite=Strict) that the
+    explorer's requests, downloads and streams carry. The session can read, nothing more,
+    whatever the key's scope, and ends after `LINEAGE_SESSION_TTL_SECONDS`. With
+    LINEAGE_AUTH=none any key will do: every request is the default tenant's anyway."""
+    if request.app.state.auth == "none":
+        caller: Caller | None = auth.NO_AUTH_CALLER
+    else:
+        caller = await auth.authenticate(pool, body.key)
+    if caller is None:
+        raise Unauthorized("the key is malformed, unknown or revoked: ask an admin for a key")
+    if not caller.may("read"):
+        raise Forbidden(f"a key of scope {caller.scope} cannot read: use a read or admin key")
+    session = Caller(caller.tenant_id, caller.key_id, "read")
+    response = JSONResponse(
+        {"tenant_id": session.tenant_id, "scope": session.scope,
+         "expires_in": settings.session_ttl_seconds}
+    )  # fmt: skip
+    response.set_cookie(
+        SESSION_COOKIE,
+        issue_session(session, settings),
+        max_age=settings.session_ttl_seconds,
+        path="/",
+        secure=request.url.scheme == "https",
+        httponly=True,
+        samesite="strict",
+    )
+    return response
+
+
+@router.delete("/v1/session", status_code=204)
+async def close_session() -> Response:
+    """Forget the session cookie (sign out)."""
+    response = Response(status_code=204)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+# --- blast radius by page and as a file --------------------------------------------------------
+
+
+async def _impact_start(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    caller: Caller,
+    source_uri: str | None,
+    context_id: str | None,
+) -> tuple[str, dict[str, Any]]:
+    """The impact query and the parameter that starts it; NotFound when nothing would."""
+    if (source_uri is None) == (context_id is None):
+        raise BadParameter("give exactly one of source_uri, context_id")
+    if context_id is not None:
+        await walks.walk_back(pool, settings, caller.tenant_id, context_id, 0)
+        return walks.IMPACT_QUERIES["context_ids"], {"context_ids": [context_id]}
+    first = await walks.run(
+        pool, settings, "list_contexts",
+        tenant_id=caller.tenant_id, kind="any", source_uri=source_uri, trace_id="any",
+        produced_by="any", since=EARLIEST, until=LATEST, after_created_at=EARLIEST,
+        after_context_id="", page_size=1,
+    )  # fmt: skip
+    if not first:
+        raise NotFound(f"no records with source_uri {source_uri}")
+    return walks.IMPACT_QUERIES["source_uri"], {"source_uri": source_uri}
+
+
+@router.get("/v1/impact/page")
+async def get_impact_page(
+    pool: Pool,
+    caller: Read,
+    settings: AppSettings,
+    source_uri: str | None = None,
+    context_id: str | None = None,
+    kind: str = "answer",
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    max_depth: int | None = None,
+) -> dict[str, Any]:
+    """A blast radius (of every revision of a source_uri, or of one context) a page at a time:
+    counts by kind, then up to `limit` records of `kind` from `offset` (follow `next_offset`).
+    Each page walks the radius again and holds only the page in memory."""
+    name, start = await _impact_start(pool, settings, caller, source_uri, context_id)
+    wanted = walks.check_kind(kind)
+    counted = "all" if wanted == "all" or wanted in BOOKKEEPING_KINDS else "any"
+    summary = walks.ImpactSummary()
+    page: list[dict[str, Any]] = []
+    matching = 0
+    async for node in walks.stream(
+        pool, settings, name,
+        tenant_id=caller.tenant_id, kind=counted,
+        max_depth=walks.check_depth(settings, max_depth), **start,
+    ):  # fmt: skip
+        summary.add(node)
+        if wanted in {"any", "all"} or node["kind"] == wanted:
+            if offset <= matching < offset + limit:
+                page.append(node)
+            matching += 1
+    return {
+        "source_uri": source_uri,
+        "context_id": context_id,
+        "kind": wanted,
+        "summary": summary.as_dict(),
+        "matching": matching,
+        "offset": offset,
+        "nodes": page,
+        "next_offset": offset + limit if offset + limit < matching else None,
+    }
+
+
+def _csv_line(*values: object) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerow(values)
+    return buffer.getvalue()
+
+
+async def _csv_file(nodes: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+    yield _csv_line("context_id", "kind", "depth", "truncated")
+    async for node in nodes:
+        yield _csv_line(node["context_id"], node["kind"], node["depth"], node["truncated"])
+
+
+async def _json_file(
+    start: dict[str, Any], kind: str, nodes: AsyncIterator[dict[str, Any]]
+) -> AsyncIterator[str]:
+    summary = walks.ImpactSummary()
+    yield f'{{"start": {json.dumps(start)}, "kind": {json.dumps(kind)}, "records": ['
+    separator = ""
+    async for node in nodes:
+        summary.add(node)
+        record = {key: node[key] for key in ("context_id", "kind", "depth", "truncated")}
+        yield separator + json.dumps(record)
+        separator = ", "
+    yield f'], "summary": {json.dumps(summary.as_dict())}}}'
+
+
+@router.get("/v1/impact/ids")
+async def download_impact_ids(
+    pool: Pool,
+    caller: Read,
+    settings: AppSettings,
+    source_uri: str | None = None,
+    context_id: str | None = None,
+    kind: str = "any",
+    file_format: Annotated[Literal["csv", "json"], Query(alias="format")] = "csv",
+    max_depth: int | None = None,
+) -> StreamingResponse:
+    """Every id of a blast radius as a file for a deletion or cache-invalidation job: CSV
+    (context_id, kind, depth, truncated) or JSON with a closing summary. Streamed, so any size;
+    a walk that fails midway cuts the transfer short instead of ending a plausible file."""
+    name, start = await _impact_start(pool, settings, caller, source_uri, context_id)
+    nodes = walks.stream(
+        pool, settings, name,
+        tenant_id=caller.tenant_id, kind=walks.check_kind(kind),
+        max_depth=walks.check_depth(settings, max_depth), **start,
+    )  # fmt: skip
+    label = re.sub(r"[^A-Za-z0-9._-]+", "_", source_uri or context_id or "").strip("_")[:80]
+    disposition = f'attachment; filename="impact-{kind}-{label}.{file_format}"'
+    if file_format == "csv":
+        return StreamingResponse(
+            _csv_file(nodes),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": disposition},
+        )
+    given = {"source_uri": source_uri} if source_uri is not None else {"context_id": context_id}
+    return StreamingResponse(
+        _json_file(given, kind, nodes),
+        media_type="application/json",
+        headers={"Content-Disposition": disposition},
+    )

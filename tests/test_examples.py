@@ -1,0 +1,68 @@
+"""The worked example runs as a user would run it, against a test database, and records what it
+prints."""
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import asyncpg
+
+from lineage import walks
+from lineage.claims.verify import current_verdicts
+from lineage.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "policy_pipeline.py"
+ANSWER = re.compile(r"^answer (ctx_[0-9a-f]{32}): ", re.MULTILINE)
+POLICIES = {"s3://policies/employee-leave.md", "s3://policies/contractors.md"}
+
+
+def run_example(database_url: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGE_")}
+    finished = subprocess.run(
+        [sys.executable, str(EXAMPLE)],
+        env=env | {"LINEAGE_DATABASE_URL": database_url},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    return finished.stdout
+
+
+async def test_the_policy_pipeline_records_and_walks_back_its_answer(
+    database_url: str, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+) -> None:
+    printed = await asyncio.to_thread(run_example, database_url)
+    [answer_id] = ANSWER.findall(printed)
+
+    walk = await walks.walk_back(pool, settings, "default", answer_id, None)
+    kinds = {node["kind"] for node in walk.nodes}
+    assert kinds == {
+        "answer", "claim", "prompt", "summary", "retrieval", "query", "embedding", "chunk",
+        "document",
+    }  # fmt: skip
+    assert {n["source_uri"] for n in walk.nodes if n["kind"] == "document"} == POLICIES
+    assert f"walk-back of {answer_id} ({len(walk.nodes)} records):" in printed
+    for node in walk.nodes:
+        assert node["context_id"] in printed
+
+    verdicts = sorted(row["verdict"] for row in await current_verdicts(pool, "default", answer_id))
+    assert verdicts == ["supported", "supported", "uncited"]
+    assert "1 of 3 failing (uncited 1, supported 2)" in printed
+    assert 'model: "fake-model-1"' in printed
+
+    # A second run asks again: the documents, chunks and embeddings are not recorded twice.
+    again = await asyncio.to_thread(run_example, database_url)
+    assert ANSWER.findall(again) != [answer_id]
+    counts = dict(
+        await owner.fetch("SELECT kind, count(*) FROM provenance GROUP BY kind ORDER BY kind")
+    )
+    assert counts["document"] == 2
+    assert counts["chunk"] == counts["embedding"] == 6
+    assert counts["answer"] == counts["query"] == 2
