@@ -1,6 +1,5 @@
 """Audit: who (key id) walked, exported, verified or forgot what, and when; append-only."""
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +25,7 @@ async def record(
             key_id=caller.key_id or "",
             action=action,
             target=target or "",
-            detail=json.dumps(detail or {}),
+            detail=detail or {},
         )
 
 

@@ -8,9 +8,8 @@ to an explicit 14 days. Its walk-back shows both root causes.
 
 import asyncpg
 
-from lineage.claims.answers import capture_texts
 from lineage.claims.judges import OfflineJudge
-from lineage.claims.verify import Verification, ensure_verified
+from lineage.claims.verify import Verification, ensure_verified, mapping_resolver
 from lineage.derive import Context, Derivation, derive_many
 from lineage.store.base import Store
 
@@ -141,11 +140,13 @@ async def load_incident(store: Store) -> list[Context]:
 
 
 async def verify_incident(pool: asyncpg.Pool, tenant_id: str = "default") -> Verification:
-    """Capture the claim's and its summary's text (opt-in) and judge the claim once; a rerun
-    shows the same verdict and appends nothing. Passing or not, its walk-back finds chunk_42."""
+    """Judge the claim once against its summary, with both texts handed over here (text capture
+    is off by default); a rerun shows the same verdict and appends nothing. Passing or not,
+    its walk-back finds chunk_42."""
     texts = {
         name: next(item.text for item in INCIDENT if item.context_id == name)
         for name in ("summary_1", "claim_1")
     }
-    await capture_texts(pool, tenant_id, texts)
-    return await ensure_verified(pool, tenant_id, ANSWER_ID, OfflineJudge())
+    return await ensure_verified(
+        pool, tenant_id, ANSWER_ID, OfflineJudge(), mapping_resolver(texts)
+    )

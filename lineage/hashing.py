@@ -1,6 +1,7 @@
 """Content hashes: algorithm-prefixed (`sha256:<hex>`), pluggable behind one small interface."""
 
 import hashlib
+import hmac
 from typing import Protocol
 
 
@@ -29,6 +30,23 @@ class Blake3:
         return digest
 
 
+class HmacSha256:
+    """Keyed, for short guessable texts (queries, claims, answers): HMAC-SHA256 under a
+    tenant's key over the text's SHA-256, so the service can key a `sha256:` digest sent by a
+    client that never holds the key."""
+
+    name = "hmacsha256"
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def hexdigest(self, data: bytes) -> str:
+        return self.key_digest(hashlib.sha256(data).digest())
+
+    def key_digest(self, sha256_digest: bytes) -> str:
+        return hmac.new(self._key, sha256_digest, hashlib.sha256).hexdigest()
+
+
 def content_hash(text: str | bytes, hasher: ContentHasher | None = None) -> str:
     data = text.encode() if isinstance(text, str) else text
     chosen = hasher or Sha256()
@@ -38,9 +56,14 @@ def content_hash(text: str | bytes, hasher: ContentHasher | None = None) -> str:
 HASHERS: dict[str, ContentHasher] = {"sha256": Sha256(), "blake3": Blake3()}
 
 
-def text_matches_hash(text: str, digest: str) -> bool:
-    """Does `text` hash to a record's content_hash? Unknown algorithms cannot be checked: True."""
+def text_matches_hash(text: str, digest: str, key: bytes | None = None) -> bool:
+    """Does `text` hash to a record's content_hash? Unknown algorithms cannot be checked: True.
+    A keyed hash needs its tenant's key (lineage.privacy.text_hash_key); without it: False."""
     algorithm, _, hexdigest = digest.partition(":")
+    if algorithm == HmacSha256.name:
+        return key is not None and hmac.compare_digest(
+            HmacSha256(key).hexdigest(text.encode()), hexdigest
+        )
     hasher = HASHERS.get(algorithm)
     if hasher is None:
         return True

@@ -13,7 +13,8 @@ import asyncpg
 import httpx
 import pytest
 
-from lineage import walks
+from lineage import privacy, walks
+from lineage.auth import NO_AUTH_CALLER
 from lineage.claims.answers import (
     capture_texts,
     claim_hypothesis,
@@ -75,7 +76,15 @@ def api(client: httpx.AsyncClient) -> httpx.AsyncClient:
 
 
 @pytest.fixture
-async def pipeline(store: PostgresStore, pool: asyncpg.Pool) -> Pipeline:
+async def capturing(pool: asyncpg.Pool) -> None:
+    """Text capture is off by default: these tests opt in for every class of text."""
+    await privacy.update_settings(
+        pool, NO_AUTH_CALLER, dict.fromkeys(privacy.CAPTURE_SWITCHES, True)
+    )
+
+
+@pytest.fixture
+async def pipeline(store: PostgresStore, pool: asyncpg.Pool, capturing: None) -> Pipeline:
     """Two chunks in a prompt (employees first), a third chunk left out; texts captured."""
     chunks = {}
     for name, text in (
@@ -124,6 +133,7 @@ async def test_prompt_parents_are_exactly_the_rendered_contexts(pipeline: Pipeli
 # --- 2. the demo incident ----------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("capturing")
 async def test_demo_claim_passes_entailment_yet_its_walk_back_exposes_chunk_42(
     store: PostgresStore, pool: asyncpg.Pool, settings: Settings, api: httpx.AsyncClient
 ) -> None:
@@ -157,6 +167,7 @@ async def test_demo_claim_passes_entailment_yet_its_walk_back_exposes_chunk_42(
     assert "claim_1" in "\n".join(passed.lines())
 
 
+@pytest.mark.usefixtures("capturing")
 async def test_ensure_verified_replays_the_current_verdicts(
     store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
 ) -> None:
@@ -659,6 +670,7 @@ async def test_verify_command_uses_captured_texts(
 
 
 @pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
+@pytest.mark.usefixtures("capturing")
 async def test_claim_sql_files_run_under_psql(
     database_url: str, store: PostgresStore, pool: asyncpg.Pool
 ) -> None:

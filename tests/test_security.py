@@ -309,6 +309,12 @@ async def test_reads_are_audited_with_the_key_and_only_admins_of_the_tenant_see_
         ("get_lineage", "answer_1"),
         ("verify_answer", "answer_1"),
     ], mine
+    walked = await http.get(
+        "/v1/contexts/answer_1/lineage", params={"max_depth": 3}, headers=bearer(reader)
+    )
+    assert walked.is_success
+    entries = (await http.get("/v1/audit", headers=bearer(tenants.keys["acme:admin"]))).json()
+    assert entries["entries"][-2]["detail"] == {"max_depth": "3"}  # a JSON object, not a string
     rival = (await http.get("/v1/audit", headers=bearer(tenants.keys["rival:admin"]))).json()
     assert all(e["key_id"] != reader_id for e in rival["entries"])
     async with db.transaction(pool, "acme") as connection:

@@ -35,6 +35,7 @@ from lineage import db
 from lineage.derive import Context, Derivation, derive, derive_many, render_for_prompt
 from lineage.errors import BadParameter, InvalidRecord, NotFound
 from lineage.hashing import Sha256, text_matches_hash
+from lineage.privacy import check_capture, text_hash_key
 from lineage.record import ContextRecord, new_context_id
 from lineage.store.base import Store
 from lineage.store.postgres import ConnectionStore, PostgresStore, get_records
@@ -493,6 +494,9 @@ async def record_answer_in(
         return recorded
     texts = {c.claim_id: c.text for c in recorded.claims}
     texts[recorded.answer.context_id] = recorded.answer.text
+    # Refused here, the caller's transaction rolls back: the answer is not recorded either.
+    kinds = dict.fromkeys(texts, "claim") | {recorded.answer.context_id: "answer"}
+    await check_capture(connection, tenant_id, kinds)
     await _capture(connection, tenant_id, texts)
     return dataclasses.replace(recorded, captured_text=True)
 
@@ -514,7 +518,9 @@ async def record_answer(
     One transaction (all or none). `trace_id` defaults to the prompt's. `answer_id` names the
     answer and makes a replay a no-op. `file_ids` maps OpenAI file ids to context ids.
     `capture_text` (opt-in) also stores the claim and answer texts in context_text; it needs a
-    PostgresStore. Raises NotFound for an unknown prompt, BadParameter for unreadable output.
+    PostgresStore and the tenant's capture_answer_text switch (else InvalidRecord
+    `capture_off`, nothing recorded). Raises NotFound for an unknown prompt, BadParameter for
+    unreadable output.
     """
     if isinstance(store, PostgresStore):
         async with db.transaction(store.pool, store.tenant_id) as connection:
@@ -557,7 +563,9 @@ async def capture_texts(pool: asyncpg.Pool, tenant_id: str, texts: Mapping[str, 
     """Store opt-in text for existing records (id -> text); returns the ids newly captured.
 
     Each text must hash to its record's content_hash, so a verdict is never judged on other
-    words than were recorded. A record already captured keeps its text.
+    words than were recorded. A record already captured keeps its text. Each record's class
+    of text must be switched on for the tenant (lineage.privacy), else InvalidRecord
+    `capture_off` and nothing is captured.
     """
     async with db.transaction(pool, tenant_id) as connection:
         records = await get_records(connection, tenant_id, list(texts))
@@ -565,10 +573,12 @@ async def capture_texts(pool: asyncpg.Pool, tenant_id: str, texts: Mapping[str, 
         missing = [context_id for context_id in texts if context_id not in hashes]
         if missing:
             raise NotFound(f"no context {missing[0]}")
+        key = await text_hash_key(connection, tenant_id)
         for context_id, text in texts.items():
-            if not text_matches_hash(text, hashes[context_id]):
+            if not text_matches_hash(text, hashes[context_id], key):
                 raise InvalidRecord(
                     "text_hash_mismatch",
                     f"the text given for {context_id} does not hash to its content_hash",
                 )
+        await check_capture(connection, tenant_id, {i: records[i].kind for i in texts})
         return await _capture(connection, tenant_id, texts)

@@ -39,6 +39,7 @@ from lineage.claims.judges import Judge, Judgement, OfflineJudge
 from lineage.derive import Derivation, derive_many
 from lineage.errors import BadParameter, NotFound
 from lineage.hashing import text_matches_hash
+from lineage.privacy import text_hash_key
 from lineage.record import ContextRecord
 from lineage.settings import Settings
 from lineage.store.postgres import ConnectionStore, get_records
@@ -296,11 +297,11 @@ async def _verdict(
 
 
 async def _texts(
-    resolver: TextResolver, records: Mapping[str, ContextRecord], ids: Sequence[str]
+    resolver: TextResolver, records: Mapping[str, ContextRecord], ids: Sequence[str], key: bytes
 ) -> dict[str, str]:
     """Resolved texts that hash to their record's content_hash; the others are unavailable."""
     found = await _call(resolver, ids) if ids else {}
-    return {i: t for i, t in found.items() if text_matches_hash(t, records[i].content_hash)}
+    return {i: t for i, t in found.items() if text_matches_hash(t, records[i].content_hash, key)}
 
 
 async def verify_claims(
@@ -323,24 +324,26 @@ async def verify_claims(
     default = context_text_resolver(pool, tenant_id)
     premise_resolver = resolver or default
     claims = await _claims_of(pool, tenant_id, answer_id)
+    async with db.transaction(pool, tenant_id) as connection:
+        key = await text_hash_key(connection, tenant_id)  # claims' hashes are keyed
     by_id = {c.record.context_id: c.record for c in claims}
     given = dict(claim_texts or {})
     for claim_id, text in given.items():
         if claim_id not in by_id:
             raise BadParameter(f"claim_texts names {claim_id}, which is not a claim of {answer_id}")
-        if not text_matches_hash(text, by_id[claim_id].content_hash):
+        if not text_matches_hash(text, by_id[claim_id].content_hash, key):
             raise BadParameter(f"claim_texts[{claim_id}] does not hash to the claim's content_hash")
     wanted = [i for i in by_id if i not in given]
-    claim_text = given | await _texts(premise_resolver, by_id, wanted)
+    claim_text = given | await _texts(premise_resolver, by_id, wanted, key)
     if resolver is not None:
-        claim_text |= await _texts(default, by_id, [i for i in wanted if i not in claim_text])
+        claim_text |= await _texts(default, by_id, [i for i in wanted if i not in claim_text], key)
 
     # Only ids that were in a prompt are ever resolved: an outside id is never looked up.
     cited = sorted({i for c in claims if not set(c.cited_ids) - c.scope for i in c.cited_ids})
     async with db.transaction(pool, tenant_id) as connection:
         cited_records = await get_records(connection, tenant_id, cited)
     premises = await _texts(
-        premise_resolver, cited_records, [i for i in cited if i in cited_records]
+        premise_resolver, cited_records, [i for i in cited if i in cited_records], key
     )
 
     gate = asyncio.Semaphore(max(1, concurrency))

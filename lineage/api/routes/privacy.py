@@ -1,0 +1,55 @@
+"""Privacy, for admin keys: the tenant's text capture switches, and the right to be forgotten."""
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from lineage import privacy
+from lineage.api.deps import Admin, AppSettings, Pool
+from lineage.forget import forget
+
+router = APIRouter(prefix="/v1", tags=["privacy"])
+
+
+class SettingsIn(BaseModel):
+    """The switches to change; one left out keeps its value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    capture_source_text: bool | None = Field(
+        default=None, description="documents, chunks, summaries, tool results and the rest"
+    )
+    capture_query_text: bool | None = Field(default=None, description="queries")
+    capture_answer_text: bool | None = Field(default=None, description="answers and claims")
+
+
+class ForgetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source_uri: str = Field(min_length=1)
+    max_depth: int | None = Field(default=None, description="defaults to the service's")
+
+
+@router.get("/tenant/settings")
+async def get_tenant_settings(pool: Pool, caller: Admin) -> dict[str, Any]:
+    """Which texts this tenant captures (all off by default)."""
+    return (await privacy.get_settings(pool, caller.tenant_id)).as_dict()
+
+
+@router.put("/tenant/settings")
+async def put_tenant_settings(body: SettingsIn, pool: Pool, caller: Admin) -> dict[str, Any]:
+    """Turn text capture on or off, per class of text; returns every switch."""
+    updated = await privacy.update_settings(pool, caller, body.model_dump())
+    return updated.as_dict()
+
+
+@router.post("/forget")
+async def forget_source(
+    body: ForgetIn, pool: Pool, caller: Admin, settings: AppSettings
+) -> dict[str, Any]:
+    """Right to be forgotten: every record derived from `source_uri` (with its kind, for the
+    downstream stores), captured text purged, tombstones appended, in one transaction. 422 if
+    max_depth cuts the walk short (nothing written), 404 if no record has the source_uri."""
+    forgotten = await forget(pool, settings, caller, body.source_uri, body.max_depth)
+    return forgotten.as_dict()

@@ -1,0 +1,207 @@
+"""Right to be forgotten: `lineage forget --source-uri URI` and `POST /v1/forget`.
+
+In one transaction, so nothing is half-done:
+
+1. walk the whole blast radius of every record with the source_uri (sql/blast_radius_by_source,
+   every kind); a walk cut short by max_depth is refused and nothing is written;
+2. purge the captured text (context_text) of every record in it;
+3. append `tombstone` records, children of the forgotten records with that source_uri (at
+   most record.MAX_PARENTS each), saying what was forgotten: a keyed hash of the URI (it may
+   itself be personal) and the counts; their created_at says when;
+4. append an audit record (`forget`).
+
+It returns every affected id with its kind, for the owners of the downstream stores (vector
+index, caches). Provenance stays as it was: it holds no text, and it is append-only. A rerun
+that finds no text left to purge and every record already tombstoned writes no tombstone and
+says so (it is still audited).
+"""
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from lineage import db, walks
+from lineage.auth import Caller
+from lineage.derive import Derivation, derive_many
+from lineage.errors import BadParameter, NotFound, WalkTimeout
+from lineage.hashing import HmacSha256
+from lineage.privacy import text_hash_key
+from lineage.record import MAX_PARENTS
+from lineage.settings import Settings
+from lineage.store.postgres import ConnectionStore
+
+__all__ = ["FORGET_TRANSFORM", "Forgotten", "forget"]
+
+FORGET_TRANSFORM = "forget"
+FORGET_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    source_uri_hash: str  # keyed (hmacsha256), as the tombstones and the audit record hold it
+    affected: list[dict[str, Any]]  # context_id, kind, depth: for the downstream stores
+    purged: list[str]  # ids whose captured text was deleted now
+    tombstones: list[str]
+    forgotten_at: datetime
+
+    @property
+    def nothing_left(self) -> bool:
+        return not self.purged and not self.tombstones
+
+    def counts_by_kind(self) -> dict[str, int]:
+        return dict(sorted(Counter(node["kind"] for node in self.affected).items()))
+
+    def summary(self) -> str:
+        if self.nothing_left:
+            return (
+                f"nothing left to purge: the {len(self.affected)} records of this source_uri "
+                "hold no captured text and were already tombstoned"
+            )
+        return (
+            f"forgotten: {len(self.affected)} records listed for the downstream stores, "
+            f"{len(self.purged)} captured texts purged, {len(self.tombstones)} tombstones "
+            "appended; provenance kept"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source_uri_hash": self.source_uri_hash,
+            "forgotten_at": self.forgotten_at.isoformat(),
+            "nothing_left": self.nothing_left,
+            "summary": self.summary(),
+            "total": len(self.affected),
+            "counts_by_kind": self.counts_by_kind(),
+            "affected": self.affected,
+            "purged_text_ids": self.purged,
+            "tombstone_ids": self.tombstones,
+        }
+
+
+async def forget(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    caller: Caller,
+    source_uri: str,
+    max_depth: int | None = None,
+) -> Forgotten:
+    """Run the right-to-be-forgotten flow for `source_uri` in the caller's tenant.
+
+    Raises NotFound when no record has that source_uri, BadParameter when max_depth cuts the
+    blast radius short, WalkTimeout past the statement timeout; in each case nothing is written.
+    """
+    depth = walks.check_depth(settings, max_depth)
+    tenant_id = caller.tenant_id
+    try:
+        async with db.transaction(
+            pool, tenant_id, statement_timeout_ms=settings.statement_timeout_ms
+        ) as connection:
+            return await _forget_in(connection, caller, source_uri, depth)
+    except asyncpg.QueryCanceledError as exc:
+        raise WalkTimeout(
+            f"forget ran past the {settings.statement_timeout_ms} ms statement timeout and "
+            "wrote nothing; raise LINEAGE_STATEMENT_TIMEOUT_MS for this request"
+        ) from exc
+
+
+async def _forget_in(
+    connection: asyncpg.Connection, caller: Caller, source_uri: str, depth: int
+) -> Forgotten:
+    tenant_id = caller.tenant_id
+    nodes = [
+        walks.node_from_row(row)
+        for row in await db.fetch(
+            connection,
+            "blast_radius_by_source",
+            tenant_id=tenant_id,
+            source_uri=source_uri,
+            kind="all",
+            max_depth=depth,
+        )
+    ]
+    if not nodes:
+        raise NotFound("no record in this tenant has that source_uri; nothing was forgotten")
+    if any(node["truncated"] for node in nodes):
+        raise BadParameter(
+            f"the blast radius goes deeper than max_depth {depth}, so the list would be "
+            "incomplete; nothing was forgotten. Run again with a larger max_depth"
+        )
+    roots = [node["context_id"] for node in nodes if node["source_uri"] == source_uri]
+    earlier = [node for node in nodes if node["transform"] == FORGET_TRANSFORM]
+    tombstoned = {parent for node in earlier for parent in node["parent_ids"]}
+    affected = [
+        {"context_id": node["context_id"], "kind": node["kind"], "depth": node["depth"]}
+        for node in nodes
+        if node["kind"] != "tombstone"
+    ]
+    purged = [
+        row["context_id"]
+        for row in await db.fetch(
+            connection,
+            "forget_purge_text",
+            tenant_id=tenant_id,
+            context_ids=[node["context_id"] for node in nodes],
+        )
+    ]
+    # The URI may itself be personal: tombstones and the audit keep only its keyed hash.
+    uri_hasher = HmacSha256(await text_hash_key(connection, tenant_id))
+    uri_hash = f"{uri_hasher.name}:{uri_hasher.hexdigest(source_uri.encode())}"
+    tombstones: list[str] = []
+    if purged or not tombstoned.issuperset(roots):
+        tombstones = await _append_tombstones(
+            connection, tenant_id, roots, uri_hash, affected, purged
+        )
+    forgotten = Forgotten(uri_hash, affected, purged, tombstones, datetime.now(UTC))
+    await db.execute(
+        connection,
+        "audit_append",
+        tenant_id=tenant_id,
+        key_id=caller.key_id or "",
+        action="forget",
+        target=uri_hash,
+        detail={
+            "total": len(affected),
+            "counts_by_kind": forgotten.counts_by_kind(),
+            "purged_texts": len(purged),
+            "tombstone_ids": tombstones,
+        },
+    )
+    return forgotten
+
+
+async def _append_tombstones(
+    connection: asyncpg.Connection,
+    tenant_id: str,
+    roots: list[str],
+    uri_hash: str,
+    affected: list[dict[str, Any]],
+    purged: list[str],
+) -> list[str]:
+    parts = [roots[start : start + MAX_PARENTS] for start in range(0, len(roots), MAX_PARENTS)]
+    facts = {
+        "forgotten": "source_uri",
+        "source_uri_hash": uri_hash,
+        "records": len(affected),
+        "counts_by_kind": dict(sorted(Counter(node["kind"] for node in affected).items())),
+        "purged_texts": len(purged),
+        "parts": len(parts),
+    }
+    items = [
+        Derivation(
+            part,
+            # What the tombstone's content hash covers: its facts and its own share of parents.
+            json.dumps(facts | {"part": number, "roots": part}, sort_keys=True),
+            "tombstone",
+            FORGET_TRANSFORM,
+            FORGET_VERSION,
+            attributes=facts | {"part": number},
+        )
+        for number, part in enumerate(parts, start=1)
+    ]
+    return [
+        context.context_id
+        for context in await derive_many(ConnectionStore(connection, tenant_id), items)
+    ]
