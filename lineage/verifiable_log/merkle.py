@@ -17,10 +17,13 @@ subtrees, so a database-backed log can assemble any proof from O(log n) stored s
         fold_subtrees([stored[subtree_node(*piece)] for piece in subtree_ranges(*rng)])
         for rng in inclusion_proof_nodes(index, tree_size)
     ]
+
+Appending needs only the old tree's `frontier` (its largest complete subtrees):
+`completed_subtrees` returns every node the new leaves complete, to be stored once.
 """
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 HASH_SIZE: Final = 32
@@ -122,6 +125,42 @@ def subtree_node(start: int, end: int) -> tuple[int, int]:
         raise ValueError(f"[{start}, {end}) is not a complete subtree")
     level = (end - start).bit_length() - 1
     return level, start >> level
+
+
+def frontier(tree_size: int) -> list[tuple[int, int]]:
+    """Node ids of the largest complete subtrees a tree is made of, left to right.
+
+    Their hashes are all a log needs to append leaves and compute the new root (see
+    `completed_subtrees`); at most log2(tree_size) + 1 of them.
+    """
+    return [subtree_node(*piece) for piece in subtree_ranges(0, tree_size)]
+
+
+def completed_subtrees(
+    frontier_hashes: Mapping[tuple[int, int], bytes], old_size: int, leaf_hashes: Sequence[bytes]
+) -> dict[tuple[int, int], bytes]:
+    """Every complete subtree, by node id, that appending ``leaf_hashes`` to a tree of
+    ``old_size`` leaves completes, the new leaves (level 0) included.
+
+    ``frontier_hashes`` maps the old tree's `frontier` to their hashes: a new node's left child
+    is either new itself or one of those.
+    """
+    new_size = old_size + len(leaf_hashes)
+    made = {(0, old_size + offset): leaf for offset, leaf in enumerate(leaf_hashes)}
+    known = {**frontier_hashes, **made}
+    level = 1
+    while 1 << level <= new_size:
+        for index in range(old_size >> level, new_size >> level):
+            made[level, index] = known[level, index] = node_hash(
+                known[level - 1, 2 * index], known[level - 1, 2 * index + 1]
+            )
+        level += 1
+    return made
+
+
+def root_from_subtrees(stored: Mapping[tuple[int, int], bytes], tree_size: int) -> bytes:
+    """MTH of the whole tree from the hashes of its `frontier`."""
+    return fold_subtrees([stored[node] for node in frontier(tree_size)])
 
 
 def inclusion_proof_nodes(index: int, tree_size: int) -> list[tuple[int, int]]:

@@ -1,0 +1,221 @@
+"""Verification off the server: is a record's whole lineage under a saved checkpoint, and does
+a newer checkpoint extend a saved older one?
+
+Trust comes only from the verifier key and the saved checkpoint. The service (or its database)
+supplies records and proofs; every check is done here, with `merkle` and `checkpoint`: the
+checkpoint's signature, each leaf hash recomputed from the record's canonical form, each
+inclusion proof against the checkpoint's root, each consistency proof between roots.
+
+The walk-back checked is the one `walks.walk_back` returns, without its depth bound, but
+followed through the parent_ids of records that verified, so a server cannot hide an ancestor
+by leaving it out of a walk: a parent id is part of its child's logged canonical form.
+
+Data comes from a `LogSource`: `HttpSource` asks the API (what an auditor without database
+access uses), `DatabaseSource` runs the same code as the API against the database (what the
+CLI does by default, like its other commands).
+"""
+
+import base64
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import asyncpg
+import httpx
+
+from lineage.errors import BadParameter, LineageError, NotFound, StoreUnavailable
+from lineage.record import ContextRecord
+from lineage.settings import Settings
+from lineage.verifiable_log import merkle, storage
+from lineage.verifiable_log.checkpoint import Checkpoint, VerifierKey
+from lineage.verifiable_log.storage import InclusionProof
+
+
+class NotConsistent(LineageError):
+    """A newer checkpoint does not extend the saved one: the log was rewritten or forked."""
+
+
+class LogSource(Protocol):
+    async def checkpoint(self) -> str:
+        """The log's newest signed checkpoint note."""
+        ...
+
+    async def inclusion(self, context_id: str, tree_size: int) -> InclusionProof: ...
+
+    async def consistency(self, first: int, second: int) -> list[bytes]: ...
+
+
+class DatabaseSource:
+    """The service's own functions, straight on the database, confined to one tenant."""
+
+    def __init__(self, pool: asyncpg.Pool, settings: Settings, tenant_id: str) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.tenant_id = tenant_id
+
+    async def checkpoint(self) -> str:
+        """As stored: signing is the service's (or `lineage log checkpoint`'s) job."""
+        return (await storage.latest_checkpoint(self.pool, self.tenant_id)).note
+
+    async def inclusion(self, context_id: str, tree_size: int) -> InclusionProof:
+        return await storage.inclusion(self.pool, self.tenant_id, context_id, tree_size)
+
+    async def consistency(self, first: int, second: int) -> list[bytes]:
+        return await storage.consistency(self.pool, self.tenant_id, first, second)
+
+
+class HttpSource:
+    """The API's /v1/log endpoints, as the caller's key's tenant."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    async def _get(self, path: str, **params: Any) -> dict[str, Any]:
+        try:
+            response = await self.client.get(path, params=params)
+        except httpx.HTTPError as exc:
+            raise StoreUnavailable(f"lineage API unreachable: {exc!r}") from exc
+        if response.is_success:
+            body: dict[str, Any] = response.json()
+            return body
+        is_problem = response.headers.get("content-type", "").startswith("application/")
+        detail = response.json().get("detail", response.text) if is_problem else response.text
+        if response.status_code == 404:
+            raise NotFound(detail)
+        if response.status_code == 422:
+            raise BadParameter(detail)
+        raise StoreUnavailable(f"lineage API answered {response.status_code}: {detail}")
+
+    async def checkpoint(self) -> str:
+        """The service brings the log up to date and signs if it grew."""
+        note: str = (await self._get("/v1/log/checkpoint"))["note"]
+        return note
+
+    async def inclusion(self, context_id: str, tree_size: int) -> InclusionProof:
+        body = await self._get(
+            "/v1/log/proof/inclusion", context_id=context_id, tree_size=tree_size
+        )
+        return InclusionProof(
+            record=ContextRecord.model_validate(body["record"]),
+            leaf_index=body["leaf_index"],
+            tree_size=body["tree_size"],
+            leaf_hash=_unb64(body["leaf_hash"]),
+            proof=[_unb64(h) for h in body["proof"]],
+        )
+
+    async def consistency(self, first: int, second: int) -> list[bytes]:
+        body = await self._get("/v1/log/proof/consistency", first=first, second=second)
+        return [_unb64(h) for h in body["proof"]]
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text, validate=True)
+
+
+@dataclass
+class WalkVerification:
+    checkpoint: Checkpoint
+    included: list[tuple[str, int, str]] = field(default_factory=list)  # id, leaf, kind
+    problems: list[tuple[str, str]] = field(default_factory=list)  # id, what is wrong
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def lines(self) -> list[str]:
+        cp = self.checkpoint
+        out = [f"checkpoint {cp.origin} size {cp.tree_size}, signed {cp.time:%Y-%m-%d %H:%M:%S}Z"]
+        out += [f"  ok    leaf {leaf:>8}  {kind} {cid}" for cid, leaf, kind in self.included]
+        out += [f"  FAIL  {cid}: {problem}" for cid, problem in self.problems]
+        if self.ok:
+            out.append(
+                f"verified: {self.included[0][0]} and its {len(self.included) - 1} ancestors "
+                "are in the log under this checkpoint, unchanged"
+            )
+        else:
+            out.append(
+                f"NOT verified: {len(self.problems)} of {len(self.problems) + len(self.included)}"
+                " records fail against this checkpoint"
+            )
+        return out
+
+
+async def verify_walk(
+    source: LogSource, key: VerifierKey, note: str, context_id: str
+) -> WalkVerification:
+    """Check that the record and every ancestor are in the log under the signed checkpoint."""
+    checkpoint = key.open(note)
+    result = WalkVerification(checkpoint)
+    pending, seen = deque([context_id]), {context_id}
+    while pending:
+        current = pending.popleft()
+        try:
+            found = await source.inclusion(current, checkpoint.tree_size)
+        except (NotFound, BadParameter) as exc:
+            result.problems.append((current, str(exc)))
+            continue
+        problem = _check_inclusion(checkpoint, current, found)
+        if problem:
+            result.problems.append((current, problem))
+        else:
+            result.included.append((current, found.leaf_index, found.record.kind))
+        for parent_id in found.record.parent_ids:
+            if parent_id not in seen:
+                seen.add(parent_id)
+                pending.append(parent_id)
+    return result
+
+
+def _check_inclusion(checkpoint: Checkpoint, context_id: str, found: InclusionProof) -> str | None:
+    record = found.record
+    if record.context_id != context_id or record.tenant_id != checkpoint.tenant_id:
+        return (
+            f"the source answered with record {record.tenant_id}/{record.context_id} "
+            f"instead of {checkpoint.tenant_id}/{context_id}"
+        )
+    leaf = merkle.leaf_hash(record.canonical_bytes())
+    try:
+        merkle.verify_inclusion(
+            leaf, found.leaf_index, checkpoint.tree_size, found.proof, checkpoint.root_hash
+        )
+    except merkle.ProofError as exc:
+        if leaf != found.leaf_hash:
+            return (
+                f"the record was changed after it was logged: it hashes to {leaf.hex()}, "
+                f"but leaf {found.leaf_index} of the log is {found.leaf_hash.hex()}"
+            )
+        return f"not in the log under this checkpoint: {exc}"
+    return None
+
+
+@dataclass(frozen=True)
+class Consistency:
+    old: Checkpoint
+    new: Checkpoint
+    new_note: str
+
+
+async def monitor(source: LogSource, key: VerifierKey, old_note: str) -> Consistency:
+    """Fetch the newest checkpoint and prove it extends the saved one, or raise NotConsistent."""
+    old = key.open(old_note)
+    new_note = await source.checkpoint()
+    new = key.open(new_note)
+    if new.origin != old.origin:
+        raise NotConsistent(f"the new checkpoint is for log {new.origin}, not {old.origin}")
+    if new.tree_size < old.tree_size:
+        raise NotConsistent(
+            f"the log shrank: the saved checkpoint has {old.tree_size} leaves, "
+            f"the new one {new.tree_size}"
+        )
+    if old.tree_size > 0:
+        proof = await source.consistency(old.tree_size, new.tree_size)
+        try:
+            merkle.verify_consistency(
+                old.tree_size, new.tree_size, old.root_hash, new.root_hash, proof
+            )
+        except merkle.ProofError as exc:
+            raise NotConsistent(
+                f"the log was rewritten: the checkpoint of size {new.tree_size} does not "
+                f"extend the saved one of size {old.tree_size} ({exc})"
+            ) from exc
+    return Consistency(old, new, new_note)

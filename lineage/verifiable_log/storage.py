@@ -1,0 +1,363 @@
+"""Each tenant's log in PostgreSQL: sequencing, proofs from stored subtrees, signed checkpoints.
+
+Append path. A statement-level trigger on `provenance` (migration 0003) queues the ids of the
+inserted rows in `log_queue`, inside the appending transaction. That, rather than a call in
+`append_records`, because it costs the writer no round trip and no hashing (one INSERT inside
+the server, about 5-8% of the append INSERT's own execution time), and because no record can
+be committed unqueued, whichever path inserted it.
+
+Sequencer (as Trillian's, behind the append, in batches). Under the row lock of the tenant's
+`log_heads` row, it takes the oldest committed queue entries, hashes each record's canonical
+bytes (`ContextRecord.canonical_bytes`, read back from `provenance`, so what is logged is
+exactly what a verifier later reads; a change made in the seconds before sequencing is logged
+as it then stands), gives them the next leaf indexes, stores every complete subtree the new
+leaves complete (`merkle.completed_subtrees`, which needs only the old tree's `frontier`),
+advances the head and deletes the entries, in one transaction. The lock makes concurrent
+sequencers take turns, and the queue is read once the lock is held, so each sees what the
+previous one committed; the primary key of `log_leaves` and its unique (tenant_id, context_id)
+make a duplicate or a reused index fail rather than pass. Leaves follow queue order, each batch
+taking only committed records, so a record's leaf comes after those of every record committed
+before it was appended, its parents from earlier appends among them.
+
+Proofs read the O(log n) stored subtree hashes `merkle.inclusion_proof_nodes` /
+`consistency_proof_nodes` name, one primary-key probe each, in one query.
+
+Checkpoints are signed on demand (`checkpoint`, behind `GET /v1/log/checkpoint` and
+`lineage log checkpoint`) and by the background task in each round that finds queued records.
+Before signing, under the same lock, it checks that the stored frontier hashes to the head's
+root, that the last checkpoint was signed by this same key, and that a consistency proof from
+it verifies: if the stored tree no longer extends what was signed, nothing is signed
+(`LogIntegrityError`). So the service never signs two inconsistent checkpoints.
+
+Measuring the cost: `set_queueing(owner_connection, False)` (the table owner only) turns the
+queue trigger off, so records are appended without the log; `log_interval_s = 0` turns the
+background rounds off.
+"""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from lineage import db
+from lineage.errors import BadParameter, LineageError, NotFound
+from lineage.record import ContextRecord
+from lineage.settings import Settings
+from lineage.store.postgres import record_from_row
+from lineage.verifiable_log import merkle
+from lineage.verifiable_log.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    SigningKey,
+    load_signing_key,
+    origin_for,
+)
+
+BATCH_SIZE = 2000  # leaves per sequencing transaction: bounds how long the lock is held
+
+log = logging.getLogger(__name__)
+
+Node = tuple[int, int]
+
+
+class LogIntegrityError(LineageError):
+    """The stored tree does not match what was signed: its tables were altered."""
+
+
+@dataclass(frozen=True)
+class TreeHead:
+    tree_size: int
+    root_hash: bytes
+
+
+@dataclass(frozen=True)
+class InclusionProof:
+    """What a verifier needs to check that a record is in a tree of ``tree_size`` leaves."""
+
+    record: ContextRecord
+    leaf_index: int
+    tree_size: int
+    leaf_hash: bytes  # as the log holds it; a verifier recomputes its own from `record`
+    proof: list[bytes]
+
+
+@dataclass(frozen=True)
+class SignedCheckpoint:
+    checkpoint: Checkpoint
+    note: str  # the signed text, exactly as stored and served
+
+
+def signing_key(settings: Settings) -> SigningKey:
+    path = settings.log_signing_key_file or settings.data_dir / "log-signing-key.pem"
+    return load_signing_key(path, settings.log_origin, create=True)
+
+
+async def sequence(pool: asyncpg.Pool, tenant_id: str) -> TreeHead:
+    """Integrate every record queued so far into the tenant's tree, a batch per transaction."""
+    while True:
+        async with db.transaction(pool, tenant_id) as connection:
+            head, taken = await _sequence_batch(connection, tenant_id)
+        if taken < BATCH_SIZE:
+            return head
+
+
+async def _sequence_batch(connection: asyncpg.Connection, tenant_id: str) -> tuple[TreeHead, int]:
+    [locked] = await db.fetch(connection, "log_lock_head", tenant_id=tenant_id)
+    old_size = locked["tree_size"]
+    rows = await db.fetch(
+        connection, "log_queued_records", tenant_id=tenant_id, batch_size=BATCH_SIZE
+    )
+    if not rows:
+        return TreeHead(old_size, locked["root_hash"]), 0
+    # ~30 us of canonical form per record: off the event loop, so requests keep flowing.
+    leaves = await asyncio.to_thread(_leaf_hashes, rows)
+    frontier = await _stored(connection, tenant_id, merkle.frontier(old_size))
+    made = merkle.completed_subtrees(frontier, old_size, leaves)
+    new_size = old_size + len(rows)
+    root = merkle.root_from_subtrees({**frontier, **made}, new_size)
+    await db.execute(
+        connection,
+        "log_append_leaves",
+        tenant_id=tenant_id,
+        leaf_indexes=list(range(old_size, new_size)),
+        context_ids=[row["context_id"] for row in rows],
+    )
+    await db.execute(
+        connection,
+        "log_append_nodes",
+        tenant_id=tenant_id,
+        levels=[level for level, _ in made],
+        node_indexes=[index for _, index in made],
+        hashes=list(made.values()),
+    )
+    await db.execute(
+        connection, "log_advance_head", tenant_id=tenant_id, tree_size=new_size, root_hash=root
+    )
+    await db.execute(
+        connection,
+        "log_dequeue",
+        tenant_id=tenant_id,
+        queued_ids=[row["queued_id"] for row in rows],
+    )
+    return TreeHead(new_size, root), len(rows)
+
+
+def _leaf_hashes(rows: Sequence[asyncpg.Record]) -> list[bytes]:
+    return [merkle.leaf_hash(record_from_row(row).canonical_bytes()) for row in rows]
+
+
+async def _stored(
+    connection: asyncpg.Connection, tenant_id: str, nodes: Iterable[Node]
+) -> dict[Node, bytes]:
+    """The stored hashes of these subtrees, all of them, or LogIntegrityError."""
+    wanted = list(dict.fromkeys(nodes))
+    rows = await db.fetch(
+        connection,
+        "log_nodes",
+        tenant_id=tenant_id,
+        levels=[level for level, _ in wanted],
+        node_indexes=[index for _, index in wanted],
+    )
+    found = {(row["level"], row["node_index"]): bytes(row["hash"]) for row in rows}
+    missing = [node for node in wanted if node not in found]
+    if missing:
+        raise LogIntegrityError(
+            f"the log of tenant {tenant_id} lacks stored subtrees {missing[:5]} "
+            "(level, index): its tables were altered"
+        )
+    return found
+
+
+async def _proof(
+    connection: asyncpg.Connection, tenant_id: str, ranges: Sequence[tuple[int, int]]
+) -> list[bytes]:
+    """The MTH of each range, folded from its stored complete-subtree pieces."""
+    pieces = [[merkle.subtree_node(*piece) for piece in merkle.subtree_ranges(*r)] for r in ranges]
+    stored = await _stored(connection, tenant_id, (node for nodes in pieces for node in nodes))
+    return [merkle.fold_subtrees([stored[node] for node in nodes]) for nodes in pieces]
+
+
+async def _head(connection: asyncpg.Connection, tenant_id: str) -> TreeHead:
+    rows = await db.fetch(connection, "log_head", tenant_id=tenant_id)
+    if not rows:
+        return TreeHead(0, merkle.EMPTY_ROOT)
+    return TreeHead(rows[0]["tree_size"], bytes(rows[0]["root_hash"]))
+
+
+def _check_size(name: str, size: int, head: TreeHead) -> None:
+    if not 1 <= size <= head.tree_size:
+        raise BadParameter(
+            f"{name} must be between 1 and {head.tree_size}, the number of records in the log "
+            "now (take sizes from checkpoints)"
+        )
+
+
+async def inclusion(
+    pool: asyncpg.Pool, tenant_id: str, context_id: str, tree_size: int
+) -> InclusionProof:
+    """The record and its inclusion proof in the tenant's tree of ``tree_size`` leaves."""
+    async with db.transaction(pool, tenant_id) as connection:
+        rows = await db.fetch(connection, "log_leaf", tenant_id=tenant_id, context_id=context_id)
+        if not rows:
+            raise NotFound(f"no context {context_id}")
+        _check_size("tree_size", tree_size, await _head(connection, tenant_id))
+        index = rows[0]["leaf_index"]
+        if index is None:
+            raise BadParameter(
+                f"context {context_id} is not in the log yet: it is queued; a new checkpoint "
+                "(GET /v1/log/checkpoint) integrates it"
+            )
+        if index >= tree_size:
+            raise BadParameter(
+                f"context {context_id} is leaf {index}, outside a tree of size {tree_size}: "
+                "it was logged after that checkpoint; use a newer one"
+            )
+        [leaf] = (await _stored(connection, tenant_id, [(0, index)])).values()
+        proof = await _proof(connection, tenant_id, merkle.inclusion_proof_nodes(index, tree_size))
+    return InclusionProof(record_from_row(rows[0]), index, tree_size, leaf, proof)
+
+
+async def consistency(pool: asyncpg.Pool, tenant_id: str, first: int, second: int) -> list[bytes]:
+    """Proof that the tenant's tree of ``second`` leaves extends its tree of ``first``."""
+    async with db.transaction(pool, tenant_id) as connection:
+        head = await _head(connection, tenant_id)
+        _check_size("second", second, head)
+        if not 1 <= first <= second:
+            raise BadParameter(f"first must be between 1 and second ({second})")
+        return await _proof(connection, tenant_id, merkle.consistency_proof_nodes(first, second))
+
+
+async def checkpoint(pool: asyncpg.Pool, settings: Settings, tenant_id: str) -> SignedCheckpoint:
+    """Bring the tenant's log up to date and return its newest checkpoint, signing one if the
+    tree grew since the last: this checkpoint covers every record committed before the call."""
+    await sequence(pool, tenant_id)
+    key = signing_key(settings)
+    async with db.transaction(pool, tenant_id) as connection:
+        [locked] = await db.fetch(connection, "log_lock_head", tenant_id=tenant_id)
+        head = TreeHead(locked["tree_size"], bytes(locked["root_hash"]))
+        latest = await db.fetch(connection, "log_latest_checkpoint", tenant_id=tenant_id)
+        if latest and latest[0]["tree_size"] == head.tree_size:
+            note = latest[0]["note"]
+            return SignedCheckpoint(Checkpoint.from_note(note), note)
+        await _check_extends(connection, tenant_id, head, latest[0] if latest else None, key)
+        made = Checkpoint(
+            origin_for(settings.log_origin, tenant_id),
+            head.tree_size,
+            head.root_hash,
+            datetime.now(UTC),
+        )
+        note = key.sign(made)
+        await db.execute(
+            connection,
+            "log_save_checkpoint",
+            tenant_id=tenant_id,
+            tree_size=made.tree_size,
+            root_hash=made.root_hash,
+            signed_at=made.time,
+            note=note,
+        )
+    return SignedCheckpoint(made, note)
+
+
+async def _check_extends(
+    connection: asyncpg.Connection,
+    tenant_id: str,
+    head: TreeHead,
+    previous: Any,
+    key: SigningKey,
+) -> None:
+    """Refuse to sign unless the stored tree has the head's root and extends the last
+    checkpoint, which this same key signed."""
+    stored = await _stored(connection, tenant_id, merkle.frontier(head.tree_size))
+    if merkle.root_from_subtrees(stored, head.tree_size) != head.root_hash:
+        raise LogIntegrityError(
+            f"the stored tree of tenant {tenant_id} does not hash to its head's root; "
+            "refusing to sign a checkpoint"
+        )
+    if previous is None:
+        return
+    try:
+        key.verifier.open(previous["note"])
+    except CheckpointError as exc:
+        raise LogIntegrityError(
+            f"the last checkpoint of tenant {tenant_id} was not signed by this process's key "
+            f"{key.verifier} ({exc}): point LINEAGE_LOG_SIGNING_KEY_FILE at the log's key"
+        ) from exc
+    if previous["tree_size"] == 0:
+        return
+    old_size, old_root = previous["tree_size"], bytes(previous["root_hash"])
+    if old_size > head.tree_size:
+        raise LogIntegrityError(
+            f"the log of tenant {tenant_id} has {head.tree_size} leaves but a checkpoint "
+            f"already covers {old_size}; refusing to sign a shorter log"
+        )
+    proof = await _proof(
+        connection, tenant_id, merkle.consistency_proof_nodes(old_size, head.tree_size)
+    )
+    try:
+        merkle.verify_consistency(old_size, head.tree_size, old_root, head.root_hash, proof)
+    except merkle.ProofError as exc:
+        raise LogIntegrityError(
+            f"the stored tree of tenant {tenant_id} does not extend its checkpoint of size "
+            f"{old_size} ({exc}); refusing to sign a checkpoint"
+        ) from exc
+
+
+async def latest_checkpoint(pool: asyncpg.Pool, tenant_id: str) -> SignedCheckpoint:
+    """The tenant's newest signed checkpoint, as stored: reading it signs nothing."""
+    async with db.transaction(pool, tenant_id) as connection:
+        rows = await db.fetch(connection, "log_latest_checkpoint", tenant_id=tenant_id)
+    if not rows:
+        raise NotFound(
+            f"tenant {tenant_id} has no checkpoint yet: the service signs one within "
+            "LINEAGE_LOG_INTERVAL_S, or run `lineage log checkpoint` where it runs"
+        )
+    return SignedCheckpoint(Checkpoint.from_note(rows[0]["note"]), rows[0]["note"])
+
+
+async def run_once(pool: asyncpg.Pool, settings: Settings) -> None:
+    """One background round: every tenant with queued records is sequenced and checkpointed."""
+    async with pool.acquire() as connection:
+        tenants = [row["tenant_id"] for row in await db.fetch(connection, "log_pending_tenants")]
+    for tenant_id in tenants:
+        try:
+            await checkpoint(pool, settings, tenant_id)
+        except (LineageError, asyncpg.PostgresError, OSError):
+            # Degrade open: the records are safe in the queue; the next round retries.
+            log.exception("verifiable log of tenant %s: sequencing or signing failed", tenant_id)
+
+
+@asynccontextmanager
+async def background(pool: asyncpg.Pool, settings: Settings) -> AsyncIterator[None]:
+    """Run `run_once` every `log_interval_s` seconds while the block runs (never when it is 0)."""
+    if not settings.log_interval_s:
+        yield
+        return
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(settings.log_interval_s)
+            try:
+                await run_once(pool, settings)
+            except Exception:  # the task must outlive any one failure; records wait queued
+                log.exception("verifiable log: background round failed; retrying next round")
+
+    task = asyncio.create_task(loop(), name="verifiable-log")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+
+
+async def set_queueing(owner: asyncpg.Connection, enabled: bool) -> None:
+    """Turn the append-path queue trigger on or off, as the table owner: for measuring what the
+    log costs the writer. Records appended while it is off never join the log."""
+    action = "ENABLE" if enabled else "DISABLE"
+    await owner.execute(f"ALTER TABLE provenance {action} TRIGGER provenance_log_queue")
