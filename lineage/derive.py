@@ -1,13 +1,19 @@
 """derive(): the only constructor of context. It hashes the text, records the hash (never the
 text) with the parents and the transform that made it, and hands the text back to the caller."""
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lineage.hashing import ContentHasher, content_hash
+from lineage import db, telemetry
+from lineage.errors import InvalidRecord
+from lineage.hashing import ContentHasher, HmacSha256, content_hash
+from lineage.privacy import KEYED_KINDS, text_hash_key
 from lineage.record import ContextRecord, NewContext, deterministic_context_id, new_context_id
+from lineage.spool import SpoolingStore
 from lineage.store.base import Store
+from lineage.store.postgres import ConnectionStore, PostgresStore, outage_as_unavailable
 
 
 @dataclass(frozen=True)
@@ -18,6 +24,7 @@ class Context:
     text: str
     parent_ids: list[str]
     record: ContextRecord
+    spooled: bool = False  # the store was down: kept in the local spool until it is back
 
 
 @dataclass(frozen=True)
@@ -46,12 +53,27 @@ def _transform_version(transform: str | None, version: str | None) -> str | None
     return f"{transform}@{version}"
 
 
-def propose(tenant_id: str, item: Derivation, hasher: ContentHasher | None = None) -> NewContext:
+def propose(
+    tenant_id: str,
+    item: Derivation,
+    hasher: ContentHasher | None = None,
+    text_hasher: HmacSha256 | None = None,
+) -> NewContext:
+    """The record for one Derivation. Query, claim and answer texts are hashed with the
+    tenant's `text_hasher`, else with sha256 for the store to key (lineage.privacy); a
+    deterministic id for one of them is made from its keyed hash, so it needs `text_hasher`."""
     parent_ids = [p if isinstance(p, str) else p.context_id for p in item.parents]
-    digest = content_hash(item.text, hasher)
+    keyed = item.kind in KEYED_KINDS
+    digest = content_hash(item.text, text_hasher if keyed else hasher)
     transform_version = _transform_version(item.transform, item.version)
     context_id = item.context_id
     if context_id is None:
+        if item.deterministic and keyed and text_hasher is None:
+            raise InvalidRecord(
+                "deterministic_keyed_id",
+                f"a deterministic id for a {item.kind} is made from its keyed hash, which only "
+                "the service can make: name the context_id, or derive through a PostgresStore",
+            )
         context_id = (
             deterministic_context_id(
                 tenant_id, item.kind, parent_ids, digest, item.source_uri, transform_version
@@ -69,19 +91,48 @@ def propose(tenant_id: str, item: Derivation, hasher: ContentHasher | None = Non
         transform_version=transform_version,
         produced_by=item.produced_by,
         index_snapshot=item.index_snapshot,
-        trace_id=item.trace_id,
+        trace_id=item.trace_id or telemetry.current_trace_id(),
         attributes=dict(item.attributes),
     )
+
+
+# Each store's tenant key, read once: only deterministic ids of keyed kinds need it here.
+_text_hashers: "weakref.WeakKeyDictionary[Store, HmacSha256]" = weakref.WeakKeyDictionary()
+
+
+async def _text_hasher(store: Store) -> HmacSha256 | None:
+    """The tenant's keyed hasher where the store reaches its database, else None."""
+    if isinstance(store, SpoolingStore):
+        return await _text_hasher(store.store)
+    if store not in _text_hashers:
+        if isinstance(store, ConnectionStore):
+            key = await text_hash_key(store.connection, store.tenant_id)
+        elif isinstance(store, PostgresStore):
+            with outage_as_unavailable():
+                async with db.transaction(store.pool, store.tenant_id) as connection:
+                    key = await text_hash_key(connection, store.tenant_id)
+        else:
+            return None
+        _text_hashers[store] = HmacSha256(key)
+    return _text_hashers[store]
 
 
 async def derive_many(
     store: Store, items: Sequence[Derivation], hasher: ContentHasher | None = None
 ) -> list[Context]:
-    """Record many units in one transaction (all or none); parents may come earlier in items."""
-    proposals = [propose(store.tenant_id, item, hasher) for item in items]
+    """Record many units in one transaction (all or none); parents may come earlier in items.
+
+    `hasher` hashes documents and every kind but query, claim and answer, whose hashes are
+    always keyed with the tenant's text hash key (lineage.privacy).
+    """
+    text_hasher = None
+    if any(i.deterministic and i.context_id is None and i.kind in KEYED_KINDS for i in items):
+        text_hasher = await _text_hasher(store)
+    proposals = [propose(store.tenant_id, item, hasher, text_hasher) for item in items]
     appended = await store.append(proposals)
+    telemetry.note_on_span([a.record for a in appended])
     return [
-        Context(a.record.context_id, item.text, list(a.record.parent_ids), a.record)
+        Context(a.record.context_id, item.text, list(a.record.parent_ids), a.record, a.spooled)
         for item, a in zip(items, appended, strict=True)
     ]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from lineage import db
+from lineage import db, metrics
 from lineage.errors import BadParameter, NotFound, WalkTimeout
 from lineage.queries import QUERIES
 from lineage.record import KINDS, format_timestamp
@@ -100,7 +100,8 @@ async def run(
             values.get("tenant_id", "default"),
             statement_timeout_ms=settings.statement_timeout_ms,
         ) as connection:
-            rows = await db.fetch(connection, name, **values)
+            with metrics.time_walk(name):
+                rows = await db.fetch(connection, name, **values)
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(_timeout_message(name, settings)) from exc
     return [node_from_row(row) for row in rows]

@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from lineage import walks
 from lineage.api.deps import AppSettings, Pool, Read
+from lineage.api.routes.spans import span_tree
 from lineage.errors import NotFound
 
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
@@ -13,10 +14,16 @@ router = APIRouter(prefix="/v1/traces", tags=["traces"])
 async def get_trace(
     trace_id: str, pool: Pool, caller: Read, settings: AppSettings
 ) -> dict[str, Any]:
-    """Every record of one trace: the jump from a trace into the graph."""
+    """Every record of one trace with its span tree: the jump from a trace into the graph."""
     records = await walks.run(
         pool, settings, "trace_contexts", tenant_id=caller.tenant_id, trace_id=trace_id
     )
-    if not records:
-        raise NotFound(f"no records with trace_id {trace_id}")
-    return {"trace_id": trace_id, "records": records}
+    spans, spans_truncated = await span_tree(pool, settings, caller.tenant_id, trace_id)
+    if not records and not spans:
+        raise NotFound(f"no records or spans with trace_id {trace_id}")
+    return {
+        "trace_id": trace_id,
+        "records": records,
+        "spans": spans,
+        "spans_truncated": spans_truncated,
+    }

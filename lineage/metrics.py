@@ -1,0 +1,52 @@
+"""Prometheus metrics: what the service exposes at GET /metrics, and what any lineage code
+(store, walks, span processor, spool) calls to count.
+
+Reasons passed to `count_degraded` name a fixed set of places (`span_dropped`,
+`span_export_failed`, `event_listener_failed`, and the spool's own), never ids or messages, so
+the label stays small. A process without the API (a pipeline using the SDK) can expose the same
+metrics with `prometheus_client.start_http_server(port)`.
+"""
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+RECORDS_APPENDED = Counter(
+    "lineage_records_appended", "Records appended (new rows, not replays), by kind.", ["kind"]
+)
+WALK_SECONDS = Histogram(
+    "lineage_walk_seconds", "Time one named graph query took, by query name.", ["query"]
+)
+DEGRADED = Counter(
+    "lineage_degraded",
+    "Lineage work given up so that the caller's pipeline could go on (degrade-open), by reason.",
+    ["reason"],
+)
+SPOOL_DEPTH = Gauge("lineage_spool_depth", "Records waiting in the local spool to be sent.")
+SPANS_STORED = Counter("lineage_spans_stored", "Spans received and stored (new ones).")
+EVENT_STREAMS = Gauge("lineage_event_streams", "Live event streams open now.")
+
+
+def count_appended(kinds: Iterable[str]) -> None:
+    for kind in kinds:
+        RECORDS_APPENDED.labels(kind).inc()
+
+
+def time_walk(query: str) -> AbstractContextManager[Any]:
+    """`with time_walk("walk_back"): ...` observes the block's duration."""
+    return WALK_SECONDS.labels(query).time()
+
+
+def count_degraded(reason: str, amount: int = 1) -> None:
+    DEGRADED.labels(reason).inc(amount)
+
+
+def set_spool_depth(records: int) -> None:
+    SPOOL_DEPTH.set(records)
+
+
+def exposition() -> tuple[bytes, str]:
+    """The metrics in the Prometheus text format, and its content type."""
+    return generate_latest(), CONTENT_TYPE_LATEST
