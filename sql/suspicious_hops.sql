@@ -5,7 +5,10 @@
 --   source_changed              a document root whose content hash differs from the newest
 --                               document root of its source_uri (it was revised since);
 --   snapshot_predates_revision  carries an index snapshot first seen before a newer revision of
---                               a document it derives from was recorded.
+--                               a document it derives from was recorded;
+--   hallucinated_id, unsupported
+--                               a claim whose current verdict (the newest per judge, as in
+--                               claim_verdicts.sql) is that one; the detail names the judges.
 -- The demo, the CLI and the explorer all mark hops with this query.
 --   psql -v tenant_id=default -v context_id=ctx_... -v max_depth=20 -f sql/suspicious_hops.sql
 WITH hop AS MATERIALIZED (
@@ -38,6 +41,17 @@ snapshot_root AS (
     JOIN provenance AS root ON root.tenant_id = :'tenant_id' AND root.context_id = up.context_id
     WHERE h.index_snapshot IS NOT NULL AND root.kind = 'document' AND root.parent_ids = '{}'
       AND root.source_uri IS NOT NULL
+),
+claim_verdict AS (
+    SELECT DISTINCT ON (v.parent_ids[1], v.attributes ->> 'judge')
+           v.parent_ids[1] AS claim_id, v.attributes ->> 'judge' AS judge,
+           v.attributes ->> 'verdict' AS verdict, v.attributes ->> 'reason' AS reason
+    FROM provenance AS v
+    WHERE v.tenant_id = :'tenant_id' AND v.kind = 'verdict'
+      AND v.parent_ids && ARRAY(SELECT context_id FROM hop WHERE kind = 'claim')
+      AND cardinality(v.parent_ids) = 1
+      AND v.attributes ->> 'check' = 'claim'
+    ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.created_at DESC, v.context_id DESC
 )
 SELECT h.context_id, h.depth, h.kind, 'old_transform_version' AS reason,
        format('%s is older than %s, the newest %s seen', h.transform_version,
@@ -61,4 +75,12 @@ JOIN hop AS h ON h.context_id = sr.context_id
 JOIN newest_root AS nr ON nr.source_uri = sr.source_uri
 WHERE nr.created_at > sr.snapshot_first_seen AND nr.context_id <> ALL (
     SELECT up.context_id FROM lineage_ancestors(:'tenant_id', sr.context_id, :max_depth) AS up)
+UNION ALL
+SELECT h.context_id, h.depth, h.kind, cv.verdict,
+       string_agg(format('judge %s found it %s: %s', cv.judge, cv.verdict, cv.reason), '; '
+                  ORDER BY cv.judge)
+FROM hop AS h
+JOIN claim_verdict AS cv ON cv.claim_id = h.context_id
+WHERE h.kind = 'claim' AND cv.verdict IN ('hallucinated_id', 'unsupported')
+GROUP BY h.context_id, h.depth, h.kind, cv.verdict
 ORDER BY 2, 1, 4;

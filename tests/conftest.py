@@ -45,6 +45,15 @@ def janitor(base: str, dbname: str, template: str | None = None) -> DatabaseJani
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keys the code makes on first use (record signing, checkpoints) land here, not in ~."""
+    path = tmp_path_factory.mktemp("lineage-data")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LINEAGE_DATA_DIR", str(path))
+        yield path
+
+
 @pytest.fixture(scope="session")
 def template_db() -> Iterator[tuple[str, str]]:
     base = server_url()

@@ -10,8 +10,9 @@ from lineage.api.session import SESSION_COOKIE, read_session
 from lineage.auth import Caller, Scope
 from lineage.errors import Forbidden, Unauthorized
 from lineage.settings import Settings
+from lineage.signing import Signer
 
-__all__ = ["Admin", "AppSettings", "Caller", "Ingest", "Pool", "Read"]
+__all__ = ["Admin", "AppSettings", "AppSigner", "Caller", "Ingest", "Pool", "Read"]
 
 
 def get_pool(request: Request) -> asyncpg.Pool:
@@ -22,6 +23,11 @@ def get_pool(request: Request) -> asyncpg.Pool:
 def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
+
+
+def get_signer(request: Request) -> Signer:
+    signer: Signer = request.app.state.signer
+    return signer
 
 
 async def identify(request: Request) -> Caller:
@@ -63,6 +69,7 @@ def require(scope: Scope) -> object:
 
 Pool = Annotated[asyncpg.Pool, Depends(get_pool)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
+AppSigner = Annotated[Signer, Depends(get_signer)]
 # A route declares the scope it needs; the caller's tenant confines every query it runs.
 Ingest = Annotated[Caller, require("ingest")]
 Read = Annotated[Caller, require("read")]

@@ -72,8 +72,18 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     return problem(422, "InvalidRequest", where or "the request is malformed", rule="bad_request")
 
 
+async def unstorable_text(request: Request, exc: Exception) -> JSONResponse:
+    """A NUL (or a character the database encoding lacks) in a parameter: the caller's to fix."""
+    detail = (
+        "a parameter holds a character PostgreSQL cannot store (such as \\u0000): remove it"
+    )
+    return problem(422, "InvalidRequest", detail, rule="unstorable_character")
+
+
 def install(app: FastAPI) -> None:
     app.add_exception_handler(LineageError, lineage_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    for unstorable in (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError):
+        app.add_exception_handler(unstorable, unstorable_text)
     for outage in (*OUTAGE_ERRORS, asyncpg.InterfaceError):
         app.add_exception_handler(outage, database_outage)

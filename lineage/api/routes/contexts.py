@@ -8,13 +8,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineage import db, walks
-from lineage.api.deps import AppSettings, Ingest, Pool, Read
+from lineage import db, signing, walks
+from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read
 from lineage.api.results import impact_response
 from lineage.errors import BadParameter, InvalidRecord, NotFound
 from lineage.hashing import content_hash
 from lineage.record import NewContext, new_context_id
-from lineage.store.postgres import append_records
+from lineage.store.postgres import append_records, record_from_row
 
 router = APIRouter(prefix="/v1/contexts", tags=["contexts"])
 
@@ -24,7 +24,8 @@ LATEST = datetime.max.replace(tzinfo=UTC)
 
 class ContextIn(BaseModel):
     """One record to append: send `content_hash` (text never leaves you) or `text` (hashed by
-    the server and dropped)."""
+    the server and dropped). A query's, claim's or answer's `sha256:` hash is keyed on the way
+    in (HMAC-SHA256 under the tenant's text hash key), so it cannot be confirmed by guessing."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -56,16 +57,18 @@ class BatchIn(BaseModel):
 
 
 @router.post("", status_code=201, responses={200: {"description": "an identical replay"}})
-async def append_context(body: ContextIn, pool: Pool, caller: Ingest) -> JSONResponse:
+async def append_context(
+    body: ContextIn, pool: Pool, caller: Ingest, signer: AppSigner
+) -> JSONResponse:
     """Append one record: 201 when new, 200 for an identical replay, 409 for other content."""
     async with db.transaction(pool, caller.tenant_id) as connection:
-        [appended] = await append_records(connection, caller.tenant_id, [body.proposal()])
+        [appended] = await append_records(connection, caller.tenant_id, [body.proposal()], signer)
     return JSONResponse(appended.record.api_dict(), status_code=201 if appended.created else 200)
 
 
 @router.post("/batch", status_code=201)
 async def append_batch(
-    body: BatchIn, pool: Pool, caller: Ingest, settings: AppSettings
+    body: BatchIn, pool: Pool, caller: Ingest, settings: AppSettings, signer: AppSigner
 ) -> JSONResponse:
     """Append many in one transaction, all or nothing; parents may come earlier in the batch."""
     if len(body.records) > settings.max_batch_records:
@@ -75,7 +78,7 @@ async def append_batch(
         )
     proposals = [item.proposal() for item in body.records]
     async with db.transaction(pool, caller.tenant_id) as connection:
-        appended = await append_records(connection, caller.tenant_id, proposals)
+        appended = await append_records(connection, caller.tenant_id, proposals, signer)
     results = [{"created": a.created, "record": a.record.api_dict()} for a in appended]
     status = 201 if any(a.created for a in appended) else 200
     return JSONResponse({"results": results}, status_code=status)
@@ -134,14 +137,29 @@ async def list_contexts(
 
 
 @router.get("/{context_id}")
-async def get_context(context_id: str, pool: Pool, caller: Read) -> dict[str, Any]:
+async def get_context(
+    context_id: str,
+    pool: Pool,
+    caller: Read,
+    signer: AppSigner,
+    verify: Annotated[
+        bool, Query(description="Also check the stored row against its stored signature.")
+    ] = False,
+) -> dict[str, Any]:
+    """One record; with verify=true also `signature`: signed, verified, key_id and reason
+    (ok, unsigned, mismatch, unknown_key)."""
     async with db.transaction(pool, caller.tenant_id) as connection:
         rows = await db.fetch(
             connection, "get_contexts", tenant_id=caller.tenant_id, context_ids=[context_id]
         )
-    if not rows:
-        raise NotFound(f"no context {context_id}")
-    return walks.node_from_row(rows[0])
+        if not rows:
+            raise NotFound(f"no context {context_id}")
+        node = walks.node_from_row(rows[0])
+        if verify:
+            record = record_from_row(rows[0])
+            check = await signing.verify_record(connection, caller.tenant_id, record, signer)
+            node["signature"] = check.as_dict()
+    return node
 
 
 @router.get("/{context_id}/lineage")

@@ -1,0 +1,78 @@
+"""The verifiable log: the key that signs checkpoints, checkpoints, inclusion and consistency
+proofs. Hashes are base64 (RFC 4648), as in the checkpoint text; see
+lineage/verifiable_log/checkpoint.py for the checkpoint format."""
+
+import base64
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from lineage.api.deps import AppSettings, Pool, Read
+from lineage.record import format_timestamp
+from lineage.verifiable_log import storage
+
+router = APIRouter(prefix="/v1/log", tags=["verifiable log"])
+
+
+def _b64(value: bytes) -> str:
+    return base64.b64encode(value).decode()
+
+
+@router.get("/key")
+async def get_key(caller: Read, settings: AppSettings) -> dict[str, str]:
+    """The verifier key of the checkpoints' Ed25519 signatures. Save it once, from a source you
+    trust: it is what lets you check checkpoints without trusting this server later."""
+    verifier = storage.signing_key(settings).verifier
+    return {
+        "key_name": verifier.name,
+        "algorithm": "Ed25519",
+        "public_key": _b64(verifier.public_key),
+        "verifier_key": str(verifier),
+    }
+
+
+@router.get("/checkpoint")
+async def get_checkpoint(caller: Read, pool: Pool, settings: AppSettings) -> dict[str, Any]:
+    """The caller's log brought up to date and its newest signed checkpoint: it covers every
+    record committed before this request. `note` is the signed text to save."""
+    signed = await storage.checkpoint(pool, settings, caller.tenant_id)
+    return {
+        "origin": signed.checkpoint.origin,
+        "tree_size": signed.checkpoint.tree_size,
+        "root_hash": _b64(signed.checkpoint.root_hash),
+        "time": format_timestamp(signed.checkpoint.time),
+        "note": signed.note,
+    }
+
+
+@router.get("/proof/inclusion")
+async def get_inclusion_proof(
+    caller: Read,
+    pool: Pool,
+    context_id: str,
+    tree_size: Annotated[int, Query(ge=1, description="A checkpoint's tree size.")],
+) -> dict[str, Any]:
+    """The record as stored, its leaf index and the proof that it is in the tree of
+    `tree_size` leaves. Recompute the leaf hash from the record yourself:
+    SHA-256(0x00 || RFC 8785 canonical form)."""
+    found = await storage.inclusion(pool, caller.tenant_id, context_id, tree_size)
+    return {
+        "context_id": context_id,
+        "leaf_index": found.leaf_index,
+        "tree_size": found.tree_size,
+        "leaf_hash": _b64(found.leaf_hash),
+        "proof": [_b64(h) for h in found.proof],
+        "record": found.record.api_dict(),
+    }
+
+
+@router.get("/proof/consistency")
+async def get_consistency_proof(
+    caller: Read,
+    pool: Pool,
+    first: Annotated[int, Query(ge=1, description="The older checkpoint's tree size.")],
+    second: Annotated[int, Query(ge=1, description="The newer checkpoint's tree size.")],
+) -> dict[str, Any]:
+    """Proof that the tree of `second` leaves extends the tree of `first` (RFC 6962 2.1.2)."""
+    proof = await storage.consistency(pool, caller.tenant_id, first, second)
+    return {"first": first, "second": second, "proof": [_b64(h) for h in proof]}
