@@ -189,6 +189,29 @@ async def test_another_tenants_ids_look_exactly_like_unknown_ones(
         assert "chunk_42" not in foreign.text  # nothing behind the id leaks either
 
 
+QUERY_PROBES = (
+    ("/v1/log/proof/inclusion", {"tree_size": "1"}),
+    ("/v1/impact/page", {}),
+    ("/v1/impact/ids", {"format": "json"}),
+    ("/v1/contexts/ID/prov", {"format": "json"}),
+)
+
+
+async def test_ids_in_query_parameters_look_like_unknown_ones_too(
+    tenants: Tenants, http: httpx.AsyncClient
+) -> None:
+    rival = bearer(tenants.keys["rival:admin"])
+    for path, params in QUERY_PROBES:
+        answers = []
+        for context_id in ("answer_1", UNKNOWN_ID):
+            where = path.replace("ID", context_id)
+            given = params if "ID" in path else {**params, "context_id": context_id}
+            answers.append(await http.get(where, params=given, headers=rival))
+        foreign, absent = answers
+        assert foreign.status_code == absent.status_code == 404, (path, foreign.text)
+        assert neutral(foreign.text) == neutral(absent.text), path
+
+
 async def test_searches_and_lists_show_nothing_of_another_tenant(
     tenants: Tenants, http: httpx.AsyncClient
 ) -> None:
