@@ -5,6 +5,7 @@ fixed here and nowhere else: RFC 8785 (JCS) over the fields in `CANONICAL_FIELDS
 `created_at` as RFC 3339 UTC with microseconds, and `"v": 1` naming this layout.
 """
 
+import json
 import re
 import secrets
 from datetime import UTC, datetime
@@ -67,6 +68,31 @@ TOOL_DETAILS = ("basic", "enhanced")
 MAX_TOOL_NAME_CHARS = 256
 
 
+def _plain(value: Any) -> bool:
+    """True when json.dumps with sorted keys writes exactly RFC 8785's bytes: no floats (their
+    formats differ), integers within ±2**53, and ASCII keys (RFC 8785 sorts by UTF-16 units)."""
+    if value is None or isinstance(value, str | bool):
+        return True
+    if isinstance(value, int):
+        return abs(value) < 2**53
+    if isinstance(value, list):
+        return all(_plain(item) for item in value)
+    if isinstance(value, dict):
+        return all(k.isascii() and _plain(v) for k, v in value.items())
+    return False
+
+
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 (JCS) bytes of a JSON value; the common case without the slow general path."""
+    if _plain(value):
+        try:
+            text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            return text.encode()
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: rfc8785 says so in its own words
+    return rfc8785.dumps(value)
+
+
 def new_context_id() -> str:
     return "ctx_" + secrets.token_hex(16)
 
@@ -82,7 +108,7 @@ def deterministic_context_id(
     """The same step over the same inputs gets the same id, so a re-run records nothing twice."""
     from lineage.hashing import Sha256
 
-    key = rfc8785.dumps(
+    key = canonical_json(
         {
             "tenant_id": tenant_id,
             "kind": kind,
@@ -133,12 +159,12 @@ class ContextRecord(NewContext):
         return fields
 
     def canonical_bytes(self) -> bytes:
-        return rfc8785.dumps(self.canonical_dict())
+        return canonical_json(self.canonical_dict())
 
     def same_content(self, proposal: NewContext) -> bool:
         """Equal in every field the caller proposed: a replay, not a conflict."""
         stored = self.model_dump(exclude={"tenant_id", "created_at"})
-        return bool(rfc8785.dumps(stored) == rfc8785.dumps(proposal.model_dump()))
+        return canonical_json(stored) == canonical_json(proposal.model_dump())
 
     def api_dict(self) -> dict[str, Any]:
         fields = self.model_dump(mode="json")
@@ -198,7 +224,7 @@ def validate(record: NewContext) -> None:
                 "bad_field", f"{name} must be a non-empty string of at most {MAX_FIELD_CHARS} chars"
             )
     try:
-        size = len(rfc8785.dumps(record.attributes))
+        size = len(canonical_json(record.attributes))
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
         raise InvalidRecord(
             "bad_attributes", f"attributes must be plain JSON (RFC 8785 canonicalisable): {exc}"

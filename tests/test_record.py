@@ -16,6 +16,7 @@ from lineage.record import (
     MAX_PARENTS,
     ContextRecord,
     NewContext,
+    canonical_json,
     deterministic_context_id,
     new_context_id,
     validate,
@@ -143,3 +144,27 @@ def test_version_key_orders_as_pep_440(candidates: list[Version]) -> None:
 def test_unparseable_versions_have_no_key() -> None:
     assert version_key("chunker@fancy-branch") is None
     assert version_key("chunker@1.4") is not None
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(JSON_VALUES)
+def test_the_fast_canonical_form_is_rfc8785(value: object) -> None:
+    try:
+        expected = rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError) as exc:
+        with pytest.raises(type(exc)):
+            canonical_json(value)
+        return
+    assert canonical_json(value) == expected
