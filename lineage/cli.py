@@ -1096,7 +1096,13 @@ def bench(
             "'embedded' uses the embedded server.",
         ),
     ] = BENCH_SERVER,
-    fresh: Annotated[bool, typer.Option(help="Regenerate the DAG even if it is there.")] = False,
+    reuse: Annotated[
+        bool,
+        typer.Option(
+            help="Time the DAG a previous run generated (faster; it also holds that run's "
+            "ingested records, so figures drift from a fresh run's)."
+        ),
+    ] = False,
     output: Annotated[Path, typer.Option(help="Where to write the report.")] = Path(
         "bench/RESULTS.md"
     ),
@@ -1129,7 +1135,7 @@ def bench(
     plan = Plan(
         size=size,
         server_url=server_url,
-        reuse=not fresh,
+        reuse=reuse,
         startup=startup,
         load_seconds=load_seconds,
         output=output,

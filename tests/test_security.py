@@ -189,7 +189,7 @@ async def test_another_tenants_ids_look_exactly_like_unknown_ones(
         assert "chunk_42" not in foreign.text  # nothing behind the id leaks either
 
 
-QUERY_PROBES = (
+QUERY_PROBES: tuple[tuple[str, dict[str, str]], ...] = (
     ("/v1/log/proof/inclusion", {"tree_size": "1"}),
     ("/v1/impact/page", {}),
     ("/v1/impact/ids", {"format": "json"}),

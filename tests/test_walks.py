@@ -309,7 +309,7 @@ async def test_refused_json_impacts_do_not_strand_pooled_connections(
 ) -> None:
     await load_incident(store)
     # A refusal leaves the walk's cursor half read; more refusals than the pool holds (10).
-    async with serve(Settings(stream_threshold=3), database_url) as http:
+    async with serve(Settings(stream_threshold=3, auth="none"), database_url) as http:
         for _ in range(12):
             response = await http.get("/v1/impact", params={"source_uri": CONTRACTOR_POLICY})
             assert_problem(response, 422, "more than 3 records", NDJSON)
@@ -400,7 +400,7 @@ async def test_walks_past_the_statement_timeout_raise_and_answer_503(
     assert len(up.nodes) == 1 + WIDE // 1000
     assert up.truncated is True
 
-    hurried = Settings(statement_timeout_ms=1)
+    hurried = Settings(statement_timeout_ms=1, auth="none")
     with pytest.raises(WalkTimeout, match="1 ms statement timeout"):
         await walks.run(
             pool, hurried, "blast_radius",
@@ -597,15 +597,56 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     "record_root_sources": {
         "context_ids": ["sample_doc"],
         "kinds": ["document"],
-        "root_id_lists": ["{sample_doc}"],
-        "root_depth_lists": ["{0}"],
+        "source_uris": ["s3://sample.md"],
+        "depths": [0],
     },
+    "audit_append": {"key_id": "k", "action": "walk", "target": "t", "detail": {}},
+    "audit_list": {"limit": 10},
+    "key_create": {"key_id": "k", "scope": "read", "key_hash": b"h", "label": ""},
+    "key_revoke": {"key_id": "k"},
+    "key_lookup": {"key_id": "k"},
     "record_transform_versions": {
         "transform_versions": ["loader@1"],
         "version_keys": ["k"],
         "first_seens": [datetime(2026, 1, 1, tzinfo=UTC)],
     },
+    # The verifiable log's queries (tests/test_log.py runs them for real).
+    "log_queued_records": {"batch_size": 10},
+    "log_append_leaves": {"leaf_indexes": [0]},
+    "log_append_nodes": {"levels": [0], "node_indexes": [0], "hashes": [bytes(32)]},
+    "log_advance_head": {"tree_size": 0, "root_hash": bytes(32)},
+    "log_dequeue": {"queued_ids": []},
+    "log_nodes": {"levels": [0], "node_indexes": [0]},
+    "log_save_checkpoint": {
+        "tree_size": 0,
+        "root_hash": bytes(32),
+        "signed_at": datetime(2026, 1, 1, tzinfo=UTC),
+        "note": "n",
+    },
+    "tenant_settings_update": dict.fromkeys(
+        ("capture_source_text", "capture_query_text", "capture_answer_text")
+    ),
+    # A signature needs a stored record (foreign key): tests/test_signing.py writes real ones.
+    "signature_append": {"context_ids": [], "key_ids": [], "signatures": []},
+    # Spans and the live event stream (tests/test_telemetry.py and test_events.py run them).
+    "append_spans": {
+        "span_trace_ids": ["4bf92f3577b34da6a3ce929d0e0e4736"],
+        "span_ids": ["00f067aa0ba902b7"],
+        "parent_span_ids": [None],
+        "span_names": ["retrieve"],
+        "span_kinds": ["INTERNAL"],
+        "service_names": [None],
+        "start_times": [datetime(2026, 1, 1, tzinfo=UTC)],
+        "end_times": [datetime(2026, 1, 1, tzinfo=UTC)],
+        "status_codes": ["UNSET"],
+        "status_messages": [None],
+        "attribute_docs": ["{}"],
+    },
+    "trace_spans": {"max_spans": 10},
+    "events_after": {"after_xid": 0, "after_event_id": 0, "session_id": "any"},
 }
+# Run as the owner: the application role may not create tenants.
+OWNER_ONLY = {"tenant_create"}
 # Reads of provenance: on an empty database they find nothing.
 READS = {
     "walk_back", "blast_radius", "blast_radius_by_source", "invalidate_by_transform_version",
@@ -615,7 +656,7 @@ READS = {
 
 
 async def test_every_sql_file_prepares_and_runs_on_an_empty_database(
-    pool: asyncpg.Pool,
+    pool: asyncpg.Pool, owner: asyncpg.Connection
 ) -> None:
     variable = re.compile(r"(?<![:\w]):'?[A-Za-z_]")
     assert set(QUERIES) >= READS | set(WRITE_VALUES)
@@ -628,11 +669,12 @@ async def test_every_sql_file_prepares_and_runs_on_an_empty_database(
         missing = set(query.parameters) - set(values)
         assert not missing, f"{path.name}: add sample values for {sorted(missing)}"
         async with pool.acquire() as connection:
-            transaction = connection.transaction()
+            chosen = owner if query.name in OWNER_ONLY else connection
+            transaction = chosen.transaction()
             await transaction.start()
-            await connection.execute("SELECT set_config('lineage.tenant_id', 'default', true)")
+            await chosen.execute("SELECT set_config('lineage.tenant_id', 'default', true)")
             try:
-                statement = await connection.prepare(query.sql)
+                statement = await chosen.prepare(query.sql)
                 assert len(statement.get_parameters()) == len(query.parameters), path.name
                 rows = await statement.fetch(*query.arguments(values))
             finally:
@@ -742,7 +784,10 @@ async def read_everything(pool: asyncpg.Pool, settings: Settings, tenant: str) -
 async def test_every_read_query_is_confined_to_its_tenant(
     store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
 ) -> None:
-    await owner.execute("INSERT INTO tenants (tenant_id) VALUES ('other')")
+    await owner.execute(
+        "INSERT INTO tenants (tenant_id) VALUES ('other'); "
+        "INSERT INTO tenant_settings (tenant_id) VALUES ('other')"  # its text hash key
+    )
     other_store = PostgresStore(pool, "other")
     mine = {c.context_id: c.record.content_hash for c in await load_incident(store)}
     # One call per record, as load_incident does, so each revision has its own created_at.

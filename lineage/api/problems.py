@@ -74,9 +74,7 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def unstorable_text(request: Request, exc: Exception) -> JSONResponse:
     """A NUL (or a character the database encoding lacks) in a parameter: the caller's to fix."""
-    detail = (
-        "a parameter holds a character PostgreSQL cannot store (such as \\u0000): remove it"
-    )
+    detail = "a parameter holds a character PostgreSQL cannot store (such as \\u0000): remove it"
     return problem(422, "InvalidRequest", detail, rule="unstorable_character")
 
 

@@ -1,15 +1,17 @@
 """The store that talks to Postgres directly."""
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import asyncpg
 
-from lineage import db
-from lineage.errors import Conflict, InvalidRecord
+from lineage import db, metrics, privacy, signing
+from lineage.errors import Conflict, InvalidRecord, StoreUnavailable
 from lineage.record import ContextRecord, NewContext, check_id, validate
 from lineage.store.base import Appended
+from lineage.store.roots import note_root_sources
 from lineage.versions import version_key
 
 
@@ -36,21 +38,32 @@ def _array_literal(ids: list[str]) -> str:
     return "{" + ",".join(f'"{i}"' for i in ids) + "}"
 
 
+def check_batch(tenant_id: str, proposals: Sequence[NewContext]) -> None:
+    """Every rule a batch must pass that needs no database; raises InvalidRecord."""
+    check_id(tenant_id, "tenant_id")
+    for proposal in proposals:
+        validate(proposal)
+    batch_ids = [p.context_id for p in proposals]
+    if len(set(batch_ids)) != len(batch_ids):
+        raise InvalidRecord("duplicate_id", "a batch lists the same context_id more than once")
+
+
 async def append_records(
-    connection: asyncpg.Connection, tenant_id: str, proposals: Sequence[NewContext]
+    connection: asyncpg.Connection,
+    tenant_id: str,
+    proposals: Sequence[NewContext],
+    signer: signing.Signer | None = None,
 ) -> list[Appended]:
     """Append within the caller's transaction; raise (and let it roll back) on any bad record.
 
     The time is assigned here, before the insert, so that it is part of the canonical form.
+    New records are signed with `signer` (default: the environment's keyring).
     """
-    check_id(tenant_id, "tenant_id")
-    for proposal in proposals:
-        validate(proposal)
+    check_batch(tenant_id, proposals)
+    proposals = await privacy.keyed_proposals(connection, tenant_id, proposals)
     now = datetime.now(UTC)
     records = [proposal.stamped(tenant_id, now) for proposal in proposals]
     batch_ids = [r.context_id for r in records]
-    if len(set(batch_ids)) != len(batch_ids):
-        raise InvalidRecord("duplicate_id", "a batch lists the same context_id more than once")
     await _check_parents(connection, tenant_id, records)
 
     inserted = {
@@ -85,6 +98,14 @@ async def append_records(
                     "records are append-only: derive a new record (new id) from it instead"
                 )
     await _note_transform_versions(connection, tenant_id, records, inserted)
+    await note_root_sources(connection, tenant_id, records, inserted)
+    await signing.append_signatures(
+        connection,
+        tenant_id,
+        [r for r in records if r.context_id in inserted],
+        signer or signing.default_signer(),
+    )
+    metrics.count_appended(r.kind for r in records if r.context_id in inserted)
     return [
         Appended(record, created=True)
         if record.context_id in inserted
@@ -164,17 +185,56 @@ class ConnectionStore:
         return (await get_records(self.connection, self.tenant_id, [context_id])).get(context_id)
 
 
+# The database itself failed (down, restarting, out of connections, cancelled, unreachable):
+# nothing in the request was wrong, and the same request can succeed later.
+OUTAGE_ERRORS: tuple[type[Exception], ...] = (
+    OSError,  # refused, reset, unreachable, timed out (TimeoutError is an OSError)
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.InternalClientError,  # its protocol state when a connection broke mid-call
+)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """An outage error, or an error raised over one: a transaction's rollback on a dead
+    connection raises InterfaceError ("connection is closed") with the real cause as context."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, OUTAGE_ERRORS):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+@contextmanager
+def outage_as_unavailable() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        raise StoreUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}") from exc
+
+
 class PostgresStore:
     """Writes and reads one tenant's records through an asyncpg pool it does not own."""
 
-    def __init__(self, pool: asyncpg.Pool, tenant_id: str = "default") -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, tenant_id: str = "default", signer: signing.Signer | None = None
+    ) -> None:
         self.pool = pool
         self.tenant_id = tenant_id
+        self.signer = signer
 
     async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
-        async with db.transaction(self.pool, self.tenant_id) as connection:
-            return await append_records(connection, self.tenant_id, proposals)
+        with outage_as_unavailable():
+            async with db.transaction(self.pool, self.tenant_id) as connection:
+                return await append_records(connection, self.tenant_id, proposals, self.signer)
 
     async def get(self, context_id: str) -> ContextRecord | None:
-        async with db.transaction(self.pool, self.tenant_id) as connection:
-            return await ConnectionStore(connection, self.tenant_id).get(context_id)
+        with outage_as_unavailable():
+            async with db.transaction(self.pool, self.tenant_id) as connection:
+                return await ConnectionStore(connection, self.tenant_id).get(context_id)

@@ -1,0 +1,139 @@
+"""The benchmark's own database: created beside the server's others, migrated like any other,
+then filled by COPY as the table owner (secondary indexes dropped for the load, then rebuilt)."""
+
+import itertools
+import json
+import time
+from dataclasses import asdict
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from bench.dag import COLUMNS, ROOT_COLUMNS, START, TRANSFORM_VERSIONS, Generator, Picks, Row
+from lineage import db
+from lineage.migrate import migrate
+from lineage.versions import version_key
+
+BATCH = 50_000
+LOADED_TABLES = ("provenance", "root_sources")
+
+
+def url_for(server_url: str, dbname: str) -> str:
+    return urlunsplit(urlsplit(server_url)._replace(path=f"/{dbname}"))
+
+
+async def recreate(server_url: str, dbname: str) -> str:
+    """A fresh, migrated database named dbname on the server; returns its URL."""
+    connection = await asyncpg.connect(server_url)
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        await connection.execute(f'CREATE DATABASE "{dbname}"')
+    finally:
+        await connection.close()
+    url = url_for(server_url, dbname)
+    migrate(url)
+    return url
+
+
+async def load(
+    url: str, records: int, tenant_id: str = "default"
+) -> tuple[Picks, dict[str, float]]:
+    """Generate and COPY the DAG; returns the picks and how long each phase took (seconds)."""
+    generator = Generator(records, tenant_id)
+    connection = await asyncpg.connect(url)
+    timings: dict[str, float] = {}
+    try:
+        await connection.execute("SET maintenance_work_mem = '512MB'")
+        await db.fetch(connection, "tenant_create", tenant_id=tenant_id)
+        indexes = await connection.fetch(
+            "SELECT i.indexname, i.indexdef FROM pg_indexes AS i "
+            "JOIN pg_index AS x ON x.indexrelid = (quote_ident(i.indexname))::regclass "
+            "WHERE i.tablename = ANY ($1::text[]) AND NOT x.indisprimary",
+            list(LOADED_TABLES),
+        )
+        for index in indexes:
+            await connection.execute(f'DROP INDEX "{index["indexname"]}"')
+
+        # The bulk DAG stays out of the verifiable log: its sequencer would hash it during the
+        # timings. Records appended by the timed ingest paths are queued as usual.
+        await set_log_queueing(connection, False)
+        started = time.perf_counter()
+        rows = generator.rows()
+        while batch := list(itertools.islice(rows, BATCH)):
+            await connection.copy_records_to_table(
+                "provenance", records=[row for row, _ in batch], columns=COLUMNS
+            )
+            await connection.copy_records_to_table(
+                "root_sources",
+                records=[
+                    _root_row(row, s, depth) for row, roots in batch for s, depth in roots.items()
+                ],
+                columns=ROOT_COLUMNS,
+            )
+        timings["generate_and_copy_s"] = time.perf_counter() - started
+        await set_log_queueing(connection, True)
+
+        started = time.perf_counter()
+        for index in indexes:
+            await connection.execute(index["indexdef"])
+        timings["index_build_s"] = time.perf_counter() - started
+
+        await connection.execute(
+            "INSERT INTO transform_versions "
+            "SELECT $1, split_part(v, '@', 1), v, k, $2 "
+            "FROM unnest($3::text[], $4::text[]) AS t (v, k) ON CONFLICT DO NOTHING",
+            tenant_id,
+            START,
+            list(TRANSFORM_VERSIONS),
+            [version_key(v) for v in TRANSFORM_VERSIONS],
+        )
+        started = time.perf_counter()
+        await connection.execute("VACUUM (ANALYZE) provenance")
+        await connection.execute("VACUUM (ANALYZE) root_sources")
+        timings["vacuum_analyze_s"] = time.perf_counter() - started
+        await save_picks(connection, generator.picks)
+    finally:
+        await connection.close()
+    return generator.picks, timings
+
+
+async def set_log_queueing(connection: asyncpg.Connection, enabled: bool) -> None:
+    try:
+        from lineage.verifiable_log.storage import set_queueing
+    except ImportError:
+        return
+    await set_queueing(connection, enabled)
+
+
+def _root_row(row: Row, source_uri: str, depth: int) -> Row:
+    return (row[0], source_uri, row[3], row[1], depth)
+
+
+async def save_picks(connection: asyncpg.Connection, picks: Picks) -> None:
+    await connection.execute("CREATE TABLE IF NOT EXISTS bench_picks (picks jsonb NOT NULL)")
+    await connection.execute(
+        "INSERT INTO bench_picks VALUES ($1::jsonb)", json.dumps(asdict(picks))
+    )
+
+
+async def saved_picks(url: str) -> Picks | None:
+    """The picks of a database this benchmark loaded earlier, or None."""
+    try:
+        connection = await asyncpg.connect(url)
+    except asyncpg.InvalidCatalogNameError:
+        return None
+    try:
+        if not await connection.fetchval("SELECT to_regclass('bench_picks') IS NOT NULL"):
+            return None
+        value = await connection.fetchval("SELECT picks::text FROM bench_picks LIMIT 1")
+    finally:
+        await connection.close()
+    return Picks(**json.loads(value)) if value else None
+
+
+async def drop(server_url: str, dbname: str) -> None:
+    connection = await asyncpg.connect(server_url)
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+    finally:
+        await connection.close()

@@ -1,0 +1,282 @@
+"""What each feature costs, measured one at a time on the same data, and the candidate layouts
+measured beside the product's.
+
+A feature's cost is measured by turning it off for one measurement and comparing with the same
+measurement with everything on, alternating so that drift on a shared machine falls on both:
+signing and root sources by stubbing their one call in append_records (in this process only),
+the verifiable log by switching its queue trigger off (lineage.verifiable_log.storage
+.set_queueing), row-level security by a pool that stays the superuser (which bypasses it),
+and auth by a server with LINEAGE_AUTH=keys and a real key against one with none.
+"""
+
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from bench.figures import Figure, Report, percentile
+from lineage import db
+from lineage.store import postgres
+
+if TYPE_CHECKING:
+    from bench.run import Plan
+
+# Each stubbed feature: the name append_records calls it by in lineage.store.postgres.
+STUBBED_CALLS = {
+    "signing (HMAC per record + signature rows)": ("signing", "append_signatures"),
+    "root sources (side table for blast radius by source)": (None, "note_root_sources"),
+}
+
+
+def describe() -> str:
+    on = ["row-level security (app role lineage_app)", "root sources"]
+    if hasattr(postgres, "signing"):
+        on.append("record signing")
+    with contextlib.suppress(ImportError):
+        from lineage.verifiable_log import storage  # noqa: F401
+
+        on.append("verifiable log queue (sequencer off during timings: LINEAGE_LOG_INTERVAL_S=0)")
+    return ", ".join(on) + "; HTTP figures with LINEAGE_AUTH=none (auth measured separately below)"
+
+
+@contextlib.contextmanager
+def stubbed(module_name: str | None, attribute: str) -> Iterator[bool]:
+    """Replace one awaited call of append_records with a no-op; False when it is not there."""
+    owner: Any = postgres if module_name is None else getattr(postgres, module_name, None)
+    original = getattr(owner, attribute, None) if owner is not None else None
+    if original is None:
+        yield False
+        return
+
+    async def nothing(*args: object, **kwargs: object) -> None:
+        return None
+
+    setattr(owner, attribute, nothing)
+    try:
+        yield True
+    finally:
+        setattr(owner, attribute, original)
+
+
+@contextlib.asynccontextmanager
+async def log_queue_off(url: str) -> AsyncIterator[bool]:
+    try:
+        from lineage.verifiable_log.storage import set_queueing
+    except ImportError:
+        yield False
+        return
+    owner = await asyncpg.connect(url)
+    try:
+        await set_queueing(owner, False)
+        try:
+            yield True
+        finally:
+            await set_queueing(owner, True)
+    finally:
+        await owner.close()
+
+
+async def superuser_pool(url: str) -> asyncpg.Pool:
+    """A pool that stays the connecting superuser: row-level security does not apply."""
+
+    async def codecs(connection: asyncpg.Connection) -> None:
+        await connection.set_type_codec(
+            "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+        )
+
+    pool: asyncpg.Pool = await asyncpg.create_pool(url, min_size=1, max_size=4, init=codecs)
+    return pool
+
+
+async def costs(report: Report, pool: asyncpg.Pool, plan: "Plan", url: str, tenant: str) -> None:
+    from bench.run import append_rate, ingest_rows, proposals
+
+    group = "feature cost (batch append)"
+    counter = iter(range(1_000_000))
+
+    def fresh() -> list[Any]:
+        namespace = f"cost{int(time.time())}x{next(counter)}"
+        return proposals(ingest_rows(plan.ingest_records, namespace, tenant))
+
+    async def everything_on() -> float:
+        return await append_rate(pool, fresh())
+
+    async def compare(name: str, without: Callable[[], Any]) -> None:
+        before = await everything_on()
+        off = await without()
+        after = await everything_on()
+        if off is None:
+            report.add(Figure(group, name, "%", float("nan"), note="not in this build"))
+            return
+        with_it = (before + after) / 2
+        report.add(
+            Figure(
+                group,
+                name,
+                "% of append time",
+                (off / with_it - 1) * 100,
+                note=f"{with_it:,.0f} records/s with it, {off:,.0f} without",
+            )
+        )
+
+    for name, (module_name, attribute) in STUBBED_CALLS.items():
+
+        async def without_call(
+            module_name: str | None = module_name, attribute: str = attribute
+        ) -> float | None:
+            with stubbed(module_name, attribute) as present:
+                return await append_rate(pool, fresh()) if present else None
+
+        await compare(name, without_call)
+
+    async def without_log() -> float | None:
+        async with log_queue_off(url) as present:
+            return await append_rate(pool, fresh()) if present else None
+
+    await compare("verifiable log (queue trigger on append)", without_log)
+
+    unrestricted = await superuser_pool(url)
+    try:
+
+        async def without_rls() -> float:
+            return await append_rate(unrestricted, fresh())
+
+        await compare("row-level security (app role vs superuser)", without_rls)
+        await _rls_on_walks(report, pool, unrestricted, tenant)
+    finally:
+        await unrestricted.close()
+    await _auth(report, plan, url, tenant)
+
+
+async def _rls_on_walks(
+    report: Report, pool: asyncpg.Pool, unrestricted: asyncpg.Pool, tenant: str
+) -> None:
+    async with db.transaction(pool, tenant) as connection:
+        answers = [
+            r["context_id"]
+            for r in await connection.fetch(
+                "SELECT context_id FROM provenance WHERE tenant_id = $1 AND kind = 'answer' "
+                "LIMIT 300",
+                tenant,
+            )
+        ]
+    medians = []
+    for chosen in (pool, unrestricted):
+        async with db.transaction(chosen, tenant, statement_timeout_ms=60_000) as connection:
+            samples = []
+            for answer in answers:
+                started = time.perf_counter()
+                await db.fetch(
+                    connection, "walk_back", tenant_id=tenant, context_id=answer, max_depth=20
+                )
+                samples.append((time.perf_counter() - started) * 1000)
+        medians.append(percentile(samples[20:], 0.5))
+    report.add(
+        Figure(
+            "feature cost (walk-back)",
+            "row-level security (app role vs superuser)",
+            "% of walk time",
+            (medians[0] / medians[1] - 1) * 100,
+            samples=len(answers),
+            note=f"p50 {medians[0]:.3f} ms with it, {medians[1]:.3f} ms without",
+        )
+    )
+
+
+async def _auth(report: Report, plan: "Plan", url: str, tenant: str) -> None:
+    from bench.load import run_load
+    from bench.run import HTTP_ENV
+    from bench.server import serving
+
+    try:
+        from lineage import auth
+    except ImportError:
+        report.add(
+            Figure("feature cost (HTTP)", "auth", "%", float("nan"), note="not in this build")
+        )
+        return
+    owner = await superuser_pool(url)
+    try:
+        token, _ = await auth.create_key(owner, tenant, "admin", "bench")
+    finally:
+        await owner.close()
+    rates = {}
+    for name, env, key in (
+        ("none", HTTP_ENV, None),
+        ("keys", HTTP_ENV | {"LINEAGE_AUTH": "keys"}, token),
+    ):
+        with serving(url, env, key) as server:
+            rates[name] = await run_load(server, url, tenant, rate=None, seconds=plan.http_seconds)
+    report.add(
+        Figure(
+            "feature cost (HTTP)",
+            "auth (bearer key check) on single-record appends",
+            "% of request time",
+            (rates["none"].throughput / rates["keys"].throughput - 1) * 100,
+            note=f"{rates['keys'].throughput:,.0f}/s with keys, {rates['none'].throughput:,.0f}/s "
+            f"without; p50 {rates['keys'].percentile(0.5):.1f} ms with keys, "
+            f"{rates['none'].percentile(0.5):.1f} ms without",
+        )
+    )
+
+
+async def array_candidate(
+    report: Report, pool: asyncpg.Pool, url: str, source_uri: str, tenant: str
+) -> None:
+    """The layout root_sources did not take, measured on the same data: each record's root
+    sources as one array under a GIN index. Array containment is not leakproof, so under
+    row-level security PostgreSQL cannot use the index and scans the table instead."""
+    group = "every answer of the hottest document"
+    owner = await asyncpg.connect(url)
+    try:
+        await owner.execute("DROP TABLE IF EXISTS bench_root_source_sets")
+        started = time.perf_counter()
+        await owner.execute(
+            "CREATE TABLE bench_root_source_sets AS "
+            "SELECT tenant_id, context_id, kind, array_agg(source_uri) AS source_uris "
+            "FROM root_sources GROUP BY tenant_id, context_id, kind"
+        )
+        await owner.execute(
+            "CREATE INDEX ON bench_root_source_sets USING gin (source_uris) WITH (fastupdate = off)"
+        )
+        await owner.execute(
+            "ALTER TABLE bench_root_source_sets ENABLE ROW LEVEL SECURITY; "
+            "ALTER TABLE bench_root_source_sets FORCE ROW LEVEL SECURITY; "
+            "CREATE POLICY bench_tenant ON bench_root_source_sets "
+            "USING (tenant_id = current_setting('lineage.tenant_id', true)); "
+            "GRANT SELECT ON bench_root_source_sets TO lineage_app"
+        )
+        await owner.execute("VACUUM (ANALYZE) bench_root_source_sets")
+        build = time.perf_counter() - started
+        size = await owner.fetchval(
+            "SELECT pg_size_pretty(pg_total_relation_size('bench_root_source_sets'))"
+        )
+        query = (
+            "SELECT context_id FROM bench_root_source_sets "
+            "WHERE tenant_id = $1 AND source_uris @> ARRAY[$2] AND kind = 'answer'"
+        )
+        unrestricted = await superuser_pool(url)
+        try:
+            for who, chosen in (("superuser", unrestricted), ("app role, RLS on", pool)):
+                async with db.transaction(chosen, tenant, statement_timeout_ms=120_000) as c:
+                    samples = []
+                    for _ in range(3):
+                        started = time.perf_counter()
+                        rows = await c.fetch(query, tenant, source_uri)
+                        samples.append((time.perf_counter() - started) * 1000)
+                report.add(
+                    Figure.timed(
+                        group,
+                        f"candidate: root sources as a GIN-indexed array, ids, {who}",
+                        samples,
+                        note=f"{len(rows):,} answers; built in {build:.1f} s, {size}; bench only",
+                    )
+                )
+        finally:
+            await unrestricted.close()
+    finally:
+        await owner.execute("DROP TABLE IF EXISTS bench_root_source_sets")
+        await owner.close()

@@ -1,0 +1,67 @@
+"""Root sources: for each record, the source_uris of the roots it derives from and its minimal
+depth below a root of each.
+
+Derived from parent_ids alone and kept in the side table `root_sources` (a row per record and
+source), outside the signed canonical form: with it, the blast radius of a document by
+source_uri is one index range instead of a walk (sql/blast_radius_by_source.sql).
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import asyncpg
+
+from lineage import db
+from lineage.record import ContextRecord
+
+Roots = dict[str, int]  # source_uri -> minimal depth below a root with that source_uri
+
+
+def carry(parent_roots: Iterable[Mapping[str, int]]) -> Roots:
+    """A child's root sources: every one of its parents', a level further down, at the least."""
+    roots: Roots = {}
+    for inherited in parent_roots:
+        for source_uri, depth in inherited.items():
+            if source_uri not in roots or depth + 1 < roots[source_uri]:
+                roots[source_uri] = depth + 1
+    return roots
+
+
+def roots_of(record: ContextRecord, parent_roots: Sequence[Mapping[str, int]]) -> Roots:
+    """A root (no parents; it always has a source_uri) is its own source at depth 0."""
+    if not record.parent_ids:
+        return {str(record.source_uri): 0}
+    return carry(parent_roots)
+
+
+async def note_root_sources(
+    connection: asyncpg.Connection,
+    tenant_id: str,
+    records: Sequence[ContextRecord],
+    inserted: set[str],
+) -> None:
+    """Record the root sources of each newly inserted record, in the caller's transaction."""
+    new = [record for record in records if record.context_id in inserted]
+    if not new:
+        return
+    outside = {p for record in new for p in record.parent_ids} - {r.context_id for r in new}
+    known: dict[str, Roots] = {}
+    if outside:
+        for row in await db.fetch(
+            connection, "get_root_sources", tenant_id=tenant_id, context_ids=list(outside)
+        ):
+            known.setdefault(row["context_id"], {})[row["source_uri"]] = row["depth"]
+    rows = []
+    for record in new:
+        # Every stored record has its rows (migration 0005 filled those before it).
+        parents = [known.get(p, {}) for p in record.parent_ids]
+        known[record.context_id] = roots_of(record, parents)
+        rows += [(record, source, depth) for source, depth in known[record.context_id].items()]
+    await db.execute(
+        connection,
+        "record_root_sources",
+        tenant_id=tenant_id,
+        context_ids=[record.context_id for record, _, _ in rows],
+        kinds=[record.kind for record, _, _ in rows],
+        source_uris=[source for _, source, _ in rows],
+        depths=[depth for _, _, depth in rows],
+    )

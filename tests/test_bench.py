@@ -1,0 +1,84 @@
+"""The benchmark runs end to end at a tiny size and reports every figure (no timing is
+asserted: figures belong in bench/RESULTS.md), and its generator makes the DAG it promises."""
+
+import asyncio
+import dataclasses
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bench.dag import RETRIEVED, Generator, parse_size
+from bench.database import drop
+from bench.run import run, smoke_plan
+from lineage.record import NewContext, validate
+from tests.conftest import server_url
+
+FIGURE_GROUPS = {
+    "walk-back of an answer": 6,
+    "blast radius of a typical document (answers)": 3,
+    "every answer of the hottest document": 8,
+    "invalidation (answers)": 2,
+    "ingest": 6,
+    "load": 1,
+    "start-up": 2,
+    "feature cost (batch append)": 4,
+    "feature cost (walk-back)": 1,
+    "feature cost (HTTP)": 1,
+}
+
+
+def test_the_generator_makes_a_valid_rag_dag_parents_first() -> None:
+    generator = Generator(5000, "default")
+    seen: dict[str, dict[str, int]] = {}
+    kinds: Counter[str] = Counter()
+    for row, roots in generator.rows():
+        context_id, parent_ids, kind, source_uri = row[1], row[2], row[3], row[4]
+        validate(NewContext(context_id=context_id, parent_ids=parent_ids, kind=kind,
+                            source_uri=source_uri, content_hash=row[5],
+                            transform=row[6], transform_version=row[7]))  # fmt: skip
+        assert all(p in seen for p in parent_ids), f"{context_id} comes before a parent"
+        expected: dict[str, int] = {}
+        for parent in parent_ids:
+            for source, depth in seen[parent].items():
+                expected[source] = min(expected.get(source, depth + 1), depth + 1)
+        assert roots == (expected if parent_ids else {source_uri: 0})
+        seen[context_id] = roots
+        kinds[kind] += 1
+        if kind == "retrieval":
+            assert len(parent_ids) == RETRIEVED + 1  # the query and 8 chunks
+    assert generator.count == len(seen)
+    assert kinds["answer"] == generator.answers
+    assert kinds["query"] == kinds["retrieval"] == kinds["answer"]
+    assert kinds["summary"] == kinds["claim"] == 2 * kinds["answer"]
+    assert {"document", "chunk", "embedding"} <= set(kinds)
+    picks = generator.picks
+    assert picks.hottest_source_uri and picks.typical_source_uris and picks.answer_ids
+
+
+def test_sizes_read_as_records_and_bad_sizes_say_what_to_use() -> None:
+    assert parse_size("100k") == 100_000
+    assert parse_size("1M") == 1_000_000
+    assert parse_size("25_000") == 25_000
+    for bad in ("big", "10"):
+        with pytest.raises(ValueError, match="size"):
+            parse_size(bad)
+
+
+def test_the_smoke_bench_reports_every_figure(tmp_path: Path) -> None:
+    output = tmp_path / "RESULTS.md"
+    plan = dataclasses.replace(smoke_plan(server_url(), output), startup=True)
+    try:
+        report = asyncio.run(run(plan))
+    finally:
+        asyncio.run(drop(plan.server_url, plan.database))
+    groups = Counter(figure.group for figure in report.figures)
+    assert dict(groups) == FIGURE_GROUPS
+    text = output.read_text()
+    for key in ("machine", "PostgreSQL", "date", "size", "features on"):
+        assert f"**{key}**" in text
+    for figure in report.figures:
+        assert f"| {figure.name} |" in text
+        assert figure.samples >= 1
+    load = next(f for f in report.figures if f.group == "load")
+    assert load.met, load.note  # no 5xx, nothing lost, no duplicates
