@@ -170,8 +170,8 @@ def demo(config: ConfigOption = None) -> None:
     for line in verification.lines():
         console.print(line, markup=False, highlight=False)
     console.print(
-        f"\nNext: [bold]lineage serve[/bold], then GET "
-        f"http://{settings.host}:{settings.port}/v1/contexts/{ANSWER_ID}/lineage "
+        f"\nNext: [bold]lineage serve[/bold], then open "
+        f"http://{settings.host}:{settings.port}/ui and paste {ANSWER_ID} "
         f"(API docs at http://{settings.host}:{settings.port}/docs); "
         f"or [bold]lineage walk {ANSWER_ID}[/bold]."
     )
