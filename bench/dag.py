@@ -19,23 +19,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from lineage.record import CANONICAL_FIELDS
 from lineage.store.roots import Roots, carry
 
-COLUMNS = (
-    "tenant_id",
-    "context_id",
-    "parent_ids",
-    "kind",
-    "source_uri",
-    "content_hash",
-    "transform",
-    "transform_version",
-    "produced_by",
-    "index_snapshot",
-    "trace_id",
-    "created_at",
-    "attributes",
-)
+# The provenance table's columns are the canonical fields, in the same order.
+COLUMNS = CANONICAL_FIELDS
 ROOT_COLUMNS = ("tenant_id", "source_uri", "kind", "context_id", "depth")
 Row = tuple[Any, ...]
 

@@ -78,14 +78,8 @@ async def record_reasoning(
     attributes: dict[str, Any] | None = None,
 ) -> Context:
     """Record a reasoning step over what it read (`parents`, at least one)."""
-    return await derive(
-        store,
-        parents,
-        text,
-        "reasoning",
-        produced_by=produced_by,
-        trace_id=trace_id,
-        attributes=(attributes or {}) | {SESSION_ID: session_id},
+    return await _record_step(
+        store, "reasoning", session_id, parents, text, produced_by, trace_id, attributes
     )
 
 
@@ -100,11 +94,26 @@ async def record_plan(
     attributes: dict[str, Any] | None = None,
 ) -> Context:
     """Record a plan and what it was made from (`parents`, at least one: the query, say)."""
+    return await _record_step(
+        store, "plan", session_id, parents, text, produced_by, trace_id, attributes
+    )
+
+
+async def _record_step(
+    store: Store,
+    kind: str,
+    session_id: str,
+    parents: Sequence[Context | str],
+    text: str,
+    produced_by: str | None,
+    trace_id: str | None,
+    attributes: dict[str, Any] | None,
+) -> Context:
     return await derive(
         store,
         parents,
         text,
-        "plan",
+        kind,
         produced_by=produced_by,
         trace_id=trace_id,
         attributes=(attributes or {}) | {SESSION_ID: session_id},
