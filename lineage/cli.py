@@ -1,7 +1,6 @@
 """The `lineage` command: serve, migrate, demo, walk, impact, freshness, sql."""
 
 import asyncio
-import functools
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -37,8 +36,8 @@ KindOption = Annotated[
 ]
 
 
-@functools.cache
 def _settings(config: Path | None) -> Settings:
+    # Read afresh on every command: the environment may differ between invocations in one process.
     return load_settings(config)
 
 

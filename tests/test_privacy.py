@@ -355,10 +355,8 @@ async def test_forget_and_settings_over_the_api_need_an_admin_key(
 
 @pytest.fixture
 def cli_env(database_url: str) -> Iterator[dict[str, str]]:
-    cli._settings.cache_clear()
     cli._urls.clear()
     yield {"LINEAGE_DATABASE_URL": database_url, "COLUMNS": "200"}
-    cli._settings.cache_clear()
     cli._urls.clear()
 
 

@@ -181,7 +181,6 @@ async def test_the_export_command_prints_each_format(
 ) -> None:
     walk = await walks.walk_back(pool, settings, "default", incident, None)
     for output in FORMATS:
-        cli._settings.cache_clear()
         cli._urls.clear()
         result = await asyncio.to_thread(
             CliRunner().invoke,

@@ -268,11 +268,9 @@ def test_psql_command_runs(command: Command, demo_database: str) -> None:
 
 @pytest.fixture
 def cli_env(demo_database: str) -> Iterator[dict[str, str]]:
-    """The CLI caches its settings per process; each test has its own database."""
-    cli._settings.cache_clear()
+    """The CLI caches the database URL per process; each test has its own database."""
     cli._urls.clear()
     yield {"LINEAGE_DATABASE_URL": demo_database, "COLUMNS": "200"}
-    cli._settings.cache_clear()
     cli._urls.clear()
 
 

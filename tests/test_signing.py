@@ -70,7 +70,6 @@ async def alter_as_superuser(owner: asyncpg.Connection, context_id: str) -> None
 
 
 def run_cli(env: dict[str, str], *args: str) -> Result:
-    cli._settings.cache_clear()
     cli._urls.clear()
     return CliRunner().invoke(cli.app, list(args), env={"COLUMNS": "200", **env})
 

@@ -288,7 +288,6 @@ async def test_spool_status_and_replay_commands(
     }
 
     async def run(*args: str) -> str:
-        cli._settings.cache_clear()  # settings are cached per process; this test has its own
         cli._urls.clear()
         result = await asyncio.to_thread(CliRunner().invoke, cli.app, list(args), env=env)
         assert result.exit_code == 0, (result.output, result.exception)

@@ -98,15 +98,25 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Children of a set of records. Row-level security hides non-leakproof operators such as
--- && from index scans, so this one probe runs as the owner to use the GIN index, confined
--- to the tenant by lineage_walk_tenant instead.
+-- @> from index scans, so this one probe runs as the owner to use the GIN index, confined
+-- to the tenant by lineage_walk_tenant instead. One GIN probe per parent id: a single
+-- `parent_ids && <all ids>` rechecks every candidate against the whole array, quadratic in
+-- a wide frontier (a 20k-chunk document: 1.1 s against 0.21 s).
 CREATE FUNCTION lineage_children(p_tenant_id text, p_parent_ids text[])
 RETURNS SETOF provenance
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp ROWS 100 AS $$
     SELECT c.*
     FROM provenance AS c
-    WHERE c.tenant_id = p_tenant_id AND c.parent_ids && p_parent_ids
+    WHERE c.tenant_id = p_tenant_id
       AND p_tenant_id = lineage_walk_tenant(p_tenant_id)
+      AND c.context_id IN (
+          SELECT child.context_id
+          FROM unnest(p_parent_ids) AS parent (id)
+          CROSS JOIN LATERAL (
+              SELECT x.context_id FROM provenance AS x
+              WHERE x.tenant_id = p_tenant_id AND x.parent_ids @> ARRAY[parent.id]
+          ) AS child
+      )
 $$;
 
 CREATE OR REPLACE FUNCTION lineage_descendants(
