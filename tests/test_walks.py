@@ -120,11 +120,16 @@ async def explain(owner: asyncpg.Connection, name: str, **values: Any) -> list[d
     return list(plan_nodes(document[0]["Plan"]))
 
 
-def step_scans(plan: list[dict[str, Any]], index: str) -> list[dict[str, Any]]:
-    """The scans of `index` in the walk's recursive term (the Recursive Union's inner side)."""
+def step_nodes(plan: list[dict[str, Any]], key: str, name: str) -> list[dict[str, Any]]:
+    """The nodes of the walk's recursive term (the Recursive Union's inner side) whose `key`
+    is `name`: "Index Name" for index scans, "Function Name" for function scans."""
     [union] = [node for node in plan if node["Node Type"] == "Recursive Union"]
     [step] = [node for node in union["Plans"] if node["Parent Relationship"] == "Inner"]
-    return [node for node in plan_nodes(step) if node.get("Index Name") == index]
+    return [node for node in plan_nodes(step) if node.get(key) == name]
+
+
+def step_scans(plan: list[dict[str, Any]], index: str) -> list[dict[str, Any]]:
+    return step_nodes(plan, "Index Name", index)
 
 
 # --- graphs ------------------------------------------------------------------------------------
@@ -438,10 +443,7 @@ ANY_PARENT_IDS = re.compile(r"=\s*ANY\s*\(\s*(?:\w+\.)?parent_ids\b", re.IGNOREC
 
 
 def step_calls(plan: list[dict[str, Any]], function: str) -> list[dict[str, Any]]:
-    """The scans of a set-returning function in the walk's recursive term."""
-    [union] = [node for node in plan if node["Node Type"] == "Recursive Union"]
-    [step] = [node for node in union["Plans"] if node["Parent Relationship"] == "Inner"]
-    return [node for node in plan_nodes(step) if node.get("Function Name") == function]
+    return step_nodes(plan, "Function Name", function)
 
 
 async def children_plan(owner: asyncpg.Connection, parent_ids: list[str]) -> list[dict[str, Any]]:
