@@ -22,6 +22,9 @@ IMPACT_QUERIES = {
     "transform_version": "invalidate_by_transform_version",
     "index_snapshot": "invalidate_by_index_snapshot",
 }
+# A blast radius as ids, kinds and depths, for listings that need no record: by source_uri
+# this reads no provenance row at all.
+IMPACT_ID_QUERIES = {"context_ids": "blast_radius", "source_uri": "blast_radius_ids_by_source"}
 
 
 @dataclass

@@ -16,8 +16,8 @@ from tests.conftest import server_url
 
 FIGURE_GROUPS = {
     "walk-back of an answer": 6,
-    "blast radius of a typical document (answers)": 3,
-    "every answer of the hottest document": 8,
+    "blast radius of a typical document (answers)": 4,
+    "every answer of the hottest document": 9,
     "invalidation (answers)": 2,
     "ingest": 6,
     "load": 1,

@@ -1,6 +1,6 @@
-"""Root sources (migration 0005): the one-lookup blast radius by source gives exactly the rows
-the walk gives, on random DAGs appended in random batches, and the migration's backfill of
-existing records matches what the append path writes."""
+"""Root sources (migration 0005): the one-lookup blast radius by source (records, and ids
+alone) gives exactly the rows the walk gives, on random DAGs appended in random batches, and
+the migration's backfill of existing records matches what the append path writes."""
 
 import uuid
 from typing import Any
@@ -105,6 +105,16 @@ async def test_blast_radius_by_source_matches_the_walk(
             max_depth=max_depth,
         )
         assert essentials(answered) == essentials(walked), (source_uri, dag)
+        ids = await walks.run(
+            pool,
+            Settings(),
+            "blast_radius_ids_by_source",
+            tenant_id=tenant,
+            source_uri=source_uri,
+            kind=kind,
+            max_depth=max_depth,
+        )
+        assert essentials(ids) == essentials(walked), (source_uri, dag)
 
 
 async def test_the_backfill_matches_what_appends_write(
@@ -140,5 +150,37 @@ async def test_roots_inserted_around_append_records_are_walked(
         pool, Settings(), "blast_radius_by_source",
         tenant_id="default", source_uri="s3://bulk.md", kind="all", max_depth=20,
     )  # fmt: skip
-    assert essentials(answered) == essentials(walked)
+    ids = await walks.run(
+        pool, Settings(), "blast_radius_ids_by_source",
+        tenant_id="default", source_uri="s3://bulk.md", kind="all", max_depth=20,
+    )  # fmt: skip
+    assert essentials(answered) == essentials(walked) == essentials(ids)
     assert [row["context_id"] for row in answered] == ["bulk_doc", "bulk_chunk"]
+
+
+async def test_a_replayed_parent_in_the_batch_hands_down_its_stored_roots(
+    store: PostgresStore, owner: asyncpg.Connection
+) -> None:
+    """A batch that repeats a stored record (not inserted again) and adds its child: the child's
+    root sources come from the stored record's rows, read after the insert."""
+    doc = NewContext(
+        context_id="doc", kind="document", source_uri="s3://a.md", content_hash="sha256:" + "0" * 64
+    )
+    chunk = NewContext(
+        context_id="chunk", parent_ids=["doc"], kind="chunk", content_hash="sha256:" + "1" * 64
+    )
+    summary = NewContext(
+        context_id="summary", parent_ids=["chunk"], kind="summary",
+        content_hash="sha256:" + "2" * 64,
+    )  # fmt: skip
+    await store.append([doc, chunk])
+    appended = await store.append([chunk, summary])
+    assert [a.created for a in appended] == [False, True]
+    rows = await owner.fetch(
+        "SELECT context_id, source_uri, depth FROM root_sources ORDER BY depth, context_id"
+    )
+    assert [tuple(row) for row in rows] == [
+        ("doc", "s3://a.md", 0),
+        ("chunk", "s3://a.md", 1),
+        ("summary", "s3://a.md", 2),
+    ]

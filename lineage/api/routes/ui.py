@@ -124,12 +124,13 @@ async def _impact_start(
     source_uri: str | None,
     context_id: str | None,
 ) -> tuple[str, dict[str, Any]]:
-    """The impact query and the parameter that starts it; NotFound when nothing would."""
+    """The impact query listing ids (kind, depth, truncated; records only where the walk reads
+    them anyway) and the parameter that starts it; NotFound when nothing would."""
     if (source_uri is None) == (context_id is None):
         raise BadParameter("give exactly one of source_uri, context_id")
     if context_id is not None:
         await walks.walk_back(pool, settings, caller.tenant_id, context_id, 0)
-        return walks.IMPACT_QUERIES["context_ids"], {"context_ids": [context_id]}
+        return walks.IMPACT_ID_QUERIES["context_ids"], {"context_ids": [context_id]}
     first = await walks.run(
         pool, settings, "list_contexts",
         tenant_id=caller.tenant_id, kind="any", source_uri=source_uri, trace_id="any",
@@ -138,7 +139,7 @@ async def _impact_start(
     )  # fmt: skip
     if not first:
         raise NotFound(f"no records with source_uri {source_uri}")
-    return walks.IMPACT_QUERIES["source_uri"], {"source_uri": source_uri}
+    return walks.IMPACT_ID_QUERIES["source_uri"], {"source_uri": source_uri}
 
 
 @router.get("/v1/impact/page")
@@ -155,7 +156,8 @@ async def get_impact_page(
 ) -> dict[str, Any]:
     """A blast radius (of every revision of a source_uri, or of one context) a page at a time:
     counts by kind, then up to `limit` records of `kind` from `offset` (follow `next_offset`).
-    Each page walks the radius again and holds only the page in memory."""
+    Each page lists the radius's ids again, holds only the page in memory and reads only the
+    page's records."""
     name, start = await _impact_start(pool, settings, caller, source_uri, context_id)
     wanted = walks.check_kind(kind)
     counted = "all" if wanted == "all" or wanted in BOOKKEEPING_KINDS else "any"
@@ -179,9 +181,23 @@ async def get_impact_page(
         "summary": summary.as_dict(),
         "matching": matching,
         "offset": offset,
-        "nodes": page,
+        "nodes": await _with_records(pool, settings, caller.tenant_id, page),
         "next_offset": offset + limit if offset + limit < matching else None,
     }
+
+
+async def _with_records(
+    pool: asyncpg.Pool, settings: Settings, tenant_id: str, page: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The page's records, each with its depth and truncated flag, in the page's order."""
+    ids = [node["context_id"] for node in page]
+    found = await walks.run(pool, settings, "get_contexts", tenant_id=tenant_id, context_ids=ids)
+    records = {record["context_id"]: record for record in found}
+    return [
+        {key: value for key, value in records[node["context_id"]].items() if key != "tenant_id"}
+        | {"depth": node["depth"], "truncated": node["truncated"]}
+        for node in page
+    ]
 
 
 def _csv_line(*values: object) -> str:
