@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import auth, walks
 from lineage.api.deps import AppSettings, Caller, Pool, Read
+from lineage.api.results import chunked
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.api.session import SESSION_COOKIE, issue_session
 from lineage.errors import BadParameter, Forbidden, NotFound, Unauthorized
@@ -250,13 +251,13 @@ async def download_impact_ids(
     disposition = f'attachment; filename="impact-{kind}-{label}.{file_format}"'
     if file_format == "csv":
         return StreamingResponse(
-            _csv_file(nodes),
+            chunked(_csv_file(nodes)),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": disposition},
         )
     given = {"source_uri": source_uri} if source_uri is not None else {"context_id": context_id}
     return StreamingResponse(
-        _json_file(given, kind, nodes),
+        chunked(_json_file(given, kind, nodes)),
         media_type="application/json",
         headers={"Content-Disposition": disposition},
     )
