@@ -72,6 +72,11 @@ class Settings(BaseSettings):
         "so set it when several processes serve one address",
     )
     session_ttl_seconds: int = Field(default=3600, ge=60, le=24 * 3600)
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="the bearer token a Prometheus scraper sends for /metrics when "
+        "LINEAGE_AUTH=keys (the figures span every tenant, so no tenant's key opens them)",
+    )
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})

@@ -1,10 +1,14 @@
 """GET /metrics: the Prometheus text format, with what the issue names: records appended by
 kind, walk latency histograms, degrade-open failures and the spool's depth."""
 
+from pathlib import Path
+
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from lineage import derive, metrics
+from lineage.api.app import create_app
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
 
@@ -45,3 +49,25 @@ async def test_metrics_count_appends_walks_degrades_and_the_spool(
     assert after[("lineage_spool_depth", ())] == 7
     assert ("lineage_walk_seconds_bucket", (("le", "+Inf"), ("query", "walk_back"))) in after
     assert ("lineage_event_streams", ()) in after
+
+
+async def test_with_keys_metrics_need_the_metrics_token(database_url: str, tmp_path: Path) -> None:
+    """The figures span every tenant: no tenant's key opens them, only the operator's token."""
+    for token in (None, "scrape-secret"):
+        settings = Settings(auth="keys", data_dir=tmp_path, metrics_token=token)
+        app = create_app(settings, database_url=database_url)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://l") as http:
+                bare = await http.get("/metrics")
+                wrong = await http.get("/metrics", headers={"authorization": "Bearer nope"})
+                right = await http.get(
+                    "/metrics", headers={"authorization": f"Bearer {token or ''}"}
+                )
+        if token is None:
+            assert bare.status_code == wrong.status_code == right.status_code == 403
+            assert "LINEAGE_METRICS_TOKEN" in bare.json()["detail"]
+        else:
+            assert bare.status_code == wrong.status_code == 401
+            assert right.status_code == 200
+            assert "lineage_records_appended_total" in right.text

@@ -1,14 +1,31 @@
 """Operations: the process's metrics in the Prometheus text format, for scraping."""
 
-from fastapi import APIRouter, Response
+import hmac
+
+from fastapi import APIRouter, Request, Response
 
 from lineage import metrics
+from lineage.api.deps import AppSettings
+from lineage.errors import Forbidden, Unauthorized
 
 router = APIRouter(tags=["operations"])
 
 
 @router.get("/metrics", response_class=Response)
-async def prometheus_metrics() -> Response:
-    """Records appended by kind, walk latency, degrade-open failures, spool depth, streams."""
+async def prometheus_metrics(request: Request, settings: AppSettings) -> Response:
+    """Records appended by kind, walk latency, degrade-open failures, spool depth, streams.
+    With LINEAGE_AUTH=keys the scraper sends `Authorization: Bearer <LINEAGE_METRICS_TOKEN>`."""
+    if request.app.state.auth == "keys":
+        if settings.metrics_token is None:
+            raise Forbidden(
+                "/metrics spans every tenant and needs its own token: set LINEAGE_METRICS_TOKEN "
+                "on the service and give it to the scraper as a bearer token"
+            )
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        expected = settings.metrics_token.get_secret_value()
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected.encode()):
+            raise Unauthorized(
+                "send the metrics token: Authorization: Bearer <LINEAGE_METRICS_TOKEN>"
+            )
     body, content_type = metrics.exposition()
     return Response(body, media_type=content_type)
