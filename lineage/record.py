@@ -5,6 +5,7 @@ fixed here and nowhere else: RFC 8785 (JCS) over the fields in `CANONICAL_FIELDS
 `created_at` as RFC 3339 UTC with microseconds, and `"v": 1` naming this layout.
 """
 
+import functools
 import json
 import re
 import secrets
@@ -82,12 +83,19 @@ def _plain(value: Any) -> bool:
     return False
 
 
+# Made once: building an encoder per call cost as much as the encoding.
+_SORTED_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 (JCS) bytes of a JSON value; the common case without the slow general path."""
-    if _plain(value):
+    return _canonical_json(value, plain=_plain(value))
+
+
+def _canonical_json(value: Any, *, plain: bool) -> bytes:
+    if plain:
         try:
-            text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-            return text.encode()
+            return _SORTED_JSON.encode(value).encode()
         except UnicodeEncodeError:
             pass  # a lone surrogate: rfc8785 says so in its own words
     return rfc8785.dumps(value)
@@ -121,6 +129,7 @@ def deterministic_context_id(
     return "ctx_" + Sha256().hexdigest(key)[:32]
 
 
+@functools.lru_cache(maxsize=1024)  # the records of a batch share one created_at
 def format_timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -159,7 +168,8 @@ class ContextRecord(NewContext):
         return fields
 
     def canonical_bytes(self) -> bytes:
-        return canonical_json(self.canonical_dict())
+        # Every other field is a string, None or a list of strings: plain whatever they hold.
+        return _canonical_json(self.canonical_dict(), plain=_plain(self.attributes))
 
     def same_content(self, proposal: NewContext) -> bool:
         """Equal in every field the caller proposed: a replay, not a conflict."""

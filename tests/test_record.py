@@ -169,3 +169,28 @@ def test_the_fast_canonical_form_is_rfc8785(value: Any) -> None:
             canonical_json(value)
         return
     assert canonical_json(value) == expected
+
+
+@given(
+    attributes=st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=4),
+    text=st.text(max_size=8),
+    parent_ids=st.lists(st.text(max_size=8), max_size=3),
+    moment=st.datetimes(timezones=st.just(UTC)),
+)
+def test_canonical_bytes_are_rfc8785_whatever_the_fields_hold(
+    attributes: dict[str, Any], text: str, parent_ids: list[str], moment: datetime
+) -> None:
+    """canonical_bytes checks only the attributes for the fast path: every other field holds
+    strings, whose bytes match RFC 8785's whatever they contain (unvalidated, on purpose)."""
+    record = ContextRecord(
+        tenant_id=text, context_id=text, parent_ids=parent_ids, kind=text, source_uri=text,
+        content_hash=text, produced_by=text, trace_id=text, created_at=moment,
+        attributes=attributes,
+    )  # fmt: skip
+    try:
+        expected = rfc8785.dumps(record.canonical_dict())
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError) as exc:
+        with pytest.raises(type(exc)):
+            record.canonical_bytes()
+        return
+    assert record.canonical_bytes() == expected

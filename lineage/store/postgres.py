@@ -11,7 +11,7 @@ from lineage import db, metrics, privacy, signing
 from lineage.errors import Conflict, InvalidRecord, StoreUnavailable
 from lineage.record import ContextRecord, NewContext, check_id, validate
 from lineage.store.base import Appended
-from lineage.store.roots import note_root_sources
+from lineage.store.roots import Roots, note_root_sources, stored_root_sources
 from lineage.versions import version_key
 
 
@@ -64,7 +64,7 @@ async def append_records(
     now = datetime.now(UTC)
     records = [proposal.stamped(tenant_id, now) for proposal in proposals]
     batch_ids = [r.context_id for r in records]
-    await _check_parents(connection, tenant_id, records)
+    stored_parents = await _check_parents(connection, tenant_id, records)
 
     inserted = {
         row["context_id"]
@@ -98,7 +98,7 @@ async def append_records(
                     "records are append-only: derive a new record (new id) from it instead"
                 )
     await _note_transform_versions(connection, tenant_id, records, inserted)
-    await note_root_sources(connection, tenant_id, records, inserted)
+    await note_root_sources(connection, tenant_id, records, inserted, stored_parents)
     await signing.append_signatures(
         connection,
         tenant_id,
@@ -116,8 +116,11 @@ async def append_records(
 
 async def _check_parents(
     connection: asyncpg.Connection, tenant_id: str, records: Sequence[ContextRecord]
-) -> None:
-    """Parents must be earlier in the batch or stored for this tenant; others look unknown."""
+) -> dict[str, Roots]:
+    """Parents must be earlier in the batch or stored for this tenant; others look unknown.
+
+    Returns the stored parents' root sources, read in the same round trip.
+    """
     earlier: set[str] = set()
     outside: dict[str, str] = {}
     for record in records:
@@ -126,8 +129,8 @@ async def _check_parents(
                 outside.setdefault(parent_id, record.context_id)
         earlier.add(record.context_id)
     if not outside:
-        return
-    found = await get_records(connection, tenant_id, list(outside))
+        return {}
+    found = await stored_root_sources(connection, tenant_id, outside.keys())
     unknown = [p for p in outside if p not in found]
     if unknown:
         shown = ", ".join(unknown[:5]) + (
@@ -138,6 +141,7 @@ async def _check_parents(
             f"parent ids not found: {shown} (record {outside[unknown[0]]}); record each parent "
             "first, or earlier in the same batch",
         )
+    return found
 
 
 async def _note_transform_versions(

@@ -6,7 +6,7 @@ source), outside the signed canonical form: with it, the blast radius of a docum
 source_uri is one index range instead of a walk (sql/blast_radius_by_source.sql).
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import asyncpg
 
@@ -33,23 +33,40 @@ def roots_of(record: ContextRecord, parent_roots: Sequence[Mapping[str, int]]) -
     return carry(parent_roots)
 
 
+async def stored_root_sources(
+    connection: asyncpg.Connection, tenant_id: str, context_ids: Collection[str]
+) -> dict[str, Roots]:
+    """The tenant's stored records among `context_ids`, each with its root sources; a record
+    inserted around append_records has none. Unknown and foreign ids are simply absent."""
+    stored: dict[str, Roots] = {}
+    for row in await db.fetch(
+        connection, "stored_root_sources", tenant_id=tenant_id, context_ids=list(context_ids)
+    ):
+        roots = stored.setdefault(row["context_id"], {})
+        if row["source_uri"] is not None:
+            roots[row["source_uri"]] = row["depth"]
+    return stored
+
+
 async def note_root_sources(
     connection: asyncpg.Connection,
     tenant_id: str,
     records: Sequence[ContextRecord],
     inserted: set[str],
+    stored: Mapping[str, Roots],
 ) -> None:
-    """Record the root sources of each newly inserted record, in the caller's transaction."""
+    """Record the root sources of each newly inserted record, in the caller's transaction.
+
+    `stored` holds the root sources of stored parents, read before the insert; those of a
+    parent the batch repeats (stored before it, so not inserted) are read here.
+    """
     new = [record for record in records if record.context_id in inserted]
     if not new:
         return
     outside = {p for record in new for p in record.parent_ids} - {r.context_id for r in new}
-    known: dict[str, Roots] = {}
-    if outside:
-        for row in await db.fetch(
-            connection, "get_root_sources", tenant_id=tenant_id, context_ids=list(outside)
-        ):
-            known.setdefault(row["context_id"], {})[row["source_uri"]] = row["depth"]
+    known = {p: stored[p] for p in outside if p in stored}
+    if unread := outside - known.keys():
+        known |= await stored_root_sources(connection, tenant_id, unread)
     rows = []
     for record in new:
         # Every stored record has its rows (migration 0005 filled those before it).

@@ -1,0 +1,11 @@
+-- name: stored_root_sources
+-- Which of these records the tenant has stored, each with its root sources from the derived side
+-- table root_sources: a row per source, or one row with a null source_uri when it has none (a
+-- record inserted around append_records). append_records checks a batch's parents with it.
+-- Driven by the ids, one primary-key probe each: `p.context_id = ANY (...)` here let the
+-- planner prefer a parallel scan of provenance for a batch's thousand parents.
+--   psql -v tenant_id=default -v context_ids='{answer_1}' -f sql/stored_root_sources.sql
+SELECT p.context_id, r.source_uri, r.depth
+FROM unnest(:'context_ids'::text[]) AS wanted (context_id)
+JOIN provenance AS p ON p.tenant_id = :'tenant_id' AND p.context_id = wanted.context_id
+LEFT JOIN root_sources AS r ON r.tenant_id = :'tenant_id' AND r.context_id = p.context_id;
