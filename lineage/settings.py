@@ -43,6 +43,13 @@ class Settings(BaseSettings):
     )
     bad_request_limit: int = Field(default=100, ge=1, description="bad requests per window")
     bad_request_window_s: float = Field(default=60.0, gt=0)
+    max_concurrent_requests: int = Field(
+        default=16,
+        ge=0,
+        description="requests one server process works on at once; one more is answered 429 "
+        "with Retry-After at once instead of waiting. Health, metrics and event streams do "
+        "not count. 0 means no limit",
+    )
     log_origin: str = Field(
         default="lineage",
         pattern=r"^[^\s+/][^\s+]*$",

@@ -1,14 +1,14 @@
 """The app factory: its lifespan owns the pool; nothing connects at import time."""
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 
 from lineage import db, signing
 from lineage.api import logs, problems
-from lineage.api.limits import BadRequestCap, identity
+from lineage.api.limits import BadRequestCap, CapBadRequests, LimitBody, ShedOverload
 from lineage.api.routes import (
     admin,
     answers,
@@ -66,40 +66,13 @@ def create_app(settings: Settings | None = None, database_url: str | None = None
     app.state.auth = auth
     problems.install(app)
 
-    @app.middleware("http")
-    async def limit_body(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > chosen.max_body_bytes:
-            return problems.problem(
-                413,
-                "BodyTooLarge",
-                f"body is {length} bytes; at most {chosen.max_body_bytes}: split the batch",
-            )
-        return await call_next(request)
-
-    # Outermost, so that the 413s above count too.
-    cap = BadRequestCap(chosen.bad_request_limit, chosen.bad_request_window_s)
-
-    @app.middleware("http")
-    async def cap_bad_requests(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        who = identity(request)
-        wait = cap.retry_after(who)
-        if wait is not None:
-            return problems.problem(
-                429,
-                "TooManyRequests",
-                f"more than {cap.limit} bad requests in {cap.window_s:g} s from this key or "
-                "address; fix the requests (see the earlier 4xx details) and retry later",
-                {"Retry-After": str(wait)},
-            )
-        response = await call_next(request)
-        cap.note(who, response.status_code)
-        return response
-
+    # Each add_middleware wraps the ones before it: the last added sees a request first.
+    app.add_middleware(LimitBody, max_body_bytes=chosen.max_body_bytes)
+    # Outside LimitBody, so that its 413s count as bad requests too.
+    app.add_middleware(
+        CapBadRequests, cap=BadRequestCap(chosen.bad_request_limit, chosen.bad_request_window_s)
+    )
+    app.add_middleware(ShedOverload, limit=chosen.max_concurrent_requests)
     # Outermost of all: every response and log line of a request carries its trace id.
     app.add_middleware(logs.TraceIdMiddleware)
 

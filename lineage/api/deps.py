@@ -15,17 +15,18 @@ from lineage.signing import Signer
 __all__ = ["Admin", "AppSettings", "AppSigner", "Caller", "Ingest", "Pool", "Read"]
 
 
-def get_pool(request: Request) -> asyncpg.Pool:
+# Async, so that FastAPI runs them on the event loop: a plain `def` costs a worker-thread hop.
+async def get_pool(request: Request) -> asyncpg.Pool:
     pool: asyncpg.Pool = request.app.state.pool
     return pool
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_signer(request: Request) -> Signer:
+async def get_signer(request: Request) -> Signer:
     signer: Signer = request.app.state.signer
     return signer
 
@@ -37,9 +38,11 @@ async def identify(request: Request) -> Caller:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     caller = None
     if scheme.lower() == "bearer" and token:
-        caller = await auth.authenticate(get_pool(request), token.strip())
+        caller = await auth.authenticate(await get_pool(request), token.strip())
     elif cookie := request.cookies.get(SESSION_COOKIE):
-        caller = read_session(cookie, get_settings(request))
+        caller = read_session(cookie, await get_settings(request))
+        if caller is not None and not await auth.still_valid(await get_pool(request), caller):
+            caller = None
     if caller is None:
         raise Unauthorized(
             "send `Authorization: Bearer <key>` with a valid, unrevoked key "
@@ -60,7 +63,7 @@ def require(scope: Scope) -> object:
             target = "/".join(str(v) for v in request.path_params.values()) or None
             detail = dict(request.query_params)
             await audit.record(
-                get_pool(request), found, request.scope["route"].name, target, detail
+                await get_pool(request), found, request.scope["route"].name, target, detail
             )
         return found
 
