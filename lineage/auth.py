@@ -113,3 +113,13 @@ async def authenticate(pool: asyncpg.Pool, token: str) -> Caller | None:
     if not hmac.compare_digest(bytes(row["key_hash"]), _secret_hash(secret)) or row["revoked"]:
         return None
     return Caller(row["tenant_id"], key_id, check_scope(row["scope"]))
+
+
+async def still_valid(pool: asyncpg.Pool, caller: Caller) -> bool:
+    """Whether the key a browser session was opened with still stands (not revoked), so that
+    revoking a key ends its sessions at once rather than when they expire."""
+    if caller.key_id is None:
+        return True  # LINEAGE_AUTH=none: no key behind the session
+    async with pool.acquire() as connection:
+        rows = await db.fetch(connection, "key_lookup", key_id=caller.key_id)
+    return bool(rows) and not rows[0]["revoked"] and rows[0]["tenant_id"] == caller.tenant_id

@@ -194,6 +194,14 @@ async def test_a_key_becomes_a_read_only_session_cookie(
         session = session_header(http, response)
         assert (await http.get(f"/v1/contexts/{ANSWER_ID}", headers=session)).status_code == 404
 
+        # Revoking the key ends its sessions at once, not when they expire.
+        response = await http.post("/v1/session", json={"key": read_key})
+        session = session_header(http, response)
+        assert (await http.get(f"/v1/contexts/{ANSWER_ID}", headers=session)).status_code == 200
+        await auth.revoke_key(pool, "default", read_key.split("_")[1])
+        revoked = await http.get(f"/v1/contexts/{ANSWER_ID}", headers=session)
+        assert revoked.status_code == 401, revoked.text
+
         signed_out = await http.delete("/v1/session")
         assert signed_out.status_code == 204
         assert re.search(rf'{SESSION_COOKIE}=(""|);.*Max-Age=0', signed_out.headers["set-cookie"])
