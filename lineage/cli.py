@@ -119,10 +119,9 @@ def serve(
     url = _url(settings)
     upgrade(url)
     bind_host, bind_port = host or settings.host, port or settings.port
-    # Authentication defaults by the address actually bound, not the configured one.
-    settings = settings.model_copy(update={"host": bind_host})
+    settings = serving_settings(settings, bind_host)
     console.print(f"serving on http://{bind_host}:{bind_port} (API docs at /docs)")
-    if effective_auth(settings, embedded=not settings.database_url) == "none":
+    if settings.auth == "none":
         console.print(
             "[yellow]authentication off[/yellow] (embedded database on loopback): every "
             "request acts as tenant 'default'; LINEAGE_AUTH=keys turns keys on"
@@ -136,6 +135,15 @@ def serve(
         port=bind_port,
         log_config=log_config(settings.log_level),
         access_log=False,  # lineage.access logs each request, with its trace id
+    )
+
+
+def serving_settings(settings: Settings, bind_host: str) -> Settings:
+    """The settings to serve with: authentication decided here, by the address actually bound
+    and whether the database is the embedded one, since the app is handed a resolved URL."""
+    bound = settings.model_copy(update={"host": bind_host})
+    return bound.model_copy(
+        update={"auth": effective_auth(bound, embedded=not settings.database_url)}
     )
 
 

@@ -157,3 +157,21 @@ def test_serve_answers_over_http(database_url: str, tmp_path: Path) -> None:
         output, _ = server.communicate(timeout=30)
     assert "serving on" in output
     assert "authentication: bearer keys" in output
+
+
+def test_serve_builds_the_app_with_the_authentication_it_prints(database_url: str) -> None:
+    """serve hands the app a resolved URL, so it decides keys or none itself: the embedded
+    database on loopback serves without keys, as it says, and anything else with them."""
+    from lineage.api.app import create_app
+    from lineage.cli import serving_settings
+
+    cases = [
+        (Settings(database_url=None, auth=None), "127.0.0.1", "none"),
+        (Settings(database_url=None, auth=None), "0.0.0.0", "keys"),
+        (Settings(database_url=None, auth="keys"), "127.0.0.1", "keys"),
+        (Settings(database_url=database_url, auth=None), "127.0.0.1", "keys"),
+        (Settings(database_url=database_url, auth="none"), "0.0.0.0", "none"),
+    ]
+    for settings, host, expected in cases:
+        app = create_app(serving_settings(settings, host), database_url=database_url)
+        assert app.state.auth == expected, (settings.database_url, settings.auth, host)
