@@ -2,7 +2,11 @@
 loopback, then a count of what the database holds.
 
 Open loop: request i is due at start + i / rate whatever happened before it, and its latency
-runs from when it was due, so a slow server shows as latency rather than as a lower rate.
+runs from when it was due, so a slow server shows as latency rather than as a lower rate. A
+request the server sheds (429) is counted as refused, with how fast the refusal came; the
+latency percentiles are those of acknowledged (2xx) appends. Closed loop (no rate): each
+connection sends when it has its answer, and waits out Retry-After after a 429 as a client
+should.
 
     python -m bench.load --rate 3000 --seconds 20     # its own fresh database, then dropped
 """
@@ -11,7 +15,6 @@ import argparse
 import asyncio
 import json
 import secrets
-import statistics
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from bench.figures import percentile
 from bench.server import Connection, Server, serving
 
 SEED_DOCUMENTS = 200
@@ -32,7 +36,8 @@ class LoadResult:
     acknowledged: int = 0  # 2xx
     statuses: Counter[int] = field(default_factory=Counter)
     transport_errors: int = 0
-    latencies_ms: list[float] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)  # of acknowledged appends
+    refused_ms: list[float] = field(default_factory=list)  # of 429 answers
     stored: int = 0  # acknowledged ids found in the database afterwards
     duplicates: int = 0
 
@@ -43,6 +48,10 @@ class LoadResult:
     @property
     def server_errors(self) -> int:
         return sum(n for status, n in self.statuses.items() if status >= 500)
+
+    @property
+    def refused(self) -> int:
+        return self.statuses[429]
 
     @property
     def lost(self) -> int:
@@ -62,18 +71,12 @@ class LoadResult:
             "server_errors_5xx": self.server_errors,
             "p50_ms": round(self.percentile(0.5), 2),
             "p99_ms": round(self.percentile(0.99), 2),
+            "refused_429": self.refused,
+            "refused_p99_ms": round(percentile(self.refused_ms, 0.99), 2),
             "stored": self.stored,
             "lost": self.lost,
             "duplicates": self.duplicates,
         }
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return float("nan")
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=1000, method="inclusive")[round(fraction * 1000) - 1]
 
 
 def chunk_record(parent_id: str, number: int) -> dict[str, object]:
@@ -144,7 +147,7 @@ async def run_load(
                 record = chunk_record(parents[number % len(parents)], number)
                 result.sent += 1
                 try:
-                    status, _ = await connection.request(
+                    status, headers, _ = await connection.exchange(
                         "POST", "/v1/contexts", record, server.headers
                     )
                 except (OSError, asyncio.IncompleteReadError):
@@ -152,11 +155,16 @@ async def run_load(
                     await connection.close()
                     connection = await Connection.open(server.port)
                     continue
-                result.latencies_ms.append((time.perf_counter() - due) * 1000)
+                elapsed_ms = (time.perf_counter() - due) * 1000
                 result.statuses[status] += 1
                 if 200 <= status < 300:
+                    result.latencies_ms.append(elapsed_ms)
                     result.acknowledged += 1
                     acknowledged_ids.append(str(record["context_id"]))
+                elif status == 429:
+                    result.refused_ms.append(elapsed_ms)
+                    if rate is None:
+                        await asyncio.sleep(float(headers.get("retry-after", "1")))
         finally:
             await connection.close()
 

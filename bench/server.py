@@ -98,6 +98,13 @@ class Connection:
     async def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[int, bytes]:
+        status, _, content = await self.exchange(method, path, body, headers)
+        return status, content
+
+    async def exchange(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One request: the status, the response's headers (lower-case names) and body."""
         payload = b"" if body is None else json.dumps(body).encode()
         lines = [f"{method} {path} HTTP/1.1", "host: 127.0.0.1", f"content-length: {len(payload)}"]
         if body is not None:
@@ -105,13 +112,13 @@ class Connection:
         lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
         self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
         head = await self.reader.readuntil(b"\r\n\r\n")
-        status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        length = 0
-        for line in header_lines:
-            name, _, value = line.partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-        return int(status_line.split()[1]), await self.reader.readexactly(length)
+        status_line, *header_lines = head.decode("latin-1").rstrip("\r\n").split("\r\n")
+        answered = {
+            name.strip().lower(): value.strip()
+            for name, _, value in (line.partition(":") for line in header_lines)
+        }
+        length = int(answered.get("content-length", "0"))
+        return int(status_line.split()[1]), answered, await self.reader.readexactly(length)
 
     async def close(self) -> None:
         self.writer.close()
