@@ -18,7 +18,9 @@ UPGRADE = """
 -- once, with its kind and minimal depth, without reading the records. When every record with
 -- the source is a root known to root_sources, the answer is one index-only range of
 -- root_sources; otherwise (a derived record carries the source_uri too, or the roots were
--- inserted around append_records) it is the walk down parent_ids. Both give the same rows.
+-- inserted around append_records) it is the walk down parent_ids. Both give the same rows;
+-- truncated says that records of the kinds asked for lie deeper than p_max_depth (exactly, from
+-- root_sources; the walk says so whenever its last level had more below it, which covers it).
 -- p_kind is a kind, 'any' (all but verdict and tombstone) or 'all'. One SELECT in SQL, so
 -- the planner inlines it and the kind becomes part of the index range.
 CREATE FUNCTION lineage_source_radius(
@@ -39,16 +41,20 @@ LANGUAGE sql STABLE AS $$
     roots_only AS MATERIALIZED (
         SELECT bool_and(start.root) AS yes FROM start
     )
-    SELECT rs.context_id, rs.kind, rs.depth,
-           EXISTS (SELECT 1 FROM root_sources AS deeper
-                   WHERE deeper.tenant_id = p_tenant_id AND deeper.source_uri = p_source_uri
-                     AND deeper.depth > p_max_depth)
-    FROM root_sources AS rs
-    WHERE (SELECT yes FROM roots_only)
-      AND rs.tenant_id = p_tenant_id AND rs.source_uri = p_source_uri
-      AND rs.depth <= p_max_depth
-      AND (rs.kind = p_kind OR p_kind = 'all'
-           OR (p_kind = 'any' AND rs.kind NOT IN ('verdict', 'tombstone')))
+    SELECT listed.context_id, listed.kind, listed.depth, listed.truncated
+    FROM (
+        -- Truncated when records of the kinds asked for lie deeper than p_max_depth, read in
+        -- the same range: a check over every kind of a source read all of a hot document's
+        -- 1.2M rows to list its 206k answers (3.3 of 3.6 s at 10M records).
+        SELECT rs.context_id, rs.kind, rs.depth,
+               bool_or(rs.depth > p_max_depth) OVER () AS truncated
+        FROM root_sources AS rs
+        WHERE (SELECT yes FROM roots_only)
+          AND rs.tenant_id = p_tenant_id AND rs.source_uri = p_source_uri
+          AND (rs.kind = p_kind OR p_kind = 'all'
+               OR (p_kind = 'any' AND rs.kind NOT IN ('verdict', 'tombstone')))
+    ) AS listed
+    WHERE listed.depth <= p_max_depth
   UNION ALL
     SELECT w.context_id, r.kind, w.depth, w.truncated
     FROM lineage_descendants(p_tenant_id, ARRAY(SELECT start.context_id FROM start),
