@@ -99,18 +99,28 @@ async def list_keys(pool: asyncpg.Pool, tenant_id: str) -> list[dict[str, Any]]:
         return [dict(r) for r in await db.fetch(connection, "key_list", tenant_id=tenant_id)]
 
 
+def bearer_token(authorization: str) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value, else None."""
+    scheme, _, token = authorization.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token else None
+
+
+async def _key(pool: asyncpg.Pool, key_id: str) -> asyncpg.Record | None:
+    async with pool.acquire() as connection:
+        rows = await db.fetch(connection, "key_lookup", key_id=key_id)
+    return rows[0] if rows else None
+
+
 async def authenticate(pool: asyncpg.Pool, token: str) -> Caller | None:
     """The caller a bearer token stands for; None for a malformed, unknown or revoked key."""
     match = KEY_PATTERN.match(token)
     if match is None:
         return None
     key_id, secret = match.groups()
-    async with pool.acquire() as connection:
-        rows = await db.fetch(connection, "key_lookup", key_id=key_id)
-    if not rows:
+    row = await _key(pool, key_id)
+    if row is None or row["revoked"]:
         return None
-    [row] = rows
-    if not hmac.compare_digest(bytes(row["key_hash"]), _secret_hash(secret)) or row["revoked"]:
+    if not hmac.compare_digest(bytes(row["key_hash"]), _secret_hash(secret)):
         return None
     return Caller(row["tenant_id"], key_id, check_scope(row["scope"]))
 
@@ -120,6 +130,5 @@ async def still_valid(pool: asyncpg.Pool, caller: Caller) -> bool:
     revoking a key ends its sessions at once rather than when they expire."""
     if caller.key_id is None:
         return True  # LINEAGE_AUTH=none: no key behind the session
-    async with pool.acquire() as connection:
-        rows = await db.fetch(connection, "key_lookup", key_id=caller.key_id)
-    return bool(rows) and not rows[0]["revoked"] and rows[0]["tenant_id"] == caller.tenant_id
+    row = await _key(pool, caller.key_id)
+    return row is not None and not row["revoked"] and row["tenant_id"] == caller.tenant_id

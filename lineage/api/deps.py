@@ -35,10 +35,10 @@ async def identify(request: Request) -> Caller:
     """The caller named by `Authorization: Bearer <key>` or the explorer's session cookie."""
     if request.app.state.auth == "none":
         return auth.NO_AUTH_CALLER
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    token = auth.bearer_token(request.headers.get("authorization", ""))
     caller = None
-    if scheme.lower() == "bearer" and token:
-        caller = await auth.authenticate(await get_pool(request), token.strip())
+    if token is not None:
+        caller = await auth.authenticate(await get_pool(request), token)
     elif cookie := request.cookies.get(SESSION_COOKIE):
         caller = read_session(cookie, await get_settings(request))
         if caller is not None and not await auth.still_valid(await get_pool(request), caller):

@@ -13,6 +13,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lineage.api import problems
+from lineage.auth import bearer_token
 
 # Answers that mean the caller sent something wrong; 404 is left out (a walk of an unknown
 # id is an ordinary question).
@@ -25,8 +26,8 @@ SHED_RETRY_AFTER_S = 1
 
 def identity(scope: Scope) -> str:
     """The key id of a bearer key (never the secret), else the client address."""
-    scheme, _, token = Headers(scope=scope).get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token.startswith("lk_"):
+    token = bearer_token(Headers(scope=scope).get("authorization", ""))
+    if token is not None and token.startswith("lk_"):
         return "key:" + token[3:19]
     client = scope.get("client")
     return "addr:" + (client[0] if client else "unknown")

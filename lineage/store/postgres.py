@@ -98,14 +98,10 @@ async def append_records(
                     "records are append-only: derive a new record (new id) from it instead"
                 )
     await _note_transform_versions(connection, tenant_id, records, inserted)
-    await note_root_sources(connection, tenant_id, records, inserted, stored_parents)
-    await signing.append_signatures(
-        connection,
-        tenant_id,
-        [r for r in records if r.context_id in inserted],
-        signer or signing.default_signer(),
-    )
-    metrics.count_appended(r.kind for r in records if r.context_id in inserted)
+    new = [record for record in records if record.context_id in inserted]
+    await note_root_sources(connection, tenant_id, new, stored_parents)
+    await signing.append_signatures(connection, tenant_id, new, signer or signing.default_signer())
+    metrics.count_appended(record.kind for record in new)
     return [
         Appended(record, created=True)
         if record.context_id in inserted

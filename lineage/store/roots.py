@@ -51,16 +51,15 @@ async def stored_root_sources(
 async def note_root_sources(
     connection: asyncpg.Connection,
     tenant_id: str,
-    records: Sequence[ContextRecord],
-    inserted: set[str],
+    new: Sequence[ContextRecord],
     stored: Mapping[str, Roots],
 ) -> None:
-    """Record the root sources of each newly inserted record, in the caller's transaction.
+    """Record the root sources of the records this transaction inserted (`new`, in batch
+    order), in the caller's transaction.
 
     `stored` holds the root sources of stored parents, read before the insert; those of a
     parent the batch repeats (stored before it, so not inserted) are read here.
     """
-    new = [record for record in records if record.context_id in inserted]
     if not new:
         return
     outside = {p for record in new for p in record.parent_ids} - {r.context_id for r in new}

@@ -4,7 +4,7 @@ import hmac
 
 from fastapi import APIRouter, Request, Response
 
-from lineage import metrics
+from lineage import auth, metrics
 from lineage.api.deps import AppSettings
 from lineage.errors import Forbidden, Unauthorized
 
@@ -21,9 +21,9 @@ async def prometheus_metrics(request: Request, settings: AppSettings) -> Respons
                 "/metrics spans every tenant and needs its own token: set LINEAGE_METRICS_TOKEN "
                 "on the service and give it to the scraper as a bearer token"
             )
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        given = auth.bearer_token(request.headers.get("authorization", "")) or ""
         expected = settings.metrics_token.get_secret_value()
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected.encode()):
+        if not given or not hmac.compare_digest(given.encode(), expected.encode()):
             raise Unauthorized(
                 "send the metrics token: Authorization: Bearer <LINEAGE_METRICS_TOKEN>"
             )
