@@ -2,7 +2,7 @@
 FROM python:3.11-slim
 WORKDIR /app
 COPY . .
-# Editable: the service reads sql/ and migrations/ from this tree.
-RUN pip install --no-cache-dir -e .
+# The package carries its SQL and migrations: a plain install is all it needs.
+RUN pip install --no-cache-dir .
 EXPOSE 8765
 CMD ["lineage", "serve", "--host", "0.0.0.0"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lineage.record import CANONICAL_FIELDS
+from lineage.core.record import CANONICAL_FIELDS
 from lineage.store.roots import Roots, carry
 
 # The provenance table's columns are the canonical fields, in the same order.

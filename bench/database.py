@@ -11,8 +11,8 @@ import asyncpg
 
 from bench.dag import COLUMNS, ROOT_COLUMNS, START, TRANSFORM_VERSIONS, Generator, Picks, Row
 from lineage import db
-from lineage.migrate import migrate
-from lineage.versions import version_key
+from lineage.core.versions import version_key
+from lineage.db.migrate import migrate
 
 BATCH = 50_000
 LOADED_TABLES = ("provenance", "root_sources")

@@ -192,7 +192,7 @@ async def _auth(report: Report, plan: "Plan", url: str, tenant: str) -> None:
     from bench.server import serving
 
     try:
-        from lineage import auth
+        from lineage.services import auth
     except ImportError:
         report.add(
             Figure("feature cost (HTTP)", "auth", "%", float("nan"), note="not in this build")

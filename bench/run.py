@@ -32,11 +32,12 @@ from bench.database import load, recreate, saved_picks, url_for
 from bench.figures import Figure, Report, percentile, ratio
 from bench.load import run_load
 from bench.server import Connection, Server, free_port, serving
-from lineage import db, walks
-from lineage.derive import Derivation, derive_many
-from lineage.migrate import migrate
-from lineage.queries import QUERIES
-from lineage.record import NewContext
+from lineage import db
+from lineage.core.derive import Derivation, derive_many
+from lineage.core.record import NewContext
+from lineage.db.migrate import migrate
+from lineage.db.queries import QUERIES
+from lineage.services import walks
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 

@@ -20,13 +20,14 @@ from typing import Any
 
 import asyncpg
 
-from lineage import db, walks
+from lineage import db
 from lineage.claims.answers import record_answer, record_prompt
 from lineage.claims.judges import OfflineJudge
 from lineage.claims.verify import mapping_resolver, verify_claims
-from lineage.derive import Context, derive
+from lineage.core.derive import Context, derive
+from lineage.db.migrate import migrate
 from lineage.interop.headers import front_matter, provenance_header
-from lineage.migrate import migrate
+from lineage.services import walks
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 

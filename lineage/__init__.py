@@ -1,7 +1,7 @@
 """lineage: record the causes behind every unit of context, and walk them back."""
 
-from lineage.derive import Context, Derivation, derive, derive_many, render_for_prompt
-from lineage.errors import (
+from lineage.core.derive import Context, Derivation, derive, derive_many, render_for_prompt
+from lineage.core.errors import (
     BadParameter,
     Conflict,
     InvalidRecord,
@@ -10,9 +10,9 @@ from lineage.errors import (
     StoreUnavailable,
     WalkTimeout,
 )
-from lineage.record import ContextRecord, NewContext
-from lineage.spool import SpoolingStore
+from lineage.core.record import ContextRecord, NewContext
 from lineage.store import HttpStore, PostgresStore, Store
+from lineage.store.spool import SpoolingStore
 
 __all__ = [
     "BadParameter",

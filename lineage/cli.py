@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from lineage import db, walks
-from lineage.errors import LineageError
-from lineage.queries import QUERIES
+from lineage import db
+from lineage.core.errors import LineageError
+from lineage.db.queries import QUERIES
+from lineage.services import walks
 from lineage.settings import Settings, effective_auth, load_settings
 
 app = typer.Typer(help="Lineage for RAG and multi-agent pipelines.", no_args_is_help=True)
@@ -79,7 +80,7 @@ def _run(
 @app.command()
 def migrate(config: ConfigOption = None) -> None:
     """Create the application role if missing and upgrade the schema to the newest revision."""
-    from lineage.migrate import migrate as upgrade
+    from lineage.db.migrate import migrate as upgrade
 
     settings = _settings(config)
     upgrade(_url(settings))
@@ -89,7 +90,7 @@ def migrate(config: ConfigOption = None) -> None:
 @app.command()
 def stop(config: ConfigOption = None) -> None:
     """Stop the embedded PostgreSQL; its data stays for the next start."""
-    from lineage.embedded import stop_embedded
+    from lineage.db.embedded import stop_embedded
 
     settings = _settings(config)
     if settings.database_url:
@@ -113,7 +114,7 @@ def serve(
 
     from lineage.api.app import create_app
     from lineage.api.logs import log_config
-    from lineage.migrate import migrate as upgrade
+    from lineage.db.migrate import migrate as upgrade
 
     settings = _settings(config)
     url = _url(settings)
@@ -151,8 +152,8 @@ def serving_settings(settings: Settings, bind_host: str) -> Settings:
 def demo(config: ConfigOption = None) -> None:
     """Load the demo incident (idempotent) and walk its wrong answer back to the causes."""
     from lineage.claims.verify import Verification
-    from lineage.demo import ANSWER_ID, load_incident, verify_incident
-    from lineage.migrate import migrate as upgrade
+    from lineage.db.migrate import migrate as upgrade
+    from lineage.services.demo import ANSWER_ID, load_incident, verify_incident
     from lineage.store.postgres import PostgresStore
 
     settings = _settings(config)
@@ -557,7 +558,7 @@ app.add_typer(spool_app, name="spool")
 @spool_app.command("status")
 def spool_status(config: ConfigOption = None) -> None:
     """Records waiting in the local spool, per tenant, and batches the store refused."""
-    from lineage.spool import SpoolFile, spool_dir, spooled_tenants
+    from lineage.store.spool import SpoolFile, spool_dir, spooled_tenants
 
     directory = spool_dir(_settings(config))
     tenants = spooled_tenants(directory)
@@ -594,9 +595,9 @@ def spool_replay(
     config: ConfigOption = None,
 ) -> None:
     """Send spooled records to the store, oldest first; ones it already holds are no-ops."""
-    from lineage.spool import Replay, SpoolingStore, spool_dir, spooled_tenants
     from lineage.store import HttpStore, PostgresStore
     from lineage.store.postgres import OUTAGE_ERRORS
+    from lineage.store.spool import Replay, SpoolingStore, spool_dir, spooled_tenants
 
     settings = _settings(config)
     directory = spool_dir(settings)
@@ -833,7 +834,7 @@ TenantOption = Annotated[str, typer.Option("--tenant", help="The tenant's name."
 @tenant_app.command("create")
 def tenant_create(name: str, config: ConfigOption = None) -> None:
     """Create a tenant (as the database owner; the service's role cannot)."""
-    from lineage import auth
+    from lineage.services import auth
 
     settings = _settings(config)
     created = _run(settings, lambda pool: auth.create_tenant(pool, name), as_owner=True)
@@ -848,7 +849,7 @@ def key_create(
     config: ConfigOption = None,
 ) -> None:
     """Create a key and print it once; store it now, it cannot be shown again."""
-    from lineage import auth
+    from lineage.services import auth
 
     settings = _settings(config)
     token, row = _run(settings, lambda pool: auth.create_key(pool, tenant, scope, label))
@@ -859,7 +860,7 @@ def key_create(
 @key_app.command("list")
 def key_list(tenant: TenantOption, config: ConfigOption = None) -> None:
     """The tenant's keys (ids, scopes, labels; never secrets)."""
-    from lineage import auth
+    from lineage.services import auth
 
     rows = _run(_settings(config), lambda pool: auth.list_keys(pool, tenant))
     table = Table("key id", "scope", "label", "created", "revoked")
@@ -874,7 +875,7 @@ def key_list(tenant: TenantOption, config: ConfigOption = None) -> None:
 @key_app.command("revoke")
 def key_revoke(key_id: str, tenant: TenantOption, config: ConfigOption = None) -> None:
     """Revoke a key: the next request with it gets 401."""
-    from lineage import auth
+    from lineage.services import auth
 
     _run(_settings(config), lambda pool: auth.revoke_key(pool, tenant, key_id))
     console.print(f"key {key_id} revoked")
@@ -890,7 +891,7 @@ def audit_list(
     """The tenant's audit records, oldest first, one JSON object per line."""
     from datetime import datetime
 
-    from lineage import audit
+    from lineage.services import audit
 
     start = datetime.fromisoformat(since)
     rows = _run(_settings(config), lambda pool: audit.entries(pool, tenant, start, limit))
@@ -898,7 +899,7 @@ def audit_list(
         print(json.dumps(row, default=str))
 
 
-# --- signed records (lineage/signing.py) -------------------------------------------------------
+# --- signed records (lineage/services/signing.py) ------------------------------------------
 
 signing_key_app = typer.Typer(
     help="The keyring whose HMAC-SHA256 keys sign each record; it lives outside the database.",
@@ -916,7 +917,7 @@ def _signing_error(exc: LineageError) -> typer.Exit:
 def signing_key_rotate(config: ConfigOption = None) -> None:
     """Add a newer key: new records are signed with it, the older keys still verify.
     Restart the service (every replica, with the same file) to sign with it."""
-    from lineage.signing import keyring_path, rotate_keyring
+    from lineage.services.signing import keyring_path, rotate_keyring
 
     path = keyring_path(_settings(config))
     try:
@@ -933,7 +934,7 @@ def signing_key_rotate(config: ConfigOption = None) -> None:
 @signing_key_app.command("list")
 def signing_key_list(config: ConfigOption = None) -> None:
     """The keyring's key ids, oldest first, the signing one marked; never the secrets."""
-    from lineage.signing import keyring_path, read_keyring
+    from lineage.services.signing import keyring_path, read_keyring
 
     path = keyring_path(_settings(config))
     try:
@@ -958,8 +959,8 @@ def verify_record(
 ) -> None:
     """Check a record's stored row against its stored signature: signed, verified, reason (ok,
     unsigned, mismatch, unknown_key). Exits 1 unless verified."""
-    from lineage import signing
-    from lineage.errors import NotFound
+    from lineage.core.errors import NotFound
+    from lineage.services import signing
     from lineage.store.postgres import get_records
 
     settings = _settings(config)
@@ -992,8 +993,8 @@ def selftest(config: ConfigOption = None) -> None:
     configured database's data is never touched. Exits 1 if a step fails."""
     from rich.markup import escape
 
-    from lineage.selftest import run_selftest
-    from lineage.signing import signer_for
+    from lineage.services.selftest import run_selftest
+    from lineage.services.signing import signer_for
 
     settings = _settings(config)
     try:
@@ -1009,7 +1010,7 @@ def selftest(config: ConfigOption = None) -> None:
         raise typer.Exit(1)
 
 
-# --- privacy: text capture switches and the right to be forgotten (lineage/privacy.py) --------
+# --- privacy: capture switches and the right to be forgotten (lineage/services/privacy.py) ---
 
 # Rows of affected ids the terminal shows; --output holds them all.
 FORGET_ROWS_SHOWN = 100
@@ -1032,8 +1033,8 @@ def tenant_settings(
     config: ConfigOption = None,
 ) -> None:
     """Show a tenant's text capture switches, or turn them on or off (all off by default)."""
-    from lineage import privacy
-    from lineage.auth import Caller
+    from lineage.services import privacy
+    from lineage.services.auth import Caller
 
     changes = {
         "capture_source_text": capture_source_text,
@@ -1067,8 +1068,8 @@ def forget_source(
     """Right to be forgotten: list everything derived from a source for the downstream stores,
     purge its captured text and append tombstones, in one transaction; provenance stays.
     Refuses, writing nothing, if --max-depth cuts the walk short."""
-    from lineage.auth import Caller
-    from lineage.forget import forget
+    from lineage.services.auth import Caller
+    from lineage.services.forget import forget
 
     settings = _settings(config)
     caller = Caller(tenant, None, "admin")
@@ -1136,7 +1137,7 @@ def bench(
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     if server_url == "embedded":
-        from lineage.embedded import start_embedded
+        from lineage.db.embedded import start_embedded
 
         server_url = start_embedded(_settings(config).data_dir)
     plan = Plan(

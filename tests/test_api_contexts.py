@@ -6,8 +6,8 @@ import asyncpg
 import httpx
 import pytest
 
-from lineage.hashing import content_hash
-from lineage.record import MAX_ATTRIBUTES_BYTES, MAX_PARENTS
+from lineage.core.hashing import content_hash
+from lineage.core.record import MAX_ATTRIBUTES_BYTES, MAX_PARENTS
 
 DOC = {"kind": "document", "source_uri": "s3://policies/a.md", "text": "Policy A"}
 

@@ -11,7 +11,7 @@ import pytest
 from bench.dag import RETRIEVED, Generator, parse_size
 from bench.database import drop
 from bench.run import run, smoke_plan
-from lineage.record import NewContext, validate
+from lineage.core.record import NewContext, validate
 from tests.conftest import server_url
 
 FIGURE_GROUPS = {

@@ -13,8 +13,6 @@ import asyncpg
 import httpx
 import pytest
 
-from lineage import privacy, walks
-from lineage.auth import NO_AUTH_CALLER
 from lineage.claims.answers import (
     capture_texts,
     claim_hypothesis,
@@ -32,10 +30,12 @@ from lineage.claims.verify import (
     verify_claims,
     verify_command,
 )
-from lineage.demo import INCIDENT, load_incident
-from lineage.derive import Context, derive, render_for_prompt
-from lineage.errors import BadParameter, InvalidRecord, NotFound
-from lineage.queries import SQL_DIR
+from lineage.core.derive import Context, derive, render_for_prompt
+from lineage.core.errors import BadParameter, InvalidRecord, NotFound
+from lineage.db.queries import SQL_DIR
+from lineage.services import privacy, walks
+from lineage.services.auth import NO_AUTH_CALLER
+from lineage.services.demo import INCIDENT, load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 

@@ -85,5 +85,5 @@ def test_the_services_use_settings_the_service_knows_and_an_image_built_here() -
         )
         assert services[name]["build"] == "."
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "pip install --no-cache-dir -e ." in dockerfile
+    assert "pip install --no-cache-dir ." in dockerfile
     assert ".venv" in (ROOT / ".dockerignore").read_text().split()

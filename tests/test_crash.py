@@ -18,11 +18,11 @@ import asyncpg
 import httpx
 import pytest
 
-from lineage.derive import Context, derive
-from lineage.hashing import content_hash
-from lineage.migrate import migrate
-from lineage.spool import SpoolingStore
+from lineage.core.derive import Context, derive
+from lineage.core.hashing import content_hash
+from lineage.db.migrate import migrate
 from lineage.store import HttpStore
+from lineage.store.spool import SpoolingStore
 from tests.private_postgres import PrivatePostgres, free_port, private_postgres
 
 CLIENTS = 4

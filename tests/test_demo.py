@@ -9,8 +9,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from lineage import walks
-from lineage.demo import ANSWER_ID, load_incident
+from lineage.services import walks
+from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store import PostgresStore
 

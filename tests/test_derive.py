@@ -5,7 +5,7 @@ import httpx
 import pytest
 
 from lineage import Conflict, Derivation, InvalidRecord, derive, derive_many, render_for_prompt
-from lineage.hashing import content_hash
+from lineage.core.hashing import content_hash
 from lineage.store import HttpStore, PostgresStore
 
 
@@ -136,8 +136,8 @@ async def test_another_tenants_parent_is_unknown(
 def test_render_for_prompt_wraps_every_block_with_its_id() -> None:
     from datetime import UTC, datetime
 
-    from lineage.derive import Context
-    from lineage.record import ContextRecord
+    from lineage.core.derive import Context
+    from lineage.core.record import ContextRecord
 
     def context(context_id: str, text: str) -> Context:
         record = ContextRecord(
@@ -178,7 +178,7 @@ async def test_http_store_writes_through_the_api(
 def test_sync_wrapper_for_scripts(database_url: str) -> None:
     import threading
 
-    from lineage.sync import SyncLineage
+    from lineage.store.sync import SyncLineage
 
     results: list[bool] = []
 

@@ -13,10 +13,11 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from lineage import auth, db, derive
+from lineage import db, derive
 from lineage.api.app import create_app
 from lineage.api.routes.events import EventListener, Position, read_after
-from lineage.derive import Derivation, propose
+from lineage.core.derive import Derivation, propose
+from lineage.services import auth
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, append_records
 from tests import live_server

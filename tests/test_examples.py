@@ -10,8 +10,8 @@ from pathlib import Path
 
 import asyncpg
 
-from lineage import walks
 from lineage.claims.verify import current_verdicts
+from lineage.services import walks
 from lineage.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

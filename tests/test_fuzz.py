@@ -17,7 +17,7 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from bench.server import Server, serving
 from lineage.db import create_pool
-from lineage.demo import load_incident
+from lineage.services.demo import load_incident
 from lineage.store.postgres import PostgresStore
 
 EXAMPLES_PER_OPERATION = 8

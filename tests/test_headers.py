@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from lineage import cli, derive
 from lineage.claims.answers import record_answer, record_prompt
-from lineage.demo import ANSWER_ID, TRACE_ID, load_incident
+from lineage.core.record import format_timestamp
 from lineage.interop.headers import envelope, front_matter, provenance_header
-from lineage.record import format_timestamp
+from lineage.services.demo import ANSWER_ID, TRACE_ID, load_incident
 from lineage.store.postgres import PostgresStore
 
 

@@ -13,11 +13,11 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from lineage import db, derive
-from lineage.demo import ANSWER_ID, load_incident
-from lineage.hashing import content_hash
-from lineage.migrate import downgrade, migrate
-from lineage.queries import QUERIES
-from lineage.record import NewContext
+from lineage.core.hashing import content_hash
+from lineage.core.record import NewContext
+from lineage.db.migrate import downgrade, migrate
+from lineage.db.queries import QUERIES
+from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store import PostgresStore
 from lineage.store.postgres import get_records

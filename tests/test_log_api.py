@@ -9,10 +9,11 @@ import asyncpg
 import httpx
 import pytest
 
-from lineage import auth, db
-from lineage.demo import ANSWER_ID, load_incident
-from lineage.hashing import content_hash
-from lineage.record import ContextRecord, NewContext
+from lineage import db
+from lineage.core.hashing import content_hash
+from lineage.core.record import ContextRecord, NewContext
+from lineage.services import auth
+from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store import PostgresStore
 from lineage.verifiable_log import merkle, storage

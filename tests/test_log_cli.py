@@ -9,9 +9,9 @@ import asyncpg
 from typer.testing import CliRunner, Result
 
 from lineage import cli
-from lineage.demo import ANSWER_ID, load_incident
-from lineage.hashing import content_hash
-from lineage.record import NewContext
+from lineage.core.hashing import content_hash
+from lineage.core.record import NewContext
+from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.store import PostgresStore
 from lineage.verifiable_log import merkle
 from lineage.verifiable_log.checkpoint import Checkpoint, load_signing_key

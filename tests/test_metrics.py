@@ -6,8 +6,9 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from lineage import derive, metrics
+from lineage import derive
 from lineage.api.app import create_app
+from lineage.core import metrics
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 

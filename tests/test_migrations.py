@@ -4,7 +4,7 @@ import subprocess
 
 import asyncpg
 
-from lineage.migrate import downgrade, migrate
+from lineage.db.migrate import downgrade, migrate
 
 
 def schema(url: str) -> str:

@@ -26,10 +26,11 @@ from openlineage.client.event_v2 import (
 )
 from openlineage.client.facet_v2 import source_code_location_job
 
-from lineage import auth, db, derive
+from lineage import db, derive
 from lineage.api.app import create_app
-from lineage.hashing import content_hash
-from lineage.record import deterministic_context_id
+from lineage.core.hashing import content_hash
+from lineage.core.record import deterministic_context_id
+from lineage.services import auth
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.live_server import serve

@@ -13,12 +13,12 @@ import pytest
 from fastapi import FastAPI
 
 from lineage.api.app import create_app
-from lineage.errors import StoreUnavailable
-from lineage.hashing import content_hash
-from lineage.record import NewContext
+from lineage.core.errors import StoreUnavailable
+from lineage.core.hashing import content_hash
+from lineage.core.record import NewContext
 from lineage.settings import Settings
-from lineage.spool import Replay, SpoolingStore
 from lineage.store import HttpStore
+from lineage.store.spool import Replay, SpoolingStore
 from tests import live_server
 
 # Guards against a hang, not a timing assertion: a correct service answers long before.

@@ -11,14 +11,15 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from lineage import auth, cli, db, forget, privacy
+from lineage import cli, db
 from lineage.api.app import create_app
-from lineage.auth import Caller
 from lineage.claims.answers import capture_texts, record_answer, record_prompt
-from lineage.demo import CONTRACTOR_POLICY, INCIDENT, load_incident
-from lineage.derive import Context, derive
-from lineage.errors import BadParameter, InvalidRecord, NotFound
-from lineage.hashing import Blake3, content_hash, text_matches_hash
+from lineage.core.derive import Context, derive
+from lineage.core.errors import BadParameter, InvalidRecord, NotFound
+from lineage.core.hashing import Blake3, content_hash, text_matches_hash
+from lineage.services import auth, forget, privacy
+from lineage.services.auth import Caller
+from lineage.services.demo import CONTRACTOR_POLICY, INCIDENT, load_incident
 from lineage.settings import Settings
 from lineage.store.http import HttpStore
 from lineage.store.postgres import PostgresStore

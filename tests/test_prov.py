@@ -24,8 +24,9 @@ from prov.model import (
 from prov.serializers import Registry
 from typer.testing import CliRunner
 
-from lineage import cli, derive, walks
-from lineage.demo import ANSWER_ID, load_incident
+from lineage import cli, derive
+from lineage.services import walks
+from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 

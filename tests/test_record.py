@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from lineage.errors import InvalidRecord
-from lineage.hashing import content_hash
-from lineage.record import (
+from lineage.core.errors import InvalidRecord
+from lineage.core.hashing import content_hash
+from lineage.core.record import (
     MAX_ATTRIBUTES_BYTES,
     MAX_PARENTS,
     ContextRecord,
@@ -22,7 +22,7 @@ from lineage.record import (
     new_context_id,
     validate,
 )
-from lineage.versions import version_key
+from lineage.core.versions import version_key
 
 HASH = content_hash("some text")
 

@@ -9,10 +9,11 @@ import asyncpg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lineage import db, walks
-from lineage.demo import load_incident
-from lineage.migrate import downgrade, migrate
-from lineage.record import NewContext
+from lineage import db
+from lineage.core.record import NewContext
+from lineage.db.migrate import downgrade, migrate
+from lineage.services import walks
+from lineage.services.demo import load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 

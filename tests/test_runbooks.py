@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lineage import cli
-from lineage.demo import load_incident
+from lineage.services.demo import load_incident
 from lineage.store.postgres import PostgresStore
 
 ROOT = Path(__file__).resolve().parents[1]

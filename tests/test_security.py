@@ -14,10 +14,11 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from lineage import auth, cli, db
+from lineage import cli, db
 from lineage.api.app import create_app
-from lineage.demo import TRACE_ID, load_incident
-from lineage.record import MAX_ATTRIBUTES_BYTES, MAX_PARENTS
+from lineage.core.record import MAX_ATTRIBUTES_BYTES, MAX_PARENTS
+from lineage.services import auth
+from lineage.services.demo import TRACE_ID, load_incident
 from lineage.settings import Settings, effective_auth
 from lineage.store.postgres import PostgresStore
 

@@ -8,10 +8,10 @@ import httpx
 import pytest
 
 from lineage import derive
-from lineage.errors import InvalidRecord
-from lineage.hashing import content_hash
-from lineage.record import NewContext, validate
-from lineage.sessions import record_plan, record_reasoning, record_tool_call
+from lineage.core.errors import InvalidRecord
+from lineage.core.hashing import content_hash
+from lineage.core.record import NewContext, validate
+from lineage.services.sessions import record_plan, record_reasoning, record_tool_call
 from lineage.store.postgres import PostgresStore
 
 SESSION = "sess_7f3a"

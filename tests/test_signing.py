@@ -15,11 +15,11 @@ import psycopg
 import pytest
 from typer.testing import CliRunner, Result
 
-from lineage import cli, db, selftest, signing
+from lineage import cli, db
 from lineage.api.app import create_app
-from lineage.derive import Derivation, derive, derive_many
-from lineage.settings import Settings
-from lineage.signing import (
+from lineage.core.derive import Derivation, derive, derive_many
+from lineage.services import selftest, signing
+from lineage.services.signing import (
     KeyringSigner,
     SignatureCheck,
     SigningKeyError,
@@ -27,6 +27,7 @@ from lineage.signing import (
     load_keyring,
     rotate_keyring,
 )
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, get_records
 
 TENANT = "default"

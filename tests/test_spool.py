@@ -17,12 +17,12 @@ from prometheus_client import REGISTRY
 from typer.testing import CliRunner
 
 from lineage import cli, db
-from lineage.derive import Context, Derivation, derive, derive_many
-from lineage.errors import Conflict, InvalidRecord
-from lineage.migrate import migrate
-from lineage.record import NewContext
-from lineage.spool import SpooledBatch, SpoolFile, SpoolingStore
+from lineage.core.derive import Context, Derivation, derive, derive_many
+from lineage.core.errors import Conflict, InvalidRecord
+from lineage.core.record import NewContext
+from lineage.db.migrate import migrate
 from lineage.store import HttpStore, PostgresStore
+from lineage.store.spool import SpooledBatch, SpoolFile, SpoolingStore
 from tests.private_postgres import PrivatePostgres, free_port, private_postgres
 
 RUN_LENGTH = 3000
@@ -303,7 +303,7 @@ async def test_spool_status_and_replay_commands(
 def test_a_script_starts_and_runs_while_the_database_is_down(
     private: PrivatePostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lineage.sync import SyncLineage
+    from lineage.store.sync import SyncLineage
 
     monkeypatch.setenv("LINEAGE_DATA_DIR", str(tmp_path))
     private.stop("fast")

@@ -22,17 +22,17 @@ from prometheus_client import REGISTRY
 from lineage import BadParameter, derive, derive_many
 from lineage.api.app import create_app
 from lineage.api.logs import JsonFormatter, TraceIdFilter
-from lineage.derive import Derivation
-from lineage.settings import Settings
-from lineage.span_processor import LineageSpanProcessor
-from lineage.store import HttpStore, PostgresStore
-from lineage.telemetry import (
+from lineage.core.derive import Derivation
+from lineage.core.telemetry import (
     CONSUMED_ATTRIBUTE,
     PRODUCED_ATTRIBUTE,
     TRACE_ID,
     current_trace_id,
     trace_context,
 )
+from lineage.interop.span_processor import LineageSpanProcessor
+from lineage.settings import Settings
+from lineage.store import HttpStore, PostgresStore
 from tests import live_server
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -302,7 +302,9 @@ def test_lineage_works_without_opentelemetry(database_url: str) -> None:
     script = """
 import asyncio, sys
 sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
-from lineage import PostgresStore, derive, telemetry
+from lineage import PostgresStore
+from lineage import derive
+from lineage.core import telemetry
 from lineage.db import create_pool
 
 async def main(url: str) -> None:

@@ -25,12 +25,18 @@ import pytest
 from playwright.async_api import Locator, Page, async_playwright, expect
 from pydantic import SecretStr
 
-from lineage import auth, walks
 from lineage.api.app import create_app
 from lineage.api.session import SESSION_COOKIE, issue_session, read_session
-from lineage.auth import Caller
-from lineage.demo import ANSWER_ID, CONTRACTOR_POLICY, TRACE_ID, load_incident, verify_incident
-from lineage.derive import Derivation, derive, derive_many
+from lineage.core.derive import Derivation, derive, derive_many
+from lineage.services import auth, walks
+from lineage.services.auth import Caller
+from lineage.services.demo import (
+    ANSWER_ID,
+    CONTRACTOR_POLICY,
+    TRACE_ID,
+    load_incident,
+    verify_incident,
+)
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 

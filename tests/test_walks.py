@@ -20,9 +20,13 @@ import pytest
 from typer.testing import CliRunner
 
 import lineage
-from lineage import cli, db, walks
+from lineage import cli, db
 from lineage.api.app import create_app
-from lineage.demo import (
+from lineage.core.derive import Context, Derivation, derive, derive_many
+from lineage.core.errors import NotFound, WalkTimeout
+from lineage.db.queries import QUERIES, SQL_DIR, load, parse
+from lineage.services import walks
+from lineage.services.demo import (
     ANSWER_ID,
     CONTRACTOR_POLICY,
     EMPLOYEE_POLICY,
@@ -30,9 +34,6 @@ from lineage.demo import (
     TRACE_ID,
     load_incident,
 )
-from lineage.derive import Context, Derivation, derive, derive_many
-from lineage.errors import NotFound, WalkTimeout
-from lineage.queries import QUERIES, SQL_DIR, load, parse
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 

@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from lineage import db, signing
+from lineage import db
 from lineage.api import logs, problems
 from lineage.api.limits import BadRequestCap, CapBadRequests, LimitBody, ShedOverload
 from lineage.api.routes import (
@@ -25,6 +25,7 @@ from lineage.api.routes import (
     ui,
 )
 from lineage.api.routes import log as log_routes
+from lineage.services import signing
 from lineage.settings import Settings, effective_auth
 from lineage.verifiable_log import storage as log_storage
 

@@ -5,12 +5,12 @@ from typing import Annotated
 import asyncpg
 from fastapi import Depends, Request
 
-from lineage import audit, auth
 from lineage.api.session import SESSION_COOKIE, read_session
-from lineage.auth import Caller, Scope
-from lineage.errors import Forbidden, Unauthorized
+from lineage.core.errors import Forbidden, Unauthorized
+from lineage.services import audit, auth
+from lineage.services.auth import Caller, Scope
+from lineage.services.signing import Signer
 from lineage.settings import Settings
-from lineage.signing import Signer
 
 __all__ = ["Admin", "AppSettings", "AppSigner", "Caller", "Ingest", "Pool", "Read"]
 

@@ -13,7 +13,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lineage.api import problems
-from lineage.auth import bearer_token
+from lineage.services.auth import bearer_token
 
 # Answers that mean the caller sent something wrong; 404 is left out (a walk of an unknown
 # id is an ordinary question).

@@ -11,7 +11,7 @@ from typing import Any
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lineage import telemetry
+from lineage.core import telemetry
 
 access_log = logging.getLogger("lineage.access")
 

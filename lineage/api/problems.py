@@ -7,7 +7,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from lineage.errors import (
+from lineage.core.errors import (
     BadParameter,
     Conflict,
     Forbidden,

@@ -9,8 +9,8 @@ import asyncpg
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from lineage import walks
-from lineage.errors import BadParameter, LineageError
+from lineage.core.errors import BadParameter, LineageError
+from lineage.services import walks
 from lineage.settings import Settings
 
 NDJSON = "application/x-ndjson"

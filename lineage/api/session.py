@@ -13,7 +13,7 @@ import json
 import secrets
 import time
 
-from lineage.auth import Caller
+from lineage.services.auth import Caller
 from lineage.settings import Settings
 
 __all__ = ["SESSION_COOKIE", "issue_session", "read_session"]

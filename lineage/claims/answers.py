@@ -32,11 +32,11 @@ from typing import Any
 import asyncpg
 
 from lineage import db
-from lineage.derive import Context, Derivation, derive, derive_many, render_for_prompt
-from lineage.errors import BadParameter, InvalidRecord, NotFound
-from lineage.hashing import Sha256, text_matches_hash
-from lineage.privacy import check_capture, text_hash_key
-from lineage.record import ContextRecord, new_context_id
+from lineage.core.derive import Context, Derivation, derive, derive_many, render_for_prompt
+from lineage.core.errors import BadParameter, InvalidRecord, NotFound
+from lineage.core.hashing import Sha256, text_matches_hash
+from lineage.core.record import ContextRecord, new_context_id
+from lineage.services.privacy import check_capture, text_hash_key
 from lineage.store.base import Store
 from lineage.store.postgres import ConnectionStore, PostgresStore, get_records
 
@@ -564,7 +564,7 @@ async def capture_texts(pool: asyncpg.Pool, tenant_id: str, texts: Mapping[str, 
 
     Each text must hash to its record's content_hash, so a verdict is never judged on other
     words than were recorded. A record already captured keeps its text. Each record's class
-    of text must be switched on for the tenant (lineage.privacy), else InvalidRecord
+    of text must be switched on for the tenant (lineage.services.privacy), else InvalidRecord
     `capture_off` and nothing is captured.
     """
     async with db.transaction(pool, tenant_id) as connection:

@@ -33,14 +33,15 @@ from typing import Any, Final, Literal
 
 import asyncpg
 
-from lineage import db, walks
+from lineage import db
 from lineage.claims.answers import claim_hypothesis
 from lineage.claims.judges import Judge, Judgement, OfflineJudge
-from lineage.derive import Derivation, derive_many
-from lineage.errors import BadParameter, NotFound
-from lineage.hashing import text_matches_hash
-from lineage.privacy import text_hash_key
-from lineage.record import ContextRecord
+from lineage.core.derive import Derivation, derive_many
+from lineage.core.errors import BadParameter, NotFound
+from lineage.core.hashing import text_matches_hash
+from lineage.core.record import ContextRecord
+from lineage.services import walks
+from lineage.services.privacy import text_hash_key
 from lineage.settings import Settings
 from lineage.store.postgres import ConnectionStore, get_records
 

@@ -25,8 +25,8 @@ from typing import Any
 import asyncpg
 
 from lineage import db
-from lineage.errors import NotFound
-from lineage.record import ContextRecord, format_timestamp
+from lineage.core.errors import NotFound
+from lineage.core.record import ContextRecord, format_timestamp
 from lineage.store.postgres import get_records
 
 __all__ = [

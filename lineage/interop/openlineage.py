@@ -31,8 +31,8 @@ import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lineage import db
-from lineage.derive import Derivation, derive_many
-from lineage.errors import BadParameter, InvalidRecord
+from lineage.core.derive import Derivation, derive_many
+from lineage.core.errors import BadParameter, InvalidRecord
 from lineage.store.postgres import ConnectionStore
 
 __all__ = [

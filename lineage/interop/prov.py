@@ -21,8 +21,8 @@ import rfc8785
 from prov.model import ProvDocument, ProvEntity
 from prov.serializers import DoNotExist
 
-from lineage.errors import BadParameter
-from lineage.walks import Walk
+from lineage.core.errors import BadParameter
+from lineage.services.walks import Walk
 
 __all__ = ["MEDIA_TYPES", "UnavailableFormat", "prov_document", "serialize"]
 

@@ -3,13 +3,15 @@
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from lineage.record import ContextRecord, NewContext
+from lineage.core.record import ContextRecord, NewContext
 
 
 class Appended(NamedTuple):
     record: ContextRecord  # as stored: for a replay, the earlier record
     created: bool
-    spooled: bool = False  # kept locally while the store is down (lineage.spool): not stored yet
+    spooled: bool = (
+        False  # kept locally while the store is down (lineage.store.spool): not stored yet
+    )
 
 
 class Store(Protocol):

@@ -5,9 +5,9 @@ from typing import Any
 
 import httpx
 
-from lineage import telemetry
-from lineage.errors import Conflict, InvalidRecord, StoreUnavailable
-from lineage.record import ContextRecord, NewContext
+from lineage.core import telemetry
+from lineage.core.errors import Conflict, InvalidRecord, StoreUnavailable
+from lineage.core.record import ContextRecord, NewContext
 from lineage.store.base import Appended
 
 # The service sheds load with 429: like a 5xx, the same request can succeed later.

@@ -7,12 +7,14 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from lineage import db, metrics, privacy, signing
-from lineage.errors import Conflict, InvalidRecord, StoreUnavailable
-from lineage.record import ContextRecord, NewContext, check_id, validate
+from lineage import db
+from lineage.core import metrics
+from lineage.core.errors import Conflict, InvalidRecord, StoreUnavailable
+from lineage.core.record import ContextRecord, NewContext, check_id, validate
+from lineage.core.versions import version_key
+from lineage.services import privacy, signing
 from lineage.store.base import Appended
 from lineage.store.roots import Roots, note_root_sources, stored_root_sources
-from lineage.versions import version_key
 
 
 def record_from_row(row: asyncpg.Record) -> ContextRecord:

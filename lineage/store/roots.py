@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 import asyncpg
 
 from lineage import db
-from lineage.record import ContextRecord
+from lineage.core.record import ContextRecord
 
 Roots = dict[str, int]  # source_uri -> minimal depth below a root with that source_uri
 

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 import asyncpg
 import httpx
 
-from lineage.errors import BadParameter, LineageError, NotFound, StoreUnavailable
-from lineage.record import ContextRecord
+from lineage.core.errors import BadParameter, LineageError, NotFound, StoreUnavailable
+from lineage.core.record import ContextRecord
 from lineage.settings import Settings
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.checkpoint import Checkpoint, VerifierKey

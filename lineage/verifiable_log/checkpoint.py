@@ -33,8 +33,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from lineage.errors import LineageError
-from lineage.record import ID_PATTERN, format_timestamp
+from lineage.core.errors import LineageError
+from lineage.core.record import ID_PATTERN, format_timestamp
 from lineage.verifiable_log.merkle import HASH_SIZE
 
 ED25519: Final = b"\x01"  # the signed-note signature type byte

@@ -45,8 +45,8 @@ from typing import Any
 import asyncpg
 
 from lineage import db
-from lineage.errors import BadParameter, LineageError, NotFound
-from lineage.record import ContextRecord
+from lineage.core.errors import BadParameter, LineageError, NotFound
+from lineage.core.record import ContextRecord
 from lineage.settings import Settings
 from lineage.store.postgres import record_from_row
 from lineage.verifiable_log import merkle

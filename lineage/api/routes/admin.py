@@ -6,8 +6,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 
-from lineage import audit, auth
 from lineage.api.deps import Admin, Pool
+from lineage.services import audit, auth
 
 router = APIRouter(prefix="/v1", tags=["admin"])
 

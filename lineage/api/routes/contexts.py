@@ -8,12 +8,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineage import db, signing, walks
+from lineage import db
 from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read
 from lineage.api.results import impact_response
-from lineage.errors import BadParameter, InvalidRecord, NotFound
-from lineage.hashing import content_hash
-from lineage.record import NewContext, new_context_id
+from lineage.core.errors import BadParameter, InvalidRecord, NotFound
+from lineage.core.hashing import content_hash
+from lineage.core.record import NewContext, new_context_id
+from lineage.services import signing, walks
 from lineage.store.postgres import append_records, record_from_row
 
 router = APIRouter(prefix="/v1/contexts", tags=["contexts"])

@@ -23,9 +23,11 @@ import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from lineage import db, metrics, walks
+from lineage import db
 from lineage.api.deps import AppSettings, Pool, Read
-from lineage.errors import BadParameter
+from lineage.core import metrics
+from lineage.core.errors import BadParameter
+from lineage.services import walks
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 log = logging.getLogger(__name__)

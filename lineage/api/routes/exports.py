@@ -5,10 +5,10 @@ from typing import Literal
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from lineage import walks
 from lineage.api import problems
 from lineage.api.deps import AppSettings, Pool, Read
 from lineage.interop import headers, prov
+from lineage.services import walks
 
 router = APIRouter(prefix="/v1/contexts", tags=["exports"])
 

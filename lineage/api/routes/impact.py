@@ -3,10 +3,10 @@
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from lineage import walks
 from lineage.api.deps import AppSettings, Pool, Read
 from lineage.api.results import impact_response
-from lineage.errors import BadParameter
+from lineage.core.errors import BadParameter
+from lineage.services import walks
 
 router = APIRouter(prefix="/v1", tags=["impact"])
 

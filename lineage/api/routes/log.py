@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from lineage.api.deps import AppSettings, Pool, Read
-from lineage.record import format_timestamp
+from lineage.core.record import format_timestamp
 from lineage.verifiable_log import storage
 
 router = APIRouter(prefix="/v1/log", tags=["verifiable log"])

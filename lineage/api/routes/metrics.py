@@ -4,9 +4,10 @@ import hmac
 
 from fastapi import APIRouter, Request, Response
 
-from lineage import auth, metrics
 from lineage.api.deps import AppSettings
-from lineage.errors import Forbidden, Unauthorized
+from lineage.core import metrics
+from lineage.core.errors import Forbidden, Unauthorized
+from lineage.services import auth
 
 router = APIRouter(tags=["operations"])
 

@@ -5,9 +5,9 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineage import privacy
 from lineage.api.deps import Admin, AppSettings, Pool
-from lineage.forget import forget
+from lineage.services import privacy
+from lineage.services.forget import forget
 
 router = APIRouter(prefix="/v1", tags=["privacy"])
 

@@ -1,4 +1,4 @@
-"""Spans: finished OpenTelemetry spans in (from lineage.span_processor), a trace's span tree out."""
+"""Spans: finished OpenTelemetry spans in (interop.span_processor), a trace's span tree out."""
 
 import json
 import re
@@ -9,11 +9,13 @@ import asyncpg
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lineage import db, metrics, walks
+from lineage import db
 from lineage.api.deps import AppSettings, Ingest, Pool
-from lineage.errors import InvalidRecord
+from lineage.core import metrics
+from lineage.core.errors import InvalidRecord
+from lineage.core.telemetry import TRACE_ID
+from lineage.services import walks
 from lineage.settings import Settings
-from lineage.telemetry import TRACE_ID
 
 router = APIRouter(prefix="/v1/spans", tags=["spans"])
 
@@ -22,7 +24,7 @@ MAX_SPAN_ATTRIBUTES_BYTES = 64 * 1024
 
 
 class SpanIn(BaseModel):
-    """One finished span, as lineage.span_processor.span_payload() writes it."""
+    """One finished span, as lineage.interop.span_processor.span_payload() writes it."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -2,10 +2,10 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from lineage import walks
 from lineage.api.deps import AppSettings, Pool, Read
 from lineage.api.routes.spans import span_tree
-from lineage.errors import NotFound
+from lineage.core.errors import NotFound
+from lineage.services import walks
 
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
 

@@ -19,13 +19,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineage import auth, walks
 from lineage.api.deps import AppSettings, Caller, Pool, Read
 from lineage.api.results import chunked
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.api.session import SESSION_COOKIE, issue_session
-from lineage.errors import BadParameter, Forbidden, NotFound, Unauthorized
-from lineage.record import BOOKKEEPING_KINDS
+from lineage.core.errors import BadParameter, Forbidden, NotFound, Unauthorized
+from lineage.core.record import BOOKKEEPING_KINDS
+from lineage.services import auth, walks
 from lineage.settings import Settings
 
 router = APIRouter(tags=["explorer"])

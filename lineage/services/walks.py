@@ -9,10 +9,11 @@ from typing import Any
 
 import asyncpg
 
-from lineage import db, metrics
-from lineage.errors import BadParameter, NotFound, WalkTimeout
-from lineage.queries import QUERIES
-from lineage.record import KINDS, format_timestamp
+from lineage import db
+from lineage.core import metrics
+from lineage.core.errors import BadParameter, NotFound, WalkTimeout
+from lineage.core.record import KINDS, format_timestamp
+from lineage.db.queries import QUERIES
 from lineage.settings import Settings
 
 # Each impact question names its file and the parameter that picks the starting records.

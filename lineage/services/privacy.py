@@ -21,10 +21,10 @@ from typing import Any
 import asyncpg
 
 from lineage import db
-from lineage.auth import Caller
-from lineage.errors import InvalidRecord, NotFound
-from lineage.hashing import HmacSha256, Sha256
-from lineage.record import NewContext
+from lineage.core.errors import InvalidRecord, NotFound
+from lineage.core.hashing import HmacSha256, Sha256
+from lineage.core.record import NewContext
+from lineage.services.auth import Caller
 
 __all__ = [
     "CAPTURE_SWITCHES",

@@ -1,14 +1,16 @@
 """Schema by migration only: the role bootstrap, then alembic's revisions in migrations/."""
 
 import logging
+from importlib import resources
 from pathlib import Path
 
 import psycopg
 from alembic import command
 from alembic.config import Config
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
-BOOTSTRAP_SQL = Path(__file__).resolve().parent.parent / "sql" / "bootstrap" / "roles.sql"
+PACKAGE = Path(str(resources.files("lineage")))
+MIGRATIONS_DIR = PACKAGE / "migrations"
+BOOTSTRAP_SQL = PACKAGE / "sql" / "bootstrap" / "roles.sql"
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from typing import Any, Literal, get_args
 import asyncpg
 
 from lineage import db
-from lineage.errors import BadParameter, NotFound
-from lineage.record import check_id
+from lineage.core.errors import BadParameter, NotFound
+from lineage.core.record import check_id
 
 Scope = Literal["ingest", "read", "admin"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)

@@ -13,7 +13,7 @@ depends_on = None
 
 UPGRADE = """
 -- Is the record's class of text captured for its tenant? The same mapping as
--- lineage.privacy.capture_switch: queries, answers and claims, everything else (source text).
+-- lineage.services.privacy.capture_switch: queries, answers, claims; else source text.
 CREATE FUNCTION lineage_captures(p_tenant_id text, p_context_id text) RETURNS boolean
 LANGUAGE sql STABLE AS $$
     SELECT coalesce((

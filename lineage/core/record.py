@@ -15,7 +15,7 @@ from typing import Any
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineage.errors import InvalidRecord
+from lineage.core.errors import InvalidRecord
 
 CANONICAL_VERSION = 1
 CANONICAL_FIELDS = (
@@ -114,7 +114,7 @@ def deterministic_context_id(
     transform_version: str | None,
 ) -> str:
     """The same step over the same inputs gets the same id, so a re-run records nothing twice."""
-    from lineage.hashing import Sha256
+    from lineage.core.hashing import Sha256
 
     key = canonical_json(
         {

@@ -24,13 +24,14 @@ from typing import Any
 
 import asyncpg
 
-from lineage import db, walks
-from lineage.auth import Caller
-from lineage.derive import Derivation, derive_many
-from lineage.errors import BadParameter, NotFound, WalkTimeout
-from lineage.hashing import HmacSha256
-from lineage.privacy import text_hash_key
-from lineage.record import MAX_PARENTS
+from lineage import db
+from lineage.core.derive import Derivation, derive_many
+from lineage.core.errors import BadParameter, NotFound, WalkTimeout
+from lineage.core.hashing import HmacSha256
+from lineage.core.record import MAX_PARENTS
+from lineage.services import walks
+from lineage.services.auth import Caller
+from lineage.services.privacy import text_hash_key
 from lineage.settings import Settings
 from lineage.store.postgres import ConnectionStore
 

@@ -7,9 +7,11 @@ spliced into SQL text.
 
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+# Inside the package, so that a wheel install carries the queries it runs.
+SQL_DIR = Path(str(resources.files("lineage") / "sql"))
 
 # `::type` casts are not variables; psql's own `:{?name}` and backslash commands are not used.
 _VARIABLE = re.compile(r"(?<![:\w]):(?:'(?P<quoted>\w+)'|(?P<bare>[A-Za-z_]\w*))")
@@ -59,6 +61,10 @@ def load(directory: Path = SQL_DIR) -> dict[str, NamedQuery]:
         if query.name != path.stem:
             raise ValueError(f"{path} is headed '-- name: {query.name}'; name it {query.name}.sql")
         queries[query.name] = query
+    if not queries:
+        raise RuntimeError(
+            f"no named queries in {directory}: the package was installed without sql/"
+        )
     return queries
 
 

@@ -19,7 +19,7 @@ import httpx
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from lineage import metrics
+from lineage.core import metrics
 
 log = logging.getLogger(__name__)
 

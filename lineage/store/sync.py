@@ -5,15 +5,15 @@ from types import TracebackType
 from typing import Any
 
 from lineage import db
-from lineage.derive import Context, Derivation, derive, derive_many
-from lineage.spool import SpoolingStore
+from lineage.core.derive import Context, Derivation, derive, derive_many
 from lineage.store.postgres import PostgresStore
+from lineage.store.spool import SpoolingStore
 
 
 class SyncLineage:
-    """`with SyncLineage(url) as lineage: doc = lineage.derive([], text, "document", ...)`.
+    """`with SyncLineage(url) as lineage: doc = lineage.core.derive([], text, "document", ...)`.
 
-    Degrade-open: while the database is down, records wait in the local spool (lineage.spool)
+    Degrade-open: while the database is down, records wait in the local spool (lineage.store.spool)
     and the pipeline goes on; bad records still raise.
     """
 
@@ -24,7 +24,7 @@ class SyncLineage:
         self.store = SpoolingStore(PostgresStore(self._pool, tenant_id))
 
     def derive(self, *args: Any, **kwargs: Any) -> Context:
-        """The same arguments as lineage.derive(), without the store."""
+        """The same arguments as lineage.core.derive(), without the store."""
         return self._runner.run(derive(self.store, *args, **kwargs))
 
     def derive_many(self, items: list[Derivation]) -> list[Context]:

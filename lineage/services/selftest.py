@@ -16,11 +16,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from lineage import db, signing
-from lineage.derive import derive
-from lineage.hashing import content_hash
-from lineage.migrate import migrate
-from lineage.record import ContextRecord
+from lineage import db
+from lineage.core.derive import derive
+from lineage.core.hashing import content_hash
+from lineage.core.record import ContextRecord
+from lineage.db.migrate import migrate
+from lineage.services import signing
 from lineage.store.postgres import PostgresStore, get_records
 
 TENANT = "default"

@@ -5,7 +5,7 @@ Every record carries `attributes.session_id` (an id: letters, digits and `_.:@-`
 chars), so a session's steps can be picked out of a trace or a live stream. A `tool_call` also
 carries `attributes.tool` (its name), `attributes.detail` and the hashes of what went in and came
 out (`input_hash`, `output_hash`): `enhanced` when both hashes are known, `basic` when the tool
-can say less (its name, and whichever hash it has). lineage.record.validate() checks all of it,
+can say less (its name, and whichever hash it has). lineage.core.record.validate() checks all of it,
 whoever writes the record.
 """
 
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import quote
 
-from lineage.derive import Context, derive
-from lineage.hashing import content_hash
-from lineage.record import SESSION_ID
+from lineage.core.derive import Context, derive
+from lineage.core.hashing import content_hash
+from lineage.core.record import SESSION_ID
 from lineage.store.base import Store
 
 __all__ = ["ToolDetail", "record_plan", "record_reasoning", "record_tool_call"]

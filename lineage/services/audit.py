@@ -6,7 +6,7 @@ from typing import Any
 import asyncpg
 
 from lineage import db
-from lineage.auth import Caller
+from lineage.services.auth import Caller
 
 
 async def record(

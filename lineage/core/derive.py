@@ -6,14 +6,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lineage import db, telemetry
-from lineage.errors import InvalidRecord
-from lineage.hashing import ContentHasher, HmacSha256, content_hash
-from lineage.privacy import KEYED_KINDS, text_hash_key
-from lineage.record import ContextRecord, NewContext, deterministic_context_id, new_context_id
-from lineage.spool import SpoolingStore
+from lineage import db
+from lineage.core import telemetry
+from lineage.core.errors import InvalidRecord
+from lineage.core.hashing import ContentHasher, HmacSha256, content_hash
+from lineage.core.record import ContextRecord, NewContext, deterministic_context_id, new_context_id
+from lineage.services.privacy import KEYED_KINDS, text_hash_key
 from lineage.store.base import Store
 from lineage.store.postgres import ConnectionStore, PostgresStore, outage_as_unavailable
+from lineage.store.spool import SpoolingStore
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def propose(
     text_hasher: HmacSha256 | None = None,
 ) -> NewContext:
     """The record for one Derivation. Query, claim and answer texts are hashed with the
-    tenant's `text_hasher`, else with sha256 for the store to key (lineage.privacy); a
+    tenant's `text_hasher`, else with sha256 for the store to key (lineage.services.privacy); a
     deterministic id for one of them is made from its keyed hash, so it needs `text_hasher`."""
     parent_ids = [p if isinstance(p, str) else p.context_id for p in item.parents]
     keyed = item.kind in KEYED_KINDS
@@ -123,7 +124,7 @@ async def derive_many(
     """Record many units in one transaction (all or none); parents may come earlier in items.
 
     `hasher` hashes documents and every kind but query, claim and answer, whose hashes are
-    always keyed with the tenant's text hash key (lineage.privacy).
+    always keyed with the tenant's text hash key (lineage.services.privacy).
     """
     text_hasher = None
     if any(i.deterministic and i.context_id is None and i.kind in KEYED_KINDS for i in items):

@@ -58,7 +58,7 @@ HASHERS: dict[str, ContentHasher] = {"sha256": Sha256(), "blake3": Blake3()}
 
 def text_matches_hash(text: str, digest: str, key: bytes | None = None) -> bool:
     """Does `text` hash to a record's content_hash? Unknown algorithms cannot be checked: True.
-    A keyed hash needs its tenant's key (lineage.privacy.text_hash_key); without it: False."""
+    A keyed hash needs its tenant's key (services.privacy.text_hash_key); without it: False."""
     algorithm, _, hexdigest = digest.partition(":")
     if algorithm == HmacSha256.name:
         return key is not None and hmac.compare_digest(

@@ -10,7 +10,7 @@ import asyncpg
 
 from lineage.claims.judges import OfflineJudge
 from lineage.claims.verify import Verification, ensure_verified, mapping_resolver
-from lineage.derive import Context, Derivation, derive_many
+from lineage.core.derive import Context, Derivation, derive_many
 from lineage.store.base import Store
 
 ANSWER_ID = "answer_1"

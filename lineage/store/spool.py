@@ -41,9 +41,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from lineage import metrics
-from lineage.errors import Conflict, InvalidRecord
-from lineage.record import ContextRecord, NewContext, check_id
+from lineage.core import metrics
+from lineage.core.errors import Conflict, InvalidRecord
+from lineage.core.record import ContextRecord, NewContext, check_id
 from lineage.settings import Settings
 from lineage.store.base import Appended, Store
 from lineage.store.postgres import check_batch

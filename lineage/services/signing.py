@@ -31,8 +31,8 @@ from typing import Any, Literal, Protocol
 import asyncpg
 
 from lineage import db
-from lineage.errors import LineageError
-from lineage.record import ID_PATTERN, ContextRecord, format_timestamp
+from lineage.core.errors import LineageError
+from lineage.core.record import ID_PATTERN, ContextRecord, format_timestamp
 from lineage.settings import Settings
 
 KEYRING_NAME = "signing-keys.json"

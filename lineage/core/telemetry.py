@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from lineage.errors import BadParameter
-from lineage.record import ContextRecord
+from lineage.core.errors import BadParameter
+from lineage.core.record import ContextRecord
 
 try:
     from opentelemetry import trace as otel_trace

@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from lineage.queries import QUERIES
+from lineage.db.queries import QUERIES
 from lineage.settings import Settings
 
 APP_ROLE = "lineage_app"
@@ -19,7 +19,7 @@ def database_url(settings: Settings) -> str:
     """LINEAGE_DATABASE_URL when set, else the embedded server (started if need be)."""
     if settings.database_url:
         return settings.database_url
-    from lineage.embedded import start_embedded
+    from lineage.db.embedded import start_embedded
 
     return start_embedded(settings.data_dir)
 

@@ -1,0 +1,1 @@
+"""The record and its one constructor: fields, rules, canonical form, hashes, derive()."""

@@ -1,0 +1,1 @@
+"""What the service does with records: walks, audit, keys, forgetting, privacy, signing."""

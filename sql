@@ -1,0 +1,1 @@
+lineage/sql
