@@ -1,7 +1,9 @@
 """A real PostgreSQL for every test: the server named by LINEAGE_TEST_DATABASE_URL, else the
 embedded one. The schema is migrated once into a template; each test gets a fresh copy."""
 
+import hashlib
 import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,7 +23,14 @@ from lineage.db.migrate import migrate
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
-EMBEDDED_TEST_DIR = Path("/tmp/lineage-test-embedded")
+
+def embedded_test_dir(checkout: Path) -> Path:
+    """One embedded test server per checkout: two checkouts never attach to each other's."""
+    digest = hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"lineage-test-embedded-{digest}"
+
+
+EMBEDDED_TEST_DIR = embedded_test_dir(Path(__file__).parent.parent)
 
 
 def server_url() -> str:

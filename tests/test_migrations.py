@@ -1,6 +1,7 @@
 """Schema by migration only: the newest revision downgrades cleanly and upgrades again."""
 
 import subprocess
+from pathlib import Path
 
 import asyncpg
 
@@ -59,3 +60,11 @@ def test_every_cli_command_has_help() -> None:
         ["lineage", "--help"], capture_output=True, text=True, check=True, timeout=60
     )
     assert "demo" in done.stdout
+
+
+def test_each_checkout_has_its_own_embedded_test_server(tmp_path: Path) -> None:
+    from tests.conftest import EMBEDDED_TEST_DIR, embedded_test_dir
+
+    assert embedded_test_dir(tmp_path / "a") != embedded_test_dir(tmp_path / "b")
+    assert embedded_test_dir(Path(__file__).parent.parent) == EMBEDDED_TEST_DIR
+    assert Path("/tmp/lineage-test-embedded") != EMBEDDED_TEST_DIR
