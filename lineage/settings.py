@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -84,6 +84,12 @@ class Settings(BaseSettings):
         description="the bearer token a Prometheus scraper sends for /metrics when "
         "LINEAGE_AUTH=keys (the figures span every tenant, so no tenant's key opens them)",
     )
+
+    @field_validator("metrics_token", "session_secret", mode="before")
+    @classmethod
+    def empty_secret_is_unset(cls, value: object) -> object:
+        """`VAR=` (as compose writes `${VAR:-}`) means unset, never an empty secret."""
+        return None if value == "" else value
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})

@@ -87,3 +87,25 @@ def test_the_services_use_settings_the_service_knows_and_an_image_built_here() -
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install --no-cache-dir ." in dockerfile
     assert ".venv" in (ROOT / ".dockerignore").read_text().split()
+
+
+def test_the_keys_live_on_a_volume_that_outlives_the_containers() -> None:
+    loaded = compose()
+    for name in ("migrate", "api"):
+        service = loaded["services"][name]
+        data_dir = service["environment"]["LINEAGE_DATA_DIR"]
+        mounts = {
+            target: source for source, _, target in (v.partition(":") for v in service["volumes"])
+        }
+        assert data_dir in mounts, f"{name}: {data_dir} (the keys) is not on a volume"
+        assert mounts[data_dir] in loaded["volumes"], "a named volume, not the container's layer"
+        settings = Settings(data_dir=data_dir)
+        assert settings.signing_keys_file is None and settings.log_signing_key_file is None
+
+
+def test_the_metrics_token_is_passed_through_and_empty_means_unset() -> None:
+    environment = compose()["services"]["api"]["environment"]
+    assert environment["LINEAGE_METRICS_TOKEN"] == "${LINEAGE_METRICS_TOKEN:-}"
+    assert Settings(metrics_token="").metrics_token is None
+    assert Settings(session_secret="").session_secret is None
+    assert "set below" not in COMPOSE.read_text()
