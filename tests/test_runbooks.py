@@ -11,7 +11,7 @@ import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -21,7 +21,10 @@ import pytest
 from typer.testing import CliRunner
 
 from lineage import cli
+from lineage.api.app import create_app
+from lineage.services import auth
 from lineage.services.demo import load_incident
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -283,15 +286,19 @@ def test_cli_command_runs(command: Command, cli_env: dict[str, str]) -> None:
     assert_expected(command, result.output)
 
 
-def request_of(command: Command) -> tuple[str, dict[str, str]]:
-    """curl's URL as a path and query for the app, and its -H headers."""
+API_KEY_VARIABLE = "$LINEAGE_API_KEY"
+
+
+def request_of(command: Command, api_key: str) -> tuple[str, dict[str, str]]:
+    """curl's URL as a path and query for the app, and its -H headers (with the key that
+    $LINEAGE_API_KEY names in the shell)."""
     url, headers = None, {}
     arguments = iter(command.argv[1:])
     for argument in arguments:
         if argument == "-s":
             continue
         if argument == "-H":
-            name, _, value = next(arguments).partition(":")
+            name, _, value = next(arguments).replace(API_KEY_VARIABLE, api_key).partition(":")
             headers[name.strip()] = value.strip()
         elif argument.startswith("http://") and url is None:
             url = argument
@@ -302,11 +309,23 @@ def request_of(command: Command) -> tuple[str, dict[str, str]]:
     return urlunsplit(("", "", parts.path, parts.query, "")), headers
 
 
+@pytest.fixture
+async def keyed_client(demo_database: str) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    """The app as deployed (LINEAGE_AUTH=keys) and a read key of tenant default."""
+    app = create_app(Settings(auth="keys"), database_url=demo_database)
+    async with app.router.lifespan_context(app):
+        api_key, _ = await auth.create_key(app.state.pool, "default", "read")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://lineage") as http:
+            yield http, api_key
+
+
 @pytest.mark.parametrize("command", HTTP_COMMANDS, ids=names(HTTP_COMMANDS))
 async def test_http_call_works(
-    command: Command, demo_database: str, client: httpx.AsyncClient
+    command: Command, keyed_client: tuple[httpx.AsyncClient, str]
 ) -> None:
-    target, headers = request_of(command)
+    client, api_key = keyed_client
+    target, headers = request_of(command, api_key)
     response = await client.get(target, headers=headers)
     assert response.status_code == 200, f"{command.name}: {response.status_code} {response.text}"
     assert_expected(command, response.text)
