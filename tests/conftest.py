@@ -22,6 +22,7 @@ from lineage.db.embedded import start_embedded
 from lineage.db.migrate import migrate
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
+from tests.citus_cluster import CitusCluster, citus_cluster, citus_installed
 
 
 def embedded_test_dir(checkout: Path) -> Path:
@@ -116,3 +117,13 @@ async def client(database_url: str, settings: Settings) -> AsyncIterator[httpx.A
 
 def sync_connect(url: str) -> psycopg.Connection:
     return psycopg.connect(url, autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def citus() -> Iterator[CitusCluster]:
+    """A private Citus cluster (a coordinator and two workers) for the whole session; each test
+    module makes its own database on it with `citus.create_database`."""
+    if not citus_installed():
+        pytest.skip("Citus is not installed (.ci/run builds it)")
+    with citus_cluster() as cluster:
+        yield cluster

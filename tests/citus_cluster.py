@@ -1,0 +1,78 @@
+"""A throwaway Citus cluster: a coordinator and two workers, each a private PostgreSQL 15
+(tests/private_postgres.py) on its own free port with `shared_preload_libraries = citus`,
+stopped and deleted afterwards.
+
+Citus is built against the system's PostgreSQL 15 (.ci/run builds it when citus.so is missing),
+so these servers run /usr/lib/postgresql/15/bin, not the embedded wheel's binaries.
+"""
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from tests.private_postgres import PrivatePostgres
+
+PG15_BIN = Path("/usr/lib/postgresql/15/bin")
+CITUS_SO = Path("/usr/lib/postgresql/15/lib/citus.so")
+
+CITUS_SETTINGS = {
+    "shared_preload_libraries": "'citus'",
+    # A walk, an append and the shard moves of one test each open a connection per worker.
+    "max_connections": "60",
+    # Shard moves copy by logical replication.
+    "wal_level": "logical",
+}
+
+
+def citus_installed() -> bool:
+    return CITUS_SO.exists() and (PG15_BIN / "postgres").exists()
+
+
+@dataclass(frozen=True)
+class CitusCluster:
+    coordinator: PrivatePostgres
+    workers: tuple[PrivatePostgres, ...]
+
+    def url(self, dbname: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.coordinator.port}/{dbname}"
+
+    def worker_url(self, index: int, dbname: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.workers[index].port}/{dbname}"
+
+    def create_database(self, dbname: str) -> str:
+        """A database of that name on every node, with the citus extension, the workers added
+        to its coordinator; returns the coordinator's URL for it. (Citus 12 does not propagate
+        CREATE DATABASE, and each database is its own cluster.)"""
+        for server in (self.coordinator, *self.workers):
+            with psycopg.connect(server.url, autocommit=True) as admin:
+                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+            with psycopg.connect(_with_db(server.url, dbname), autocommit=True) as node:
+                node.execute("CREATE EXTENSION citus")
+        with psycopg.connect(self.url(dbname), autocommit=True) as coordinator:
+            coordinator.execute(
+                "SELECT citus_set_coordinator_host('127.0.0.1', %s)", (self.coordinator.port,)
+            )
+            for worker in self.workers:
+                coordinator.execute("SELECT citus_add_node('127.0.0.1', %s)", (worker.port,))
+        return self.url(dbname)
+
+
+def _with_db(url: str, dbname: str) -> str:
+    return url.rsplit("/", 1)[0] + "/" + dbname
+
+
+@contextmanager
+def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
+    """A started coordinator and `workers` workers; stopped and deleted afterwards."""
+    with ExitStack() as stack:
+        servers: list[PrivatePostgres] = []
+        for _ in range(1 + workers):
+            server = PrivatePostgres(bin_dir=PG15_BIN, settings=CITUS_SETTINGS)
+            stack.callback(server.destroy)
+            server.start()
+            servers.append(server)
+        yield CitusCluster(coordinator=servers[0], workers=tuple(servers[1:]))
