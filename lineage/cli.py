@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from lineage import db
+from lineage.core import telemetry
 from lineage.core.errors import LineageError
 from lineage.db.queries import QUERIES
 from lineage.services import walks
@@ -70,11 +71,13 @@ def _run(
         finally:
             await pool.close()
 
-    try:
-        return asyncio.run(main())
-    except LineageError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from exc
+    # One trace id per run: the records it makes carry it, and so does its error line.
+    with telemetry.trace_context() as trace_id:
+        try:
+            return asyncio.run(main())
+        except LineageError as exc:
+            console.print(f"[red]error:[/red] {exc} [dim](trace_id {trace_id})[/dim]")
+            raise typer.Exit(1) from exc
 
 
 @app.command()
@@ -684,11 +687,13 @@ def _log_run(
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
             return await work(HttpSource(client))
 
-    try:
-        return asyncio.run(main())
-    except LineageError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from exc
+    # One trace id per run: the records it makes carry it, and so does its error line.
+    with telemetry.trace_context() as trace_id:
+        try:
+            return asyncio.run(main())
+        except LineageError as exc:
+            console.print(f"[red]error:[/red] {exc} [dim](trace_id {trace_id})[/dim]")
+            raise typer.Exit(1) from exc
 
 
 def _verifier_key(settings: Settings, key: str | None) -> Any:

@@ -6,13 +6,23 @@ import asyncpg
 from fastapi import Depends, Request
 
 from lineage.api.session import SESSION_COOKIE, read_session
+from lineage.core import telemetry
 from lineage.core.errors import Forbidden, Unauthorized
 from lineage.services import audit, auth
 from lineage.services.auth import Caller, Scope
 from lineage.services.signing import Signer
 from lineage.settings import Settings
 
-__all__ = ["Admin", "AppSettings", "AppSigner", "Caller", "Ingest", "Pool", "Read"]
+__all__ = [
+    "Admin",
+    "AppSettings",
+    "AppSigner",
+    "Caller",
+    "Ingest",
+    "Pool",
+    "Read",
+    "SentTraceId",
+]
 
 
 # Async, so that FastAPI runs them on the event loop: a plain `def` costs a worker-thread hop.
@@ -29,6 +39,11 @@ async def get_settings(request: Request) -> Settings:
 async def get_signer(request: Request) -> Signer:
     signer: Signer = request.app.state.signer
     return signer
+
+
+async def sent_trace_id(request: Request) -> str | None:
+    """The trace id the caller sent (`traceparent`, else `X-Trace-Id`), for records without one."""
+    return telemetry.trace_id_from_headers(request.headers)
 
 
 async def identify(request: Request) -> Caller:
@@ -73,6 +88,7 @@ def require(scope: Scope) -> object:
 Pool = Annotated[asyncpg.Pool, Depends(get_pool)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 AppSigner = Annotated[Signer, Depends(get_signer)]
+SentTraceId = Annotated[str | None, Depends(sent_trace_id)]
 # A route declares the scope it needs; the caller's tenant confines every query it runs.
 Ingest = Annotated[Caller, require("ingest")]
 Read = Annotated[Caller, require("read")]

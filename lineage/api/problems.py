@@ -7,6 +7,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from lineage.core import telemetry
 from lineage.core.errors import (
     BadParameter,
     Conflict,
@@ -40,6 +41,9 @@ def problem(
     status: int, title: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
 ) -> JSONResponse:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+    # The request's trace id (lineage.api.logs), so a reported error can be found in the logs.
+    if (trace_id := telemetry.current_trace_id()) is not None:
+        body.setdefault("trace_id", trace_id)
     return JSONResponse(
         body, status_code=status, media_type="application/problem+json", headers=headers
     )

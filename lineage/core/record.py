@@ -59,6 +59,13 @@ ROOT_KINDS = frozenset({"document", "query", "tool_call"})
 BOOKKEEPING_KINDS = frozenset({"verdict", "tombstone"})
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+# Trace ids as people have them: W3C ids, and others (`abc123def456`, a run or request id) made of
+# characters that are safe in a URL path, a log line and a header.
+SAFE_TRACE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+SAFE_TRACE_ID_RULE = (
+    "a trace id is a W3C trace id (32 hex digits) or 1-128 letters, digits and _.:- "
+    "starting with a letter or digit"
+)
 HASH_PATTERN = re.compile(r"^[a-z0-9]+:[0-9a-f]{16,128}$")
 MAX_PARENTS = 1000
 MAX_ATTRIBUTES_BYTES = 16 * 1024
@@ -227,7 +234,11 @@ def validate(record: NewContext) -> None:
         )
     _validate_transform(record)
     _validate_agent_step(record)
-    for name in ("source_uri", "produced_by", "index_snapshot", "trace_id", "transform"):
+    if record.trace_id is not None and not SAFE_TRACE_ID.match(record.trace_id):
+        raise InvalidRecord(
+            "malformed_trace_id", f"trace_id {record.trace_id[:140]!r}: {SAFE_TRACE_ID_RULE}"
+        )
+    for name in ("source_uri", "produced_by", "index_snapshot", "transform"):
         value = getattr(record, name)
         if value is not None and (not value or len(value) > MAX_FIELD_CHARS):
             raise InvalidRecord(

@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from lineage.core.errors import BadParameter
-from lineage.core.record import ContextRecord
+from lineage.core.record import SAFE_TRACE_ID, SAFE_TRACE_ID_RULE, ContextRecord
 
 try:
     from opentelemetry import trace as otel_trace
@@ -60,10 +60,8 @@ def trace_context(trace_id: str | None = None) -> Iterator[str]:
     Without an argument it keeps the id already current (an enclosing trace_context or span),
     and only an entry point with neither makes a new one.
     """
-    if trace_id is not None and not TRACE_ID.match(trace_id):
-        raise BadParameter(
-            f"trace id {trace_id!r} is not a W3C trace id: 32 lowercase hex digits, not all zero"
-        )
+    if trace_id is not None:
+        trace_id = checked_trace_id(trace_id)
     chosen = trace_id or current_trace_id() or new_trace_id()
     token = _current.set(chosen)
     try:
@@ -72,14 +70,29 @@ def trace_context(trace_id: str | None = None) -> Iterator[str]:
         _current.reset(token)
 
 
+def normal_trace_id(trace_id: str) -> str | None:
+    """The id in its stored form (a W3C id in lowercase), or None when it is not a safe id."""
+    if not SAFE_TRACE_ID.match(trace_id) or re.fullmatch(r"0{32}", trace_id):
+        return None
+    lowered = trace_id.lower()
+    return lowered if TRACE_ID.match(lowered) else trace_id
+
+
+def checked_trace_id(trace_id: str) -> str:
+    """normal_trace_id(), raising BadParameter naming the rule."""
+    normal = normal_trace_id(trace_id)
+    if normal is None:
+        raise BadParameter(f"trace id {trace_id[:140]!r} is not accepted: {SAFE_TRACE_ID_RULE}")
+    return normal
+
+
 def trace_id_from_headers(headers: Mapping[str, str]) -> str | None:
-    """The trace id a caller sent: W3C `traceparent` first, else `X-Trace-Id`; None if neither
-    is well formed."""
+    """The trace id a caller sent: W3C `traceparent` first, else `X-Trace-Id` (a W3C or other
+    safe id); None if neither is well formed."""
     match = TRACEPARENT.match(headers.get("traceparent", "").strip().lower())
     if match and TRACE_ID.match(match["trace_id"]):
         return match["trace_id"]
-    sent = headers.get("x-trace-id", "").strip().lower()
-    return sent if TRACE_ID.match(sent) else None
+    return normal_trace_id(headers.get("x-trace-id", "").strip())
 
 
 def outgoing_headers() -> dict[str, str]:
@@ -87,6 +100,8 @@ def outgoing_headers() -> dict[str, str]:
     trace_id = current_trace_id()
     if trace_id is None:
         return {}
+    if not TRACE_ID.match(trace_id):  # traceparent carries W3C ids only
+        return {"X-Trace-Id": trace_id}
     span_context = _span_context()
     if span_context is not None and format(span_context.trace_id, "032x") == trace_id:
         parent_id = format(span_context.span_id, "016x")

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import db
-from lineage.api.deps import AppSettings, Ingest, Pool, Read
+from lineage.api.deps import AppSettings, Ingest, Pool, Read, SentTraceId
 from lineage.claims.answers import record_answer_in
 from lineage.claims.judges import Judge, OfflineJudge
 from lineage.claims.verify import (
@@ -43,7 +43,9 @@ class AnswerIn(BaseModel):
     )
     produced_by: str | None = None
     model: str | None = None
-    trace_id: str | None = Field(default=None, description="defaults to the prompt's")
+    trace_id: str | None = Field(
+        default=None, description="defaults to the request's trace id header, else the prompt's"
+    )
     answer_id: str | None = Field(
         default=None, description="name the answer to make a replay a no-op (200)"
     )
@@ -70,7 +72,9 @@ class VerifyIn(BaseModel):
 
 
 @router.post("/v1/answers", status_code=201, responses={200: {"description": "a replay"}})
-async def post_answer(body: AnswerIn, pool: Pool, caller: Ingest) -> JSONResponse:
+async def post_answer(
+    body: AnswerIn, pool: Pool, caller: Ingest, sent_trace_id: SentTraceId
+) -> JSONResponse:
     """Record one claim per claim and an answer over them, in one transaction. Cited ids not in
     the prompt are kept in the claim's `cited_ids` and never become edges. 404 for an unknown
     prompt."""
@@ -82,7 +86,7 @@ async def post_answer(body: AnswerIn, pool: Pool, caller: Ingest) -> JSONRespons
             body.output,
             body.produced_by,
             body.model,
-            body.trace_id,
+            body.trace_id or sent_trace_id,
             answer_id=body.answer_id,
             file_ids=body.file_ids,
             capture_text=body.capture_text,

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import db
-from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read
+from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read, SentTraceId
 from lineage.api.results import impact_response
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
 from lineage.core.hashing import content_hash
@@ -43,10 +43,12 @@ class ContextIn(BaseModel):
     trace_id: str | None = None
     attributes: dict[str, Any] = Field(default_factory=dict)
 
-    def proposal(self) -> NewContext:
+    def proposal(self, sent_trace_id: str | None = None) -> NewContext:
+        """The record; one without a trace_id takes the one the request's headers carry."""
         if (self.content_hash is None) == (self.text is None):
             raise InvalidRecord("hash_or_text", "send exactly one of content_hash or text")
         fields = self.model_dump(exclude={"text"})
+        fields["trace_id"] = self.trace_id or sent_trace_id
         fields["content_hash"] = self.content_hash or content_hash(self.text or "")
         fields["context_id"] = self.context_id or new_context_id()
         return NewContext(**fields)
@@ -59,17 +61,23 @@ class BatchIn(BaseModel):
 
 @router.post("", status_code=201, responses={200: {"description": "an identical replay"}})
 async def append_context(
-    body: ContextIn, pool: Pool, caller: Ingest, signer: AppSigner
+    body: ContextIn, pool: Pool, caller: Ingest, signer: AppSigner, sent_trace_id: SentTraceId
 ) -> JSONResponse:
     """Append one record: 201 when new, 200 for an identical replay, 409 for other content."""
+    proposal = body.proposal(sent_trace_id)
     async with db.transaction(pool, caller.tenant_id) as connection:
-        [appended] = await append_records(connection, caller.tenant_id, [body.proposal()], signer)
+        [appended] = await append_records(connection, caller.tenant_id, [proposal], signer)
     return JSONResponse(appended.record.api_dict(), status_code=201 if appended.created else 200)
 
 
 @router.post("/batch", status_code=201)
 async def append_batch(
-    body: BatchIn, pool: Pool, caller: Ingest, settings: AppSettings, signer: AppSigner
+    body: BatchIn,
+    pool: Pool,
+    caller: Ingest,
+    settings: AppSettings,
+    signer: AppSigner,
+    sent_trace_id: SentTraceId,
 ) -> JSONResponse:
     """Append many in one transaction, all or nothing; parents may come earlier in the batch."""
     if len(body.records) > settings.max_batch_records:
@@ -77,7 +85,7 @@ async def append_batch(
             "batch_too_large",
             f"{len(body.records)} records; send at most {settings.max_batch_records} per batch",
         )
-    proposals = [item.proposal() for item in body.records]
+    proposals = [item.proposal(sent_trace_id) for item in body.records]
     async with db.transaction(pool, caller.tenant_id) as connection:
         appended = await append_records(connection, caller.tenant_id, proposals, signer)
     results = [{"created": a.created, "record": a.record.api_dict()} for a in appended]
