@@ -12,15 +12,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 from prometheus_client import REGISTRY
 from typer.testing import CliRunner
 
 from lineage import cli, db
+from lineage.api.app import create_app
 from lineage.core.derive import Context, Derivation, derive, derive_many
-from lineage.core.errors import Conflict, InvalidRecord
+from lineage.core.errors import Conflict, Forbidden, InvalidRecord, Unauthorized
 from lineage.core.record import NewContext
 from lineage.db.migrate import migrate
+from lineage.services import auth
+from lineage.settings import Settings
 from lineage.store import HttpStore, PostgresStore
 from lineage.store.spool import SpooledBatch, SpoolFile, SpoolingStore
 from tests.private_postgres import PrivatePostgres, free_port, private_postgres
@@ -319,3 +323,64 @@ def test_a_script_starts_and_runs_while_the_database_is_down(
         assert not after.spooled  # the spool drained first, in order, then this one
     stored = asyncio.run(stored_parents(private.url, [doc.context_id, chunk.context_id]))
     assert stored == {doc.context_id: [], chunk.context_id: [doc.context_id]}
+
+
+@pytest.fixture
+async def keyed_api(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, asyncpg.Pool]]:
+    """The API as deployed with keys, and its pool to make and revoke them."""
+    app = create_app(Settings(auth="keys"), database_url=database_url)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://lineage") as http:
+            yield http, app.state.pool
+
+
+def keyed_store(http: httpx.AsyncClient, token: str) -> HttpStore:
+    http.headers["Authorization"] = f"Bearer {token}"
+    return HttpStore("http://lineage", client=http)
+
+
+async def test_a_revoked_or_unscoped_key_is_spooled_and_counted_not_raised(
+    keyed_api: tuple[httpx.AsyncClient, asyncpg.Pool],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    http, pool = keyed_api
+    revoked, described = await auth.create_key(pool, "default", "ingest")
+    await auth.revoke_key(pool, "default", described["key_id"])
+    reader, _ = await auth.create_key(pool, "default", "read")
+    before = degraded("credentials_refused")
+    for index, token in enumerate((revoked, reader, "lk_0000000000000000_forged")):
+        spooling = SpoolingStore(keyed_store(http, token), tmp_path, retry_min_s=60)
+        try:
+            doc = await derive(
+                spooling, [], f"text {index}", "document", source_uri=f"s3://{index}"
+            )
+        finally:
+            await spooling.aclose()
+        assert doc.spooled
+    assert degraded("credentials_refused") == before + 3
+    assert "refused the key" in caplog.text
+    assert not (tmp_path / "default.jsonl.rejected").exists()  # waits for a fixed key
+
+    writer, _ = await auth.create_key(pool, "default", "ingest")
+    spooling = SpoolingStore(keyed_store(http, writer), tmp_path)
+    try:
+        assert (await spooling.replay()).replayed == 3
+    finally:
+        await spooling.aclose()
+
+
+async def test_strict_mode_raises_a_refused_key(
+    keyed_api: tuple[httpx.AsyncClient, asyncpg.Pool], tmp_path: Path
+) -> None:
+    http, pool = keyed_api
+    reader, _ = await auth.create_key(pool, "default", "read")
+    for token, error in ((reader, Forbidden), ("lk_0000000000000000_forged", Unauthorized)):
+        spooling = SpoolingStore(keyed_store(http, token), tmp_path, strict=True)
+        try:
+            with pytest.raises(error):
+                await derive(spooling, [], "strict", "document", source_uri="s3://strict")
+        finally:
+            await spooling.aclose()
+    assert not (tmp_path / "default.jsonl").exists()

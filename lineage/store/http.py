@@ -6,7 +6,7 @@ from typing import Any
 import httpx
 
 from lineage.core import telemetry
-from lineage.core.errors import Conflict, InvalidRecord, StoreUnavailable
+from lineage.core.errors import Conflict, Forbidden, InvalidRecord, StoreUnavailable, Unauthorized
 from lineage.core.record import ContextRecord, NewContext
 from lineage.store.base import Appended
 
@@ -46,6 +46,11 @@ class HttpStore:
         if response.status_code >= 500 or response.status_code == TOO_MANY_REQUESTS:
             raise StoreUnavailable(f"lineage API answered {response.status_code}")
         problem = response.json() if response.status_code >= 400 else {}
+        # The key, not the records, was refused: a credential failure, never a bad record.
+        if response.status_code == 401:
+            raise Unauthorized(problem.get("detail", "the lineage API refused the key"))
+        if response.status_code == 403:
+            raise Forbidden(problem.get("detail", "the key's scope does not allow appends"))
         if response.status_code == 409:
             raise Conflict(problem.get("detail", "conflict"))
         if response.status_code >= 400:

@@ -7,6 +7,10 @@ Wrap any store, then derive() as usual::
 
 - Validation errors (InvalidRecord, Conflict) still raise: they are the caller's bugs, and no
   retry would fix them. They raise while the store is down too.
+- A key the API refuses (bad, revoked, or without the ingest scope: Unauthorized, Forbidden) is
+  an operator's to fix, not the pipeline's: the batch is spooled, counted as
+  `credentials_refused` and logged as an error with the reason, and replays once the key is
+  fixed. `SpoolingStore(..., strict=True)` raises it instead.
 - Any other failure of the store (database or API down, timeout, network error, 5xx, 429) never
   reaches the caller. It is logged with the records' trace ids and counted, and the batch is
   appended to a local spool: JSON lines, one file per tenant (`<data_dir>/spool/<tenant>.jsonl`),
@@ -42,7 +46,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lineage.core import metrics
-from lineage.core.errors import Conflict, InvalidRecord
+from lineage.core.errors import Conflict, Forbidden, InvalidRecord, Unauthorized
 from lineage.core.record import ContextRecord, NewContext, check_id
 from lineage.settings import Settings
 from lineage.store.base import Appended, Store
@@ -259,8 +263,10 @@ class SpoolingStore:
         timeout_s: float = 10.0,
         retry_min_s: float = 0.5,
         retry_max_s: float = 60.0,
+        strict: bool = False,
     ) -> None:
         self.store = store
+        self.strict = strict  # a refused key raises instead of spooling
         self.tenant_id = store.tenant_id
         self.timeout_s = timeout_s
         self.retry_min_s = retry_min_s
@@ -282,6 +288,8 @@ class SpoolingStore:
                 except (InvalidRecord, Conflict):
                     raise
                 except Exception as exc:
+                    if self.strict and isinstance(exc, Unauthorized | Forbidden):
+                        raise
                     failure = exc
             return await self._spool(proposals, failure)
 
@@ -382,10 +390,15 @@ class SpoolingStore:
         """Log and count the failure, and wait longer before the next attempt."""
         self._retry_delay = min(self.retry_max_s, max(self.retry_min_s, 2 * self._retry_delay))
         self._next_attempt = time.monotonic() + self._retry_delay
-        metrics.count_degraded("store_unavailable")
-        log.warning(
-            "lineage store unavailable (%s: %s): %d record(s) of tenant %s wait in %s; "
+        refused = isinstance(exc, Unauthorized | Forbidden)
+        metrics.count_degraded("credentials_refused" if refused else "store_unavailable")
+        log.log(
+            logging.ERROR if refused else logging.WARNING,
+            "lineage store %s (%s: %s): %d record(s) of tenant %s wait in %s; "
             "next attempt in %.2f s (trace_id %s)",
+            "refused the key (fix or replace it: nothing is stored until then)"
+            if refused
+            else "unavailable",
             type(exc).__name__,
             exc,
             len(records),
