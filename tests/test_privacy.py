@@ -16,7 +16,7 @@ from lineage.api.app import create_app
 from lineage.claims.answers import capture_texts, record_answer, record_prompt
 from lineage.core.derive import Context, derive
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
-from lineage.core.hashing import Blake3, content_hash, text_matches_hash
+from lineage.core.hashing import content_hash, text_matches_hash
 from lineage.services import auth, forget, privacy
 from lineage.services.auth import Caller
 from lineage.services.demo import CONTRACTOR_POLICY, INCIDENT, load_incident
@@ -190,7 +190,7 @@ async def test_every_way_in_stores_the_same_keyed_hash(
     store: PostgresStore, client: httpx.AsyncClient
 ) -> None:
     text = "What notice do contractors get?"
-    sdk = await derive(store, [], text, "query", source_uri="chat://sdk", hasher=Blake3())
+    sdk = await derive(store, [], text, "query", source_uri="chat://sdk")
     as_text = await client.post(
         "/v1/contexts", json={"kind": "query", "text": text, "source_uri": "chat://text"}
     )
@@ -211,11 +211,32 @@ async def test_every_way_in_stores_the_same_keyed_hash(
         "/v1/contexts",
         json={
             "kind": "answer",
-            "content_hash": "blake3:" + "0" * 64,
+            "content_hash": "sha256:" + "0" * 32,
             "parent_ids": [sdk.context_id],
         },
     )
     assert unkeyable.status_code == 422 and unkeyable.json()["rule"] == "unkeyed_hash"
+
+
+@pytest.mark.parametrize("algorithm", ["md5", "blake3", "sha1"])
+async def test_a_hash_the_service_cannot_check_is_refused_naming_the_ones_it_can(
+    client: httpx.AsyncClient, owner: asyncpg.Connection, algorithm: str
+) -> None:
+    refused = await client.post(
+        "/v1/contexts",
+        json={
+            "kind": "document",
+            "content_hash": f"{algorithm}:" + "0" * 32,
+            "source_uri": "s3://policies/any.md",
+        },
+    )
+    assert refused.status_code == 422, refused.text
+    problem = refused.json()
+    assert problem["rule"] == "unverifiable_hash"
+    assert "sha256" in problem["detail"] and "hmacsha256" in problem["detail"]
+    assert await owner.fetchval("SELECT count(*) FROM provenance") == 0
+    # A record of that kind already stored is never judged against a text sent for it.
+    assert not text_matches_hash("any premise at all", f"{algorithm}:" + "0" * 32)
 
 
 async def test_deterministic_ids_of_keyed_kinds_come_from_the_keyed_hash(

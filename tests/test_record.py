@@ -51,6 +51,8 @@ def proposal(**fields: object) -> NewContext:
         ({"parent_ids": ["ctx_1"]}, "self_parent"),
         ({"parent_ids": [f"p{i}" for i in range(MAX_PARENTS + 1)]}, "too_many_parents"),
         ({"content_hash": "9f86d081884c7d65"}, "malformed_hash"),
+        ({"content_hash": "md5:" + "0" * 32}, "unverifiable_hash"),
+        ({"content_hash": "blake3:" + "0" * 64}, "unverifiable_hash"),
         ({"transform_version": "2.3.1"}, "malformed_transform_version"),
         ({"transform": "embedder", "transform_version": "chunker@2"}, "transform_mismatch"),
         ({"attributes": {"blob": "x" * MAX_ATTRIBUTES_BYTES}}, "attributes_too_large"),

@@ -18,18 +18,6 @@ class Sha256:
         return hashlib.sha256(data).hexdigest()
 
 
-class Blake3:
-    """Optional: needs the `blake3` package."""
-
-    name = "blake3"
-
-    def hexdigest(self, data: bytes) -> str:
-        import blake3  # type: ignore[import-not-found,unused-ignore]
-
-        digest: str = blake3.blake3(data).hexdigest()
-        return digest
-
-
 class HmacSha256:
     """Keyed, for short guessable texts (queries, claims, answers): HMAC-SHA256 under a
     tenant's key over the text's SHA-256, so the service can key a `sha256:` digest sent by a
@@ -53,11 +41,15 @@ def content_hash(text: str | bytes, hasher: ContentHasher | None = None) -> str:
     return f"{chosen.name}:{chosen.hexdigest(data)}"
 
 
-HASHERS: dict[str, ContentHasher] = {"sha256": Sha256(), "blake3": Blake3()}
+HASHERS: dict[str, ContentHasher] = {"sha256": Sha256()}
+# What a record's content_hash may use: the service can check a text against each of these, so a
+# verdict can never be judged against a text it could not tie to the record.
+VERIFIABLE_ALGORITHMS: tuple[str, ...] = (Sha256.name, HmacSha256.name)
 
 
 def text_matches_hash(text: str, digest: str, key: bytes | None = None) -> bool:
-    """Does `text` hash to a record's content_hash? Unknown algorithms cannot be checked: True.
+    """Does `text` hash to a record's content_hash? An algorithm the service cannot check: False
+    (such records are refused on the way in; older ones are never judged against a text).
     A keyed hash needs its tenant's key (services.privacy.text_hash_key); without it: False."""
     algorithm, _, hexdigest = digest.partition(":")
     if algorithm == HmacSha256.name:
@@ -65,9 +57,4 @@ def text_matches_hash(text: str, digest: str, key: bytes | None = None) -> bool:
             HmacSha256(key).hexdigest(text.encode()), hexdigest
         )
     hasher = HASHERS.get(algorithm)
-    if hasher is None:
-        return True
-    try:
-        return hasher.hexdigest(text.encode()) == hexdigest
-    except ImportError:
-        return True
+    return hasher is not None and hmac.compare_digest(hasher.hexdigest(text.encode()), hexdigest)

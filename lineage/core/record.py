@@ -16,6 +16,7 @@ import rfc8785
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage.core.errors import InvalidRecord
+from lineage.core.hashing import VERIFIABLE_ALGORITHMS
 
 CANONICAL_VERSION = 1
 CANONICAL_FIELDS = (
@@ -231,6 +232,13 @@ def validate(record: NewContext) -> None:
             "malformed_hash",
             f"content_hash {record.content_hash[:80]!r} must be '<algorithm>:<hex digest>', "
             "e.g. 'sha256:9f86d0…'",
+        )
+    algorithm = record.content_hash.partition(":")[0]
+    if algorithm not in VERIFIABLE_ALGORITHMS:
+        raise InvalidRecord(
+            "unverifiable_hash",
+            f"content_hash algorithm {algorithm!r} cannot be checked by this service; "
+            f"use one of {', '.join(VERIFIABLE_ALGORITHMS)}",
         )
     _validate_transform(record)
     _validate_agent_step(record)
