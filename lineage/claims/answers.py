@@ -22,6 +22,7 @@ text is not); OpenAI `file_citation` (`file_id` is a context id or a key of `fil
 `{"context_id": ...}`. Other citation types (URLs, web results) are counted, not cited.
 """
 
+import bisect
 import dataclasses
 import json
 import re
@@ -63,7 +64,14 @@ _SENTENCE_END = re.compile(rf"[.!?]+[\"')\u201d\u2019]*(?:[ \t]*{MARKER.pattern}
 _ABBREVIATION = re.compile(
     r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|Mr|Mrs|Ms|Dr|St|No|Art|Sec|Fig)|\b[A-Z])\.$"
 )
+# The longest abbreviation above with its stop, plus the character before it for \b.
+_ABBREVIATION_WINDOW = 8
 MAX_CITED_CHARS = 256
+# Per-field bounds on a model's output: what one answer may make the service parse and record.
+MAX_ANSWER_CHARS = 100_000
+MAX_CLAIM_CHARS = 10_000
+MAX_CLAIMS = 1_000
+MAX_CITATIONS = 2_000
 # Offsets worth keeping from provider citations; cited text is never kept (provenance holds no
 # text).
 _CITATION_OFFSETS = (
@@ -193,7 +201,11 @@ def _sentences(text: str) -> list[tuple[int, int]]:
         start = line.start()
         for end_match in _SENTENCE_END.finditer(text, line.start(), line.end()):
             end = end_match.end()
-            stop = text[start : end_match.start() + 1]
+            # Only the word before the stop can make it an abbreviation: look at that much, not
+            # the whole sentence so far (which made "A. A. A. ..." quadratic).
+            stop = text[
+                max(start, end_match.start() - _ABBREVIATION_WINDOW) : end_match.start() + 1
+            ]
             if _ABBREVIATION.search(stop):
                 continue
             if end == line.end() or text[end].isspace():
@@ -238,8 +250,15 @@ def _split_text(
     prompt_ids: Sequence[str],
     file_ids: Mapping[str, str],
 ) -> ParsedAnswer:
+    _bound("the answer text", len(text), MAX_ANSWER_CHARS, "characters")
+    _bound("citations", len(anchored), MAX_CITATIONS, "")
     spans = _sentences(text)
+    _bound("claims (sentences)", len(spans), MAX_CLAIMS, "")
+    starts = [start for start, _ in spans]
+    ends = [end for _, end in spans]
     claims = [ParsedClaim(text[start:end]) for start, end in spans]
+    for claim in claims:
+        _bound("a claim", len(claim.text), MAX_CLAIM_CHARS, "characters")
     for claim in claims:
         for marker in _markers(claim.text):
             claim.cite(_as_cited(marker))
@@ -255,11 +274,13 @@ def _split_text(
                 "start_index and end_index) to say which sentence it supports; or send claims"
             )
         low, high = where
-        hit = [i for i, (s, e) in enumerate(spans) if s < max(high, low + 1) and low < e]
+        # Spans are sorted and disjoint: the ones overlapping [low, high) are found by bisection.
+        first = bisect.bisect_right(ends, low)
+        last = bisect.bisect_left(starts, max(high, low + 1))
+        hit = list(range(first, last))
         if not hit and spans:
             # A citation after the last sentence, or in the gap after one, backs that sentence.
-            before = [i for i, (s, _) in enumerate(spans) if s <= low]
-            hit = [before[-1] if before else 0]
+            hit = [max(bisect.bisect_right(starts, low) - 1, 0)]
         for i in hit:
             claims[i].cite(*resolved)
     return ParsedAnswer(text, claims, ignored)
@@ -270,9 +291,11 @@ def _claims_list(
 ) -> ParsedAnswer:
     claims: list[ParsedClaim] = []
     ignored = 0
+    _bound("claims", len(output["claims"]), MAX_CLAIMS, "")
     for position, item in enumerate(output["claims"]):
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
             raise BadParameter(f"claims[{position}] must be an object with a text string")
+        _bound(f"claims[{position}].text", len(item["text"]), MAX_CLAIM_CHARS, "characters")
         claim = ParsedClaim(item["text"])
         for cited in _listed(item, "supported_by"):
             claim.cite(_as_cited(cited))
@@ -288,7 +311,13 @@ def _claims_list(
     text = output.get("text")
     if text is not None and not isinstance(text, str):
         raise BadParameter("text must be a string")
+    _bound("the answer text", len(text or ""), MAX_ANSWER_CHARS, "characters")
     return ParsedAnswer(text or " ".join(c.text for c in claims), claims, ignored)
+
+
+def _bound(what: str, size: int, limit: int, unit: str) -> None:
+    if size > limit:
+        raise BadParameter(f"{what}: {size} {unit or 'items'}; at most {limit} allowed".strip())
 
 
 def _listed(holder: Mapping[str, Any], key: str) -> list[Any]:
