@@ -1156,3 +1156,59 @@ def bench(
     report = asyncio.run(run(plan))
     console.print(report.table())
     console.print(f"wrote {output}")
+
+
+# --- data lifecycle: tenant deletion (lineage/services/tenant_deletion.py) ----------------------
+
+diagnostics = Console(stderr=True)
+
+
+@tenant_app.command("delete")
+def tenant_delete(
+    name: Annotated[str, typer.Argument(help="The tenant to delete.")],
+    confirm: Annotated[
+        str | None,
+        typer.Option("--confirm", help="The tenant's name again, instead of typing it when asked."),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Delete a tenant and every row it holds, in every table (as the database owner); prints
+    the receipt written to the operator's audit trail. Irreversible: export it first."""
+    from lineage.services.tenant_deletion import delete_tenant
+
+    typed = confirm
+    if typed is None:
+        typed = typer.prompt(
+            f"Every record, signature, log entry, key and audit row of tenant {name} will be "
+            "deleted. Type its name to confirm",
+            err=True,
+        )
+    if typed != name:
+        diagnostics.print(f"[red]error:[/red] {typed!r} is not {name!r}: nothing deleted")
+        raise typer.Exit(2)
+    receipt = _run(_settings(config), lambda pool: delete_tenant(pool, name), as_owner=True)
+    print(json.dumps(receipt, indent=2, default=str))
+    total = sum(receipt["rows"].values())
+    diagnostics.print(
+        f"tenant {name} deleted: {total} rows in {len(receipt['rows'])} tables; the receipt is "
+        "in the operator's audit trail (`lineage audit operator`)",
+        highlight=False,
+    )
+
+
+@audit_app.command("operator")
+def audit_operator(
+    since: Annotated[str, typer.Option("--since", help="An ISO time.")] = "1970-01-01T00:00:00Z",
+    limit: Annotated[int, typer.Option("--limit")] = 100,
+    config: ConfigOption = None,
+) -> None:
+    """The operator's audit trail (tenant deletions and their receipts), oldest first, one JSON
+    object per line. As the database owner."""
+    from datetime import datetime
+
+    from lineage.services.tenant_deletion import operator_entries
+
+    start = datetime.fromisoformat(since)
+    rows = _run(_settings(config), lambda pool: operator_entries(pool, start, limit), as_owner=True)
+    for row in rows:
+        print(json.dumps(row, default=str))

@@ -629,6 +629,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     },
     "audit_append": {"key_id": "k", "action": "walk", "target": "t", "detail": {}},
     "audit_list": {"limit": 10},
+    "operator_audit_list": {"limit": 10},
     "key_create": {"key_id": "k", "scope": "read", "key_hash": b"h", "label": ""},
     "key_revoke": {"key_id": "k"},
     "key_lookup": {"key_id": "k"},
@@ -673,7 +674,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     "events_after": {"after_xid": 0, "after_event_id": 0, "session_id": "any"},
 }
 # Run as the owner: the application role may not create tenants.
-OWNER_ONLY = {"tenant_create"}
+OWNER_ONLY = {"tenant_create", "tenant_delete", "operator_audit_list"}
 # Reads of provenance: on an empty database they find nothing.
 READS = {
     "walk_back", "blast_radius", "blast_radius_by_source", "invalidate_by_transform_version",

@@ -1,0 +1,169 @@
+"""Tenant deletion: every row of the tenant in every table (found by catalog), nothing of any
+other tenant, a receipt in the operator's audit trail, and only the owner may do it."""
+
+import json
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+from typer.testing import CliRunner
+
+from lineage import cli, db
+from lineage.claims.answers import capture_texts
+from lineage.core.errors import Forbidden, NotFound
+from lineage.services import audit, auth, privacy
+from lineage.services.auth import Caller
+from lineage.services.demo import INCIDENT, load_incident, verify_incident
+from lineage.services.tenant_deletion import delete_tenant
+from lineage.settings import Settings
+from lineage.store.postgres import PostgresStore
+from lineage.verifiable_log import storage
+
+SPAN = {
+    "span_trace_ids": ["4bf92f3577b34da6a3ce929d0e0e4736"],
+    "span_ids": ["00f067aa0ba902b7"],
+    "parent_span_ids": [None],
+    "span_names": ["retrieve"],
+    "span_kinds": ["INTERNAL"],
+    "service_names": [None],
+    "start_times": [datetime(2026, 1, 1, tzinfo=UTC)],
+    "end_times": [datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC)],
+    "status_codes": ["UNSET"],
+    "status_messages": [None],
+    "attribute_docs": ["{}"],
+}
+
+
+async def tenant_tables(owner: asyncpg.Connection) -> list[str]:
+    """Every table of the schema with a tenant_id column, from the catalog."""
+    rows = await owner.fetch(
+        "SELECT c.relname FROM pg_class AS c "
+        "JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attname = 'tenant_id' "
+        "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') "
+        "AND NOT c.relispartition ORDER BY 1"
+    )
+    return [row["relname"] for row in rows]
+
+
+async def rows_per_table(owner: asyncpg.Connection, tenant_id: str) -> dict[str, int]:
+    counts = {}
+    for table in await tenant_tables(owner):
+        counts[table] = await owner.fetchval(
+            f"SELECT count(*) FROM {table} WHERE tenant_id = $1",  # names from the catalog
+            tenant_id,
+        )
+    return counts
+
+
+async def fill_tenant(pool: asyncpg.Pool, owner_pool: asyncpg.Pool, tenant_id: str) -> None:
+    """Rows in as many tables as the service writes: records, signatures, verdicts, text, a key,
+    audit, a span, the log and a checkpoint (events and root sources follow the records)."""
+    await auth.create_tenant(owner_pool, tenant_id)
+    await load_incident(PostgresStore(pool, tenant_id))
+    await verify_incident(pool, tenant_id)
+    caller = Caller(tenant_id, None, "admin")
+    await privacy.update_settings(pool, caller, {"capture_source_text": True})
+    await capture_texts(pool, tenant_id, {"chunk_42": INCIDENT[2].text})
+    await auth.create_key(pool, tenant_id, "read", "test")
+    await audit.record(pool, caller, "walk", "answer_1")
+    async with db.transaction(pool, tenant_id) as connection:
+        await db.execute(connection, "append_spans", tenant_id=tenant_id, **SPAN)
+    await storage.checkpoint(pool, Settings(), tenant_id)
+    await load_incident(PostgresStore(pool, tenant_id))  # nothing new: a replay
+
+
+@pytest.fixture
+async def owner_pool(database_url: str) -> asyncpg.Pool:
+    created = await db.create_pool(database_url, max_size=2, as_owner=True)
+    yield created
+    await created.close()
+
+
+@pytest.fixture
+async def two_tenants(pool: asyncpg.Pool, owner_pool: asyncpg.Pool) -> None:
+    for tenant_id in ("doomed", "kept"):
+        await fill_tenant(pool, owner_pool, tenant_id)
+
+
+async def test_every_row_of_the_tenant_goes_and_no_other_tenants(
+    two_tenants: None, owner_pool: asyncpg.Pool, owner: asyncpg.Connection
+) -> None:
+    before = await rows_per_table(owner, "doomed")
+    kept_before = await rows_per_table(owner, "kept")
+    empty = sorted(table for table, count in before.items() if count == 0)
+    assert empty == ["log_queue", "tenant_deleting"], "the fixture leaves a table unfilled"
+    [latest] = await owner.fetch(
+        "SELECT note FROM log_checkpoints WHERE tenant_id = 'doomed' "
+        "ORDER BY tree_size DESC LIMIT 1"
+    )
+
+    receipt = await delete_tenant(owner_pool, "doomed")
+
+    after = await rows_per_table(owner, "doomed")
+    assert after == dict.fromkeys(after, 0)
+    assert await rows_per_table(owner, "kept") == kept_before
+    assert receipt["tenant_id"] == "doomed"
+    assert receipt["rows"] == {t: n for t, n in before.items() if t != "tenant_deleting"}
+    assert receipt["last_checkpoint"]["note"] == latest["note"]
+    assert receipt["last_checkpoint"]["tree_size"] == before["log_leaves"]
+    [entry] = await owner.fetch("SELECT operator, action, target, detail FROM operator_audit")
+    assert (entry["action"], entry["target"]) == ("tenant_delete", "doomed")
+    assert entry["operator"] == await owner.fetchval("SELECT session_user")
+    assert json.loads(entry["detail"]) == receipt
+
+
+async def test_the_triggers_refuse_again_after_a_deletion(
+    two_tenants: None, owner_pool: asyncpg.Pool, owner: asyncpg.Connection
+) -> None:
+    await delete_tenant(owner_pool, "doomed")
+    for statement in (
+        "DELETE FROM provenance WHERE tenant_id = 'kept'",
+        "DELETE FROM audit_log WHERE tenant_id = 'kept'",
+        "DELETE FROM record_signatures WHERE tenant_id = 'kept'",
+        "UPDATE operator_audit SET target = 'x'",
+        "DELETE FROM operator_audit",
+        "TRUNCATE operator_audit",
+    ):
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+            await owner.execute(statement)
+    # A tenant being deleted is marked only inside the deleting transaction.
+    assert await owner.fetchval("SELECT count(*) FROM tenant_deleting") == 0
+
+
+async def test_the_application_role_is_refused(
+    two_tenants: None, pool: asyncpg.Pool, owner: asyncpg.Connection
+) -> None:
+    with pytest.raises(Forbidden, match="owner"):
+        await delete_tenant(pool, "doomed")
+    async with pool.acquire() as connection:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await connection.execute("SELECT lineage_delete_tenant('doomed')")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await connection.execute("INSERT INTO tenant_deleting VALUES ('doomed')")
+    assert (await rows_per_table(owner, "doomed"))["provenance"] == len(INCIDENT) + 1
+
+
+async def test_an_unknown_tenant_is_not_found(owner_pool: asyncpg.Pool) -> None:
+    with pytest.raises(NotFound, match="no tenant 'nobody'"):
+        await delete_tenant(owner_pool, "nobody")
+
+
+def test_the_cli_deletes_only_once_the_name_is_typed(
+    database_url: str, owner: asyncpg.Connection
+) -> None:
+    runner = CliRunner()
+    env = {"LINEAGE_DATABASE_URL": database_url}
+    cli._urls.clear()
+    assert runner.invoke(cli.app, ["tenant", "create", "acme"], env=env).exit_code == 0
+    wrong = runner.invoke(cli.app, ["tenant", "delete", "acme"], input="acne\n", env=env)
+    assert wrong.exit_code == 2 and "nothing deleted" in wrong.output
+    flag = runner.invoke(cli.app, ["tenant", "delete", "acme", "--confirm", "ACME"], env=env)
+    assert flag.exit_code == 2
+    typed = runner.invoke(cli.app, ["tenant", "delete", "acme"], input="acme\n", env=env)
+    assert typed.exit_code == 0, typed.output
+    assert '"tenant_id": "acme"' in typed.stdout
+    listed = runner.invoke(cli.app, ["audit", "operator"], env=env)
+    assert '"action": "tenant_delete"' in listed.stdout and '"target": "acme"' in listed.stdout
+    again = runner.invoke(cli.app, ["tenant", "delete", "acme", "--confirm", "acme"], env=env)
+    assert again.exit_code == 1 and "no tenant 'acme'" in again.output
+    cli._urls.clear()
