@@ -12,7 +12,9 @@ import asyncpg
 
 from lineage.claims.verify import current_verdicts
 from lineage.services import walks
+from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
+from lineage.store.postgres import PostgresStore
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "policy_pipeline.py"
@@ -66,3 +68,25 @@ async def test_the_policy_pipeline_records_and_walks_back_its_answer(
     assert counts["document"] == 2
     assert counts["chunk"] == counts["embedding"] == 6
     assert counts["answer"] == counts["query"] == 2
+
+
+async def test_another_pipeline_in_the_tenant_marks_nothing_on_the_example(
+    database_url: str, pool: asyncpg.Pool, settings: Settings, store: PostgresStore
+) -> None:
+    """The demo's loader@1.2.0, chunker@2.3.1 and summarise@7 share the tenant (and its source
+    URIs) with the example's loader@1.0, chunker@1.0 and summarise@1: versions are compared
+    within one walk-back, so neither pipeline's walk is marked for the other's versions."""
+    await load_incident(store)
+    printed = await asyncio.to_thread(run_example, database_url)
+    [answer_id] = ANSWER.findall(printed)
+    hops = await walks.suspicious_hops(pool, settings, "default", answer_id, None)
+    assert [h for h in hops if h["reason"] == "old_transform_version"] == []
+    # The example's documents are the newest revisions of their URIs: nothing else is stale.
+    assert hops == []
+
+    demo = await walks.suspicious_hops(pool, settings, "default", ANSWER_ID, None)
+    [old] = [h for h in demo if h["reason"] == "old_transform_version"]
+    assert old["context_id"] == "chunk_42"
+    assert old["detail"] == (
+        "chunker@1.4 is older than chunker@2.3.1, which made chunk_17 in the same walk"
+    )

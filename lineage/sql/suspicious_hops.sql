@@ -1,7 +1,10 @@
 -- name: suspicious_hops
 -- For one walk-back from :context_id, each hop that is suspect and why (one row per reason):
---   old_transform_version       made by a transform version older than the newest seen for
---                               that transform (PEP 440 order, else first seen);
+--   old_transform_version       made by a transform version older than the newest version of
+--                               that transform in the same pipeline (PEP 440 order, else first
+--                               seen). The pipeline of an answer is the records its walk-back
+--                               reaches: a hop is marked when another hop that fed the same
+--                               start used a newer version, never for another pipeline's;
 --   source_changed              a document root whose content hash differs from the newest
 --                               document root of its source_uri (it was revised since);
 --   snapshot_predates_revision  carries an index snapshot first seen before a newer revision of
@@ -17,11 +20,13 @@ WITH hop AS MATERIALIZED (
     JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = a.context_id
 ),
 newest_version AS (
-    SELECT DISTINCT ON (v.transform) v.transform, v.transform_version
-    FROM transform_versions AS v
-    WHERE v.tenant_id = :'tenant_id' AND v.transform IN (SELECT transform FROM hop)
-    ORDER BY v.transform, (v.version_key IS NOT NULL) DESC, v.version_key DESC,
-             v.first_seen DESC
+    -- The newest version of each transform among the walk's own hops, and one hop it made.
+    SELECT DISTINCT ON (h.transform) h.transform, h.transform_version, h.context_id
+    FROM hop AS h
+    JOIN transform_versions AS v ON v.tenant_id = :'tenant_id' AND v.transform = h.transform
+                                 AND v.transform_version = h.transform_version
+    ORDER BY h.transform, (v.version_key IS NOT NULL) DESC, v.version_key DESC,
+             v.first_seen DESC, h.context_id
 ),
 newest_root AS (
     SELECT DISTINCT ON (n.source_uri) n.source_uri, n.context_id, n.content_hash, n.created_at
@@ -54,8 +59,8 @@ claim_verdict AS (
     ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.created_at DESC, v.context_id DESC
 )
 SELECT h.context_id, h.depth, h.kind, 'old_transform_version' AS reason,
-       format('%s is older than %s, the newest %s seen', h.transform_version,
-              nv.transform_version, h.transform) AS detail
+       format('%s is older than %s, which made %s in the same walk', h.transform_version,
+              nv.transform_version, nv.context_id) AS detail
 FROM hop AS h
 JOIN newest_version AS nv ON nv.transform = h.transform
 WHERE h.transform_version IS DISTINCT FROM nv.transform_version

@@ -21,8 +21,9 @@ const KIND_COLOURS = {
 const MARKS = {
   old_transform_version: {
     label: "old transform version",
-    explains: "Made by a transform version older than the newest one seen for that transform " +
-      "(chunker@1.4 after chunker@2.3.1): this step was not re-run after an upgrade.",
+    explains: "Made by an older version of a transform than another record of this same " +
+      "walk-back (chunker@1.4 beside chunker@2.3.1): the answer mixes work from before and " +
+      "after an upgrade. Other pipelines of the tenant do not count.",
   },
   snapshot_predates_revision: {
     label: "snapshot before revision",
