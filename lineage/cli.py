@@ -112,16 +112,15 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
     config: ConfigOption = None,
 ) -> None:
-    """Migrate, then serve the HTTP API (OpenAPI at /docs)."""
+    """Serve the HTTP API (OpenAPI at /docs), migrating first; while the database is down it
+    retries, with /readyz answering 503."""
     import uvicorn
 
     from lineage.api.app import create_app
     from lineage.api.logs import log_config
-    from lineage.db.migrate import migrate as upgrade
 
     settings = _settings(config)
     url = _url(settings)
-    upgrade(url)
     bind_host, bind_port = host or settings.host, port or settings.port
     settings = serving_settings(settings, bind_host)
     console.print(f"serving on http://{bind_host}:{bind_port} (API docs at /docs)")
@@ -134,7 +133,7 @@ def serve(
         console.print("authentication: bearer keys (`lineage key create --tenant NAME`)")
     console.print(f"explorer: [bold]http://{bind_host}:{bind_port}/ui[/bold] (paste an answer id)")
     uvicorn.run(
-        create_app(settings, database_url=url),
+        create_app(settings, database_url=url, migrate_first=True),  # waits for the database
         host=bind_host,
         port=bind_port,
         log_config=log_config(settings.log_level),

@@ -1,8 +1,9 @@
 """The app factory: its lifespan owns the pool; nothing connects at import time."""
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 
 from fastapi import FastAPI
 
@@ -25,15 +26,50 @@ from lineage.api.routes import (
     ui,
 )
 from lineage.api.routes import log as log_routes
+from lineage.db.migrate import migrate as upgrade
 from lineage.services import signing
 from lineage.settings import Settings, effective_auth
 from lineage.verifiable_log import storage as log_storage
 
 log = logging.getLogger(__name__)
 
+CONNECT_RETRY_MAX_S = 10.0
 
-def create_app(settings: Settings | None = None, database_url: str | None = None) -> FastAPI:
-    """`database_url` overrides the settings (tests hand in their own database)."""
+
+async def _connect(
+    app: FastAPI, url: str, settings: Settings, running: AsyncExitStack, retry: bool
+) -> None:
+    """Connect (and migrate, when retrying for `lineage serve`), then start the log's rounds."""
+    delay = 0.5
+    while True:
+        try:
+            if retry:
+                await asyncio.to_thread(upgrade, url)
+            pool = await db.create_pool(url)
+            break
+        except Exception as exc:
+            if not retry:
+                raise
+            app.state.not_ready = f"the database is not reachable yet ({type(exc).__name__})"
+            log.warning("%s: %s; retrying in %.1f s", app.state.not_ready, exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(CONNECT_RETRY_MAX_S, delay * 2)
+    running.push_async_callback(pool.close)
+    await running.enter_async_context(log_storage.background(pool, settings))
+    app.state.pool = pool
+    app.state.not_ready = None
+    log.info("connected to the database")
+
+
+def create_app(
+    settings: Settings | None = None,
+    database_url: str | None = None,
+    *,
+    migrate_first: bool = False,
+) -> FastAPI:
+    """`database_url` overrides the settings (tests hand in their own database).
+    `migrate_first` (`lineage serve`): start serving at once, and migrate and connect in the
+    background, retrying while the database is down; /readyz is 503 until it is done."""
     chosen = settings or Settings()
     auth = effective_auth(chosen, embedded=database_url is None and chosen.database_url is None)
 
@@ -41,7 +77,8 @@ def create_app(settings: Settings | None = None, database_url: str | None = None
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = database_url or db.database_url(chosen)
         app.state.signer = signing.signer_for(chosen)  # before connecting: a bad keyring stops here
-        app.state.pool = await db.create_pool(url)
+        app.state.pool = None  # until connected: /readyz and every data route answer 503
+        app.state.not_ready = "connecting to the database"
         app.state.events = events.EventListener(url)
         if auth == "none":
             log.warning(
@@ -50,12 +87,19 @@ def create_app(settings: Settings | None = None, database_url: str | None = None
             )
         else:
             log.info("authentication: bearer keys (LINEAGE_AUTH=keys)")
-        try:
-            async with log_storage.background(app.state.pool, chosen):
+        async with AsyncExitStack() as running:
+            running.push_async_callback(app.state.events.close)
+            connecting = asyncio.create_task(
+                _connect(app, url, chosen, running, migrate_first), name="connect"
+            )
+            try:
+                if not migrate_first:  # a test's or embedder's database: up, or fail at once
+                    await connecting
                 yield
-        finally:
-            await app.state.events.close()
-            await app.state.pool.close()
+            finally:
+                connecting.cancel()
+                with suppress(asyncio.CancelledError):
+                    await connecting
 
     app = FastAPI(
         title="lineage",

@@ -7,7 +7,7 @@ from fastapi import Depends, Request
 
 from lineage.api.session import SESSION_COOKIE, read_session
 from lineage.core import telemetry
-from lineage.core.errors import Forbidden, Unauthorized
+from lineage.core.errors import Forbidden, StoreUnavailable, Unauthorized
 from lineage.services import audit, auth
 from lineage.services.auth import Caller, Scope
 from lineage.services.signing import Signer
@@ -27,7 +27,9 @@ __all__ = [
 
 # Async, so that FastAPI runs them on the event loop: a plain `def` costs a worker-thread hop.
 async def get_pool(request: Request) -> asyncpg.Pool:
-    pool: asyncpg.Pool = request.app.state.pool
+    pool: asyncpg.Pool | None = request.app.state.pool
+    if pool is None:
+        raise StoreUnavailable(f"not ready: {request.app.state.not_ready}; retry shortly")
     return pool
 
 
