@@ -24,6 +24,8 @@ from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster, citus_cluster, citus_installed
 
+pytest_plugins = ["tests.browser"]  # the chromium and artifacts fixtures
+
 
 def embedded_test_dir(checkout: Path) -> Path:
     """One embedded test server per checkout: two checkouts never attach to each other's."""

@@ -7,14 +7,10 @@ import csv
 import fnmatch
 import io
 import json
-import os
 import re
-import subprocess
-import sys
-import tempfile
 import tomllib
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -39,10 +35,10 @@ from lineage.services.demo import (
 )
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
+from tests.browser import lineage_serve
 
 ROOT = Path(__file__).resolve().parents[1]
 UI_FILES = ("index.html", "app.js", "style.css")
-CHROMIUM = Path("/usr/bin/chromium")
 # The five reasons sql/suspicious_hops.sql can give, each with a legend entry on the page.
 REASONS = (
     "old_transform_version",
@@ -381,60 +377,6 @@ async def test_failing_claim_verdicts_are_marked_by_the_query(
 
 
 # --- in a real browser --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def chromium() -> str:
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
-        pytest.skip(f"no {CHROMIUM}: apt-get install -y chromium")
-    return str(CHROMIUM)
-
-
-@pytest.fixture
-def artifacts() -> Path:
-    """Where screenshots and downloads go: $LINEAGE_UI_ARTIFACTS, else the temp directory."""
-    folder = Path(
-        os.environ.get("LINEAGE_UI_ARTIFACTS") or Path(tempfile.gettempdir()) / "lineage-ui"
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-@contextmanager
-def lineage_serve(database_url: str, folder: Path) -> Iterator[str]:
-    """`lineage serve` on a free loopback port, keys on; yields the explorer URL it prints."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = folder / "lineage.env"
-    config.write_text(
-        f"LINEAGE_PORT={port}\nLINEAGE_DATABASE_URL={database_url}\nLINEAGE_AUTH=keys\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGE_")}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "lineage", "serve", "--config", str(config)],
-        env=env | {"COLUMNS": "200", "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        printed = []
-        for line in server.stdout:  # until it prints the explorer's address
-            printed.append(line)
-            if "/ui" in line:
-                break
-        urls = re.findall(r"http://\S+/ui\b", "".join(printed))
-        assert urls, f"lineage serve printed no explorer URL:\n{''.join(printed)}"
-        yield urls[0]
-    finally:
-        server.terminate()
-        server.communicate(timeout=30)
 
 
 def node(page: Page, context_id: str) -> Locator:

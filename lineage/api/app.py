@@ -14,6 +14,7 @@ from lineage.api.routes import (
     admin,
     answers,
     contexts,
+    docs,
     events,
     exports,
     health,
@@ -106,6 +107,8 @@ def create_app(
         summary="Walk a wrong answer back to its sources; find everything a document fed.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # routes/docs.py serves /docs and /redoc without a CDN
+        redoc_url=None,
     )
     app.state.settings = chosen
     app.state.auth = auth
@@ -136,6 +139,7 @@ def create_app(
         events,
         spans,
         metrics,
+        docs,
     ):
         app.include_router(module.router)
     return app
