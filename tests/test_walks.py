@@ -630,6 +630,14 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     "audit_append": {"key_id": "k", "action": "walk", "target": "t", "detail": {}},
     "audit_list": {"limit": 10},
     "operator_audit_list": {"limit": 10},
+    "bundle_records": {"tree_size": 10},
+    "bundle_import_settings": {
+        **dict.fromkeys(
+            ("capture_source_text", "capture_query_text", "capture_answer_text"), False
+        ),
+        "text_hash_key": bytes(32),
+    },
+    "bundle_import_texts": {"texts": [], "captured_ats": []},
     "key_create": {"key_id": "k", "scope": "read", "key_hash": b"h", "label": ""},
     "key_revoke": {"key_id": "k"},
     "key_lookup": {"key_id": "k"},
@@ -674,7 +682,9 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     "events_after": {"after_xid": 0, "after_event_id": 0, "session_id": "any"},
 }
 # Run as the owner: the application role may not create tenants.
-OWNER_ONLY = {"tenant_create", "tenant_delete", "operator_audit_list"}
+OWNER_ONLY = {
+    "tenant_create", "tenant_delete", "operator_audit_list", "bundle_import_settings",
+}  # fmt: skip
 # Reads of provenance: on an empty database they find nothing.
 READS = {
     "walk_back", "blast_radius", "blast_radius_by_source", "invalidate_by_transform_version",

@@ -65,9 +65,38 @@ async def append_records(
     proposals = await privacy.keyed_proposals(connection, tenant_id, proposals)
     now = datetime.now(UTC)
     records = [proposal.stamped(tenant_id, now) for proposal in proposals]
+    inserted = await insert_records(connection, tenant_id, records, signer)
+    existing_ids = [r.context_id for r in records if r.context_id not in inserted]
+    stored: dict[str, ContextRecord] = {}
+    if existing_ids:
+        stored = await get_records(connection, tenant_id, existing_ids)
+        for proposal in proposals:
+            earlier = stored.get(proposal.context_id)
+            if earlier is not None and not earlier.same_content(proposal):
+                raise Conflict(
+                    f"context_id {proposal.context_id} already exists with other content; "
+                    "records are append-only: derive a new record (new id) from it instead"
+                )
+    return [
+        Appended(record, created=True)
+        if record.context_id in inserted
+        else Appended(stored[record.context_id], created=False)
+        for record in records
+    ]
+
+
+async def insert_records(
+    connection: asyncpg.Connection,
+    tenant_id: str,
+    records: Sequence[ContextRecord],
+    signer: signing.Signer | None = None,
+) -> set[str]:
+    """Insert stamped records, with everything that follows a record (transform versions, root
+    sources, signature), in the caller's transaction; the ids inserted. Ids already stored are
+    left alone. Parents must be earlier in `records` or stored: InvalidRecord otherwise.
+    `append_records` (new records) and bundle imports (records as exported) both write here."""
     batch_ids = [r.context_id for r in records]
     stored_parents = await _check_parents(connection, tenant_id, records)
-
     inserted = {
         row["context_id"]
         for row in await db.fetch(
@@ -88,28 +117,12 @@ async def append_records(
             attribute_docs=[json.dumps(r.attributes) for r in records],
         )
     }
-    existing_ids = [i for i in batch_ids if i not in inserted]
-    stored: dict[str, ContextRecord] = {}
-    if existing_ids:
-        stored = await get_records(connection, tenant_id, existing_ids)
-        for proposal in proposals:
-            earlier = stored.get(proposal.context_id)
-            if earlier is not None and not earlier.same_content(proposal):
-                raise Conflict(
-                    f"context_id {proposal.context_id} already exists with other content; "
-                    "records are append-only: derive a new record (new id) from it instead"
-                )
     await _note_transform_versions(connection, tenant_id, records, inserted)
     new = [record for record in records if record.context_id in inserted]
     await note_root_sources(connection, tenant_id, new, stored_parents)
     await signing.append_signatures(connection, tenant_id, new, signer or signing.default_signer())
     metrics.count_appended(record.kind for record in new)
-    return [
-        Appended(record, created=True)
-        if record.context_id in inserted
-        else Appended(stored[record.context_id], created=False)
-        for record in records
-    ]
+    return inserted
 
 
 async def _check_parents(

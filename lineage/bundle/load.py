@@ -1,0 +1,222 @@
+"""Importing a bundle into a tenant: every record verified against the bundle's signed
+checkpoint before anything is written, then written in one transaction, all or nothing.
+
+Two reads of the file, a batch of records in memory at a time. The first checks everything
+(`check_bundle`): the checkpoint's signature, each record's leaf hash, the Merkle root and
+size, the signatures this keyring can check. The second writes, hashing again as it goes, and
+commits only if it read the same root, so a file changed between the two reads writes nothing.
+Records keep their ids, fields and times; under another tenant name their canonical form (which
+holds the tenant) changes, so they are signed again by this service and logged afresh.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import asyncpg
+
+from lineage import db
+from lineage.bundle import format as bundle
+from lineage.core.errors import BadParameter, Conflict
+from lineage.core.record import check_id
+from lineage.services import audit, signing
+from lineage.services.auth import Caller
+from lineage.settings import Settings
+from lineage.store.postgres import check_batch, insert_records
+from lineage.verifiable_log import storage
+from lineage.verifiable_log.checkpoint import VerifierKey
+
+BATCH_RECORDS = 1000  # records per insert while importing: bounds the import's memory
+
+
+@dataclass(frozen=True)
+class Imported:
+    verified: bundle.Verified
+    tenant_id: str
+    tree_size: int  # of the imported tenant's log, once sequenced
+    root_hash: bytes
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[IO[bytes]]:
+    try:
+        with path.open("rb") as stream:
+            yield stream
+    except OSError as exc:
+        raise BadParameter(f"cannot read the bundle {path}: {exc}") from exc
+
+
+def _check_signature(
+    entry: bundle.BundleRecord, signer: signing.Signer | None, verified: bundle.Verified
+) -> None:
+    if entry.signature is None:
+        verified.unsigned += 1
+        return
+    if signer is None:
+        verified.signatures_unchecked += 1
+        return
+    key_id = str(entry.signature["key_id"])
+    signature = bundle.unb64(entry.signature["signature"], f"leaf {entry.leaf_index}: signature")
+    try:
+        ok = signer.verify(key_id, entry.record.canonical_bytes(), signature)
+    except signing.UnknownSigningKey:
+        verified.signatures_unchecked += 1
+        return
+    if not ok:
+        raise bundle.BundleError(
+            f"record {entry.record.context_id} (leaf {entry.leaf_index}) does not match its "
+            f"signature under key {key_id}: it was altered"
+        )
+    verified.signatures_checked += 1
+
+
+def check_bundle(
+    path: Path, verifier: VerifierKey, signer: signing.Signer | None
+) -> bundle.Verified:
+    """Read the whole bundle and prove it complete and unaltered; BundleError (or
+    CheckpointError) saying what is wrong otherwise. Writes nothing."""
+    with _opened(path) as stream:
+        header, checkpoint = bundle.read_header(stream, verifier)
+        verified = bundle.Verified(header, checkpoint)
+        root = bundle.RootBuilder()
+        leaves: list[bytes] = []
+        for entry in bundle.entries(stream, header):
+            if isinstance(entry, bundle.BundleText):
+                verified.texts += 1
+                continue
+            _check_signature(entry, signer, verified)
+            kind = entry.record.kind
+            verified.kinds[kind] = verified.kinds.get(kind, 0) + 1
+            leaves.append(entry.leaf_hash)
+            if len(leaves) == BATCH_RECORDS:
+                root.add(leaves)
+                leaves = []
+        root.add(leaves)
+        verified.records = root.size
+    _check_root(root, checkpoint.root_hash)
+    return verified
+
+
+def _check_root(root: bundle.RootBuilder, expected: bytes) -> None:
+    if root.root() != expected:
+        raise bundle.BundleError(
+            f"the {root.size} records do not hash to the checkpoint's root: records were "
+            "altered, reordered, added or removed"
+        )
+
+
+async def import_bundle(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    path: Path,
+    tenant_id: str,
+    verifier: VerifierKey,
+    signer: signing.Signer,
+) -> Imported:
+    """Check the bundle, then write it into `tenant_id` (created if missing; it must hold no
+    records), sequence the tenant's log and sign its checkpoint. As the owner."""
+    check_id(tenant_id, "tenant name")
+    verified = check_bundle(path, verifier, signer)
+    async with db.transaction(pool, tenant_id) as connection:
+        await db.fetch(connection, "tenant_create", tenant_id=tenant_id)
+        [has] = await db.fetch(connection, "tenant_has_records", tenant_id=tenant_id)
+        if has["has_records"]:
+            raise Conflict(
+                f"tenant {tenant_id} already holds records: import into a new or empty tenant"
+            )
+        await _write(connection, path, tenant_id, verified, verifier, signer)
+    signed = await storage.checkpoint(pool, settings, tenant_id)
+    await audit.record(
+        pool,
+        Caller(tenant_id, None, "admin"),
+        "import_bundle",
+        str(path),
+        {
+            "from_tenant": verified.header.tenant_id,
+            "records": verified.records,
+            "texts": verified.texts,
+            "bundle_root_hash": bundle.b64(verified.checkpoint.root_hash),
+        },
+    )
+    return Imported(verified, tenant_id, signed.checkpoint.tree_size, signed.checkpoint.root_hash)
+
+
+async def _write(
+    connection: asyncpg.Connection,
+    path: Path,
+    tenant_id: str,
+    verified: bundle.Verified,
+    verifier: VerifierKey,
+    signer: signing.Signer,
+) -> None:
+    settings = verified.header.settings
+    updated = await db.fetch(
+        connection,
+        "bundle_import_settings",
+        tenant_id=tenant_id,
+        **{name: bool(settings[name]) for name in bundle.SETTINGS},
+        text_hash_key=bundle.unb64(settings["text_hash_key"], "settings.text_hash_key"),
+    )
+    if not updated:
+        raise Conflict(
+            f"tenant {tenant_id} has no settings row: create it with lineage tenant create"
+        )
+    with _opened(path) as stream:
+        header, checkpoint = bundle.read_header(stream, verifier)
+        if checkpoint != verified.checkpoint:
+            raise bundle.BundleError("the bundle changed while it was being imported")
+        root = bundle.RootBuilder()
+        batch: list[bundle.BundleRecord] = []
+        texts: list[bundle.BundleText] = []
+        for entry in bundle.entries(stream, header):
+            if isinstance(entry, bundle.BundleText):
+                texts.append(entry)
+                if len(texts) == BATCH_RECORDS:
+                    await _write_texts(connection, tenant_id, texts)
+                    texts = []
+                continue
+            batch.append(entry)
+            if len(batch) == BATCH_RECORDS:
+                await _write_records(connection, tenant_id, batch, root, signer)
+                batch = []
+        await _write_records(connection, tenant_id, batch, root, signer)
+        await _write_texts(connection, tenant_id, texts)
+    _check_root(root, checkpoint.root_hash)
+
+
+async def _write_records(
+    connection: asyncpg.Connection,
+    tenant_id: str,
+    batch: list[bundle.BundleRecord],
+    root: bundle.RootBuilder,
+    signer: signing.Signer,
+) -> None:
+    if not batch:
+        return
+    root.add(entry.leaf_hash for entry in batch)
+    records = [entry.record.model_copy(update={"tenant_id": tenant_id}) for entry in batch]
+    check_batch(tenant_id, records)
+    inserted = await insert_records(connection, tenant_id, records, signer)
+    if len(inserted) != len(records):
+        raise bundle.BundleError("the bundle lists a record twice")
+
+
+async def _write_texts(
+    connection: asyncpg.Connection, tenant_id: str, texts: list[bundle.BundleText]
+) -> None:
+    if not texts:
+        return
+    rows = await db.fetch(
+        connection,
+        "bundle_import_texts",
+        tenant_id=tenant_id,
+        context_ids=[text.context_id for text in texts],
+        texts=[text.text for text in texts],
+        captured_ats=[text.captured_at for text in texts],
+    )
+    if len(rows) != len(texts):
+        written = {row["context_id"] for row in rows}
+        missing = [text.context_id for text in texts if text.context_id not in written]
+        raise bundle.BundleError(f"captured text for records not in the bundle: {missing[:5]}")

@@ -1,0 +1,255 @@
+"""Export bundles and their import: a round trip keeps every walk, and a bundle with a record
+missing, added, reordered or altered is refused with nothing written."""
+
+import base64
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from typer.testing import CliRunner
+
+from lineage import cli, db
+from lineage.bundle.export import export_bundle
+from lineage.bundle.format import BundleError
+from lineage.bundle.load import import_bundle
+from lineage.claims.answers import capture_texts
+from lineage.core.errors import Conflict
+from lineage.services import privacy, signing, walks
+from lineage.services.auth import Caller
+from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, INCIDENT, load_incident
+from lineage.settings import Settings
+from lineage.store.postgres import PostgresStore, get_records
+from lineage.verifiable_log import merkle, storage
+from lineage.verifiable_log.checkpoint import CheckpointError, generate_signing_key
+
+CHUNK_TEXT = next(item.text for item in INCIDENT if item.context_id == "chunk_42")
+
+
+@pytest.fixture
+async def owner_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    created = await db.create_pool(database_url, max_size=2, as_owner=True)
+    yield created
+    await created.close()
+
+
+@pytest.fixture
+async def exported(
+    store: PostgresStore, pool: asyncpg.Pool, owner_pool: asyncpg.Pool, tmp_path: Path
+) -> Path:
+    await load_incident(store)
+    await privacy.update_settings(
+        pool, Caller("default", None, "admin"), {"capture_source_text": True}
+    )
+    await capture_texts(pool, "default", {"chunk_42": CHUNK_TEXT})
+    path = tmp_path / "default.bundle"
+    written = await export_bundle(owner_pool, Settings(), "default", path, include_text=True)
+    assert (written.records, written.texts) == (len(INCIDENT), 1)
+    return path
+
+
+def verifier() -> Any:
+    return storage.signing_key(Settings()).verifier
+
+
+def signer() -> signing.Signer:
+    return signing.signer_for(Settings())
+
+
+async def walk_views(pool: asyncpg.Pool, tenant_id: str) -> dict[str, Any]:
+    """What the walks answer, without the tenant's name."""
+    settings = Settings()
+
+    def plain(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return sorted(({k: v for k, v in r.items() if k != "tenant_id"} for r in rows), key=str)
+
+    back = await walks.walk_back(pool, settings, tenant_id, ANSWER_ID, None)
+    radius = await walks.run(
+        pool, settings, "blast_radius_by_source", tenant_id=tenant_id,
+        source_uri=CONTRACTOR_POLICY, kind="all", max_depth=20,
+    )  # fmt: skip
+    stale = await walks.run(
+        pool, settings, "stale_sources", tenant_id=tenant_id, source_uri="any", kind="all",
+        max_depth=20,
+    )  # fmt: skip
+    return {
+        "walk_back": plain(back.nodes),
+        "truncated": back.truncated,
+        "blast_radius": plain(radius),
+        "stale": plain(stale),
+    }
+
+
+async def test_a_round_trip_keeps_every_walk_text_and_signature(
+    exported: Path, pool: asyncpg.Pool, owner_pool: asyncpg.Pool
+) -> None:
+    imported = await import_bundle(owner_pool, Settings(), exported, "moved", verifier(), signer())
+    assert imported.verified.records == imported.tree_size == len(INCIDENT)
+    assert imported.verified.signatures_checked == len(INCIDENT)
+    assert await walk_views(pool, "moved") == await walk_views(pool, "default")
+    async with db.transaction(pool, "moved") as connection:
+        assert await connection.fetchval("SELECT text FROM context_text") == CHUNK_TEXT
+        keys = await connection.fetch("SELECT text_hash_key FROM tenant_settings")
+        records = await get_records(
+            connection, "moved", [str(item.context_id) for item in INCIDENT]
+        )
+        for record in records.values():
+            check = await signing.verify_record(connection, "moved", record, signer())
+            assert check.verified, record.context_id
+    async with owner_pool.acquire() as connection:
+        both = await connection.fetch(
+            "SELECT tenant_id, text_hash_key FROM tenant_settings ORDER BY tenant_id"
+        )
+    assert both[0]["text_hash_key"] == both[1]["text_hash_key"] == keys[0]["text_hash_key"]
+
+
+async def test_the_same_tenant_name_elsewhere_has_the_same_log_root(
+    exported: Path, template_db: tuple[str, str]
+) -> None:
+    from tests.conftest import janitor, url_for
+
+    base, template = template_db
+    with janitor(base, "lineage_bundle_target", template):
+        target = await db.create_pool(url_for(base, "lineage_bundle_target"), as_owner=True)
+        try:
+            imported = await import_bundle(
+                target, Settings(), exported, "default", verifier(), signer()
+            )
+        finally:
+            await target.close()
+    assert imported.root_hash == imported.verified.checkpoint.root_hash
+
+
+def lines_of(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def rewrite(path: Path, tamper: Callable[[list[bytes]], list[bytes]]) -> None:
+    path.write_bytes(b"".join(tamper(lines_of(path))))
+
+
+def record_of(line: bytes) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(line)["record"]
+    return value
+
+
+def with_record(line: bytes, record: dict[str, Any], *, rehash: bool) -> bytes:
+    """The record line with another record in it, its leaf hash made to match when `rehash`."""
+    from lineage.core.record import canonical_json
+
+    value = json.loads(line)
+    value["record"] = record
+    if rehash:
+        value["leaf_hash"] = base64.b64encode(merkle.leaf_hash(canonical_json(record))).decode()
+    return json.dumps(value).encode() + b"\n"
+
+
+def drop_second_record(lines: list[bytes]) -> list[bytes]:
+    return [lines[0], lines[1], *lines[3:]]
+
+
+def add_a_copy(lines: list[bytes]) -> list[bytes]:
+    return [*lines[:3], lines[2], *lines[3:]]
+
+
+def add_a_forged_leaf(lines: list[bytes]) -> list[bytes]:
+    last = len(INCIDENT)
+    forged = {**record_of(lines[last]), "context_id": "planted"}
+    value = json.loads(with_record(lines[last], forged, rehash=True))
+    value["leaf_index"] = last
+    return [*lines[: last + 1], json.dumps(value).encode() + b"\n", *lines[last + 1 :]]
+
+
+def swap_two_records(lines: list[bytes]) -> list[bytes]:
+    return [lines[0], lines[2], lines[1], *lines[3:]]
+
+
+def swap_and_renumber(lines: list[bytes]) -> list[bytes]:
+    first, second = json.loads(lines[1]), json.loads(lines[2])
+    first["leaf_index"], second["leaf_index"] = 1, 0
+    return [lines[0], *(json.dumps(v).encode() + b"\n" for v in (second, first)), *lines[3:]]
+
+
+def alter_a_record(lines: list[bytes]) -> list[bytes]:
+    altered = {**record_of(lines[3]), "transform_version": "chunker@9.9"}
+    return [*lines[:3], with_record(lines[3], altered, rehash=False), *lines[4:]]
+
+
+def alter_a_record_and_its_leaf_hash(lines: list[bytes]) -> list[bytes]:
+    altered = {**record_of(lines[3]), "transform_version": "chunker@9.9"}
+    return [*lines[:3], with_record(lines[3], altered, rehash=True), *lines[4:]]
+
+
+def cut_short(lines: list[bytes]) -> list[bytes]:
+    return lines[:-1]
+
+
+TAMPERING: dict[str, tuple[Callable[[list[bytes]], list[bytes]], str]] = {
+    "missing": (drop_second_record, "leaf 2, expected leaf 1"),
+    "added copy": (add_a_copy, "leaf 1, expected leaf 2"),
+    "added forged leaf": (add_a_forged_leaf, "more records than"),
+    "reordered": (swap_two_records, "leaf 1, expected leaf 0"),
+    "reordered and renumbered": (swap_and_renumber, "do not hash to the checkpoint's root"),
+    "altered": (alter_a_record, "was altered"),
+    "altered and rehashed": (alter_a_record_and_its_leaf_hash, "does not match its signature"),
+    "cut short": (cut_short, "cut short"),
+}
+
+
+@pytest.mark.parametrize("name", TAMPERING)
+async def test_a_tampered_bundle_is_refused_and_nothing_is_written(
+    name: str, exported: Path, owner_pool: asyncpg.Pool, owner: asyncpg.Connection
+) -> None:
+    tamper, reason = TAMPERING[name]
+    rewrite(exported, tamper)
+    with pytest.raises(BundleError, match=reason):
+        await import_bundle(owner_pool, Settings(), exported, "moved", verifier(), signer())
+    assert await owner.fetchval("SELECT count(*) FROM tenants WHERE tenant_id = 'moved'") == 0
+
+
+async def test_an_altered_and_rehashed_record_fails_the_root_without_the_keyring(
+    exported: Path, owner_pool: asyncpg.Pool
+) -> None:
+    """Without the keyring that signed them, the Merkle root alone catches it."""
+    rewrite(exported, alter_a_record_and_its_leaf_hash)
+    other_keyring = signing.KeyringSigner([signing.new_key()])
+    with pytest.raises(BundleError, match="do not hash to the checkpoint's root"):
+        await import_bundle(owner_pool, Settings(), exported, "moved", verifier(), other_keyring)
+
+
+async def test_a_checkpoint_by_another_key_is_refused(
+    exported: Path, owner_pool: asyncpg.Pool
+) -> None:
+    stranger = generate_signing_key("lineage").verifier
+    with pytest.raises(CheckpointError, match="no signature by key"):
+        await import_bundle(owner_pool, Settings(), exported, "moved", stranger, signer())
+
+
+async def test_a_tenant_that_holds_records_is_refused(
+    exported: Path, owner_pool: asyncpg.Pool
+) -> None:
+    with pytest.raises(Conflict, match="already holds records"):
+        await import_bundle(owner_pool, Settings(), exported, "default", verifier(), signer())
+
+
+def test_the_cli_exports_and_imports(database_url: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    env = {"LINEAGE_DATABASE_URL": database_url}
+    cli._urls.clear()
+    assert runner.invoke(cli.app, ["demo"], env=env).exit_code == 0
+    path = tmp_path / "demo.bundle"
+    written = runner.invoke(
+        cli.app, ["export", "bundle", "--tenant", "default", "--output", str(path)], env=env
+    )
+    assert written.exit_code == 0, written.output
+    assert json.loads(lines_of(path)[0])["bundle"] == "lineage-tenant"
+    loaded = runner.invoke(cli.app, ["import", str(path), "--tenant", "copy"], env=env)
+    assert loaded.exit_code == 0, loaded.output
+    summary = json.loads(loaded.stdout)
+    assert summary["tenant_id"] == "copy" and summary["records"] == summary["tree_size"] > 10
+    rewrite(path, alter_a_record)
+    refused = runner.invoke(cli.app, ["import", str(path), "--tenant", "copy2"], env=env)
+    assert refused.exit_code == 1 and "was altered" in refused.output
+    cli._urls.clear()
