@@ -36,6 +36,7 @@ PAGES = (
     "migration.md",
     "eval-regression.md",
     "freshness.md",
+    "backup.md",
 )
 PSQL = shutil.which("psql") or "/usr/bin/psql"
 DATABASE_URL_VARIABLE = "$LINEAGE_DATABASE_URL"
@@ -179,7 +180,10 @@ def test_markers_and_expectations_belong_to_a_block(page: str) -> None:
     attached = [block for block in blocks if block.expect]
     assert expectations == len(attached), f"{page}: an Expect line follows no block"
     for block in blocks:
-        assert block.lang in {"sql", "sh"}, f"{page}:{block.line}: unknown block {block.lang!r}"
+        # shell: server commands, run in order by tests/test_backup.py; conf: settings shown.
+        assert block.lang in {"sql", "sh", "shell", "conf"}, (
+            f"{page}:{block.line}: unknown block {block.lang!r}"
+        )
         assert not block.expect or block.lang == "sh", f"{page}:{block.line}: Expect after SQL"
 
 
