@@ -10,11 +10,13 @@ import asyncpg
 
 from lineage.claims.judges import OfflineJudge
 from lineage.claims.verify import Verification, ensure_verified, mapping_resolver
+from lineage.core import telemetry
 from lineage.core.derive import Context, Derivation, derive_many
 from lineage.store.base import Store
 
 ANSWER_ID = "answer_1"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+INGEST_TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 EMPLOYEE_POLICY = "s3://policies/employee-leave.md"
 CONTRACTOR_POLICY = "s3://policies/contractors.md"
 
@@ -134,9 +136,11 @@ INCIDENT = [
 async def load_incident(store: Store) -> list[Context]:
     """Idempotent: every id is fixed, so a second run replays and writes nothing new.
 
-    One call per record, as a pipeline would make them, so each gets its own time.
+    One call per record, as a pipeline would make them, so each gets its own time. Records
+    without a trace id of their own carry the fixed ingest trace, not the run's new one.
     """
-    return [(await derive_many(store, [item]))[0] for item in INCIDENT]
+    with telemetry.trace_context(INGEST_TRACE_ID):
+        return [(await derive_many(store, [item]))[0] for item in INCIDENT]
 
 
 async def verify_incident(pool: asyncpg.Pool, tenant_id: str = "default") -> Verification:
