@@ -19,6 +19,12 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="Postgres to use; unset means the embedded server in data_dir"
     )
+    read_database_url: str | None = Field(
+        default=None,
+        description="a hot standby (streaming replica) of database_url that every read route "
+        "reads; appends, verdicts, audit rows, checkpoints and the event stream's LISTEN stay "
+        "on the primary. Unset means reads go to the primary too",
+    )
     data_dir: Path = Field(default_factory=default_data_dir)
     app_role: str = "lineage_app"
     host: str = "127.0.0.1"

@@ -1,11 +1,13 @@
 """The live event stream (GET /v1/events) against a real uvicorn server: records arrive as they
-commit, confined to the caller's tenant, filtered, and a reconnect with Last-Event-ID misses
-nothing, even when transactions commit in another order than they were given ids."""
+commit, confined to the caller's tenant, filtered, numbered per tenant in commit order, and a
+reconnect with Last-Event-ID misses nothing; a transaction elsewhere on the server holds no
+stream back."""
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -15,12 +17,13 @@ from prometheus_client import REGISTRY
 
 from lineage import db, derive
 from lineage.api.app import create_app
-from lineage.api.routes.events import EventListener, Position, read_after
 from lineage.core.derive import Derivation, propose
 from lineage.services import auth
+from lineage.services.events import EventListener, read_after
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, append_records
 from tests import live_server
+from tests.conftest import janitor, url_for
 
 TENANT = "default"
 # Guards against a hang, not a timing assertion: a correct stream answers long before.
@@ -83,14 +86,13 @@ async def append(connection: asyncpg.Connection, name: str) -> str:
     return appended.record.context_id
 
 
-async def read_all(pool: asyncpg.Pool, after: Position, count: int) -> list[str]:
+async def read_all(pool: asyncpg.Pool, after: int, count: int) -> list[str]:
     """Page after page as a stream reads them, until `count` records have come."""
     found: list[str] = []
     async with asyncio.timeout(HANG_GUARD_S):
         while len(found) < count:
             records, after = await read_after(pool, TENANT, after, "any", "any")
             found += [record["context_id"] for record in records]
-            # Write transactions elsewhere on the server can hold the horizon back a moment.
             await asyncio.sleep(0 if records else 0.05)
     return found
 
@@ -103,12 +105,8 @@ async def test_new_records_arrive_as_they_commit_with_their_fields(
         parent = await derive(store, [], "a", "document", "loader", "1", source_uri="s3://a")
         child = await derive(store, [parent], "b", "chunk", "chunker", "2", trace_id="ab" * 16)
         first_id, first = await events.next()
-        if first["context_id"] == before.context_id:
-            # It committed while an older transaction elsewhere on the server still ran: a
-            # stream without Last-Event-ID starts at the oldest running transaction.
-            first_id, first = await events.next()
         second_id, second = await events.next()
-    assert first["context_id"] == parent.context_id
+    assert first["context_id"] == parent.context_id != before.context_id
     assert second == {
         "context_id": child.context_id,
         "kind": "chunk",
@@ -123,7 +121,7 @@ async def test_new_records_arrive_as_they_commit_with_their_fields(
         "created_at": second["created_at"],
         "attributes": {},
     }
-    assert Position(*map(int, first_id.split("-"))) < Position(*map(int, second_id.split("-")))
+    assert (int(first_id), int(second_id)) == (2, 3)  # the tenant's second and third record
 
 
 async def test_last_event_id_zero_replays_and_a_stranger_id_is_refused(
@@ -132,48 +130,123 @@ async def test_last_event_id_zero_replays_and_a_stranger_id_is_refused(
     old = await derive(store, [], "old", "document", "loader", "1", source_uri="s3://old")
     async with open_stream(http, {"Last-Event-ID": "0"}) as events:
         assert await events.ids(1) == [old.context_id]
-    response = await http.get("/v1/events", headers={"Last-Event-ID": "yesterday"})
+    for stranger in ("yesterday", "9" * 19, "-1"):
+        response = await http.get("/v1/events", headers={"Last-Event-ID": stranger})
+        assert response.status_code == 422
+        assert f"Last-Event-ID {stranger!r} is not an id" in response.json()["detail"]
+    # A position of the (transaction id, event id) kind, sent before this version.
+    response = await http.get("/v1/events", headers={"Last-Event-ID": "7510-12"})
     assert response.status_code == 422
-    assert "Last-Event-ID 'yesterday'" in response.json()["detail"]
+    assert "before positions were counted per tenant" in response.json()["detail"]
 
 
-async def test_a_transaction_that_started_first_and_commits_last_is_not_skipped(
-    http: httpx.AsyncClient, pool: asyncpg.Pool
+async def wait_until_it_waits_for_a_lock(owner: asyncpg.Connection, pid: int) -> None:
+    query = "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1"
+    for _ in range(int(HANG_GUARD_S / 0.01)):
+        if await owner.fetchval(query, pid) == "Lock":
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the second append never waited for the first transaction")
+
+
+async def test_a_tenants_appends_are_numbered_in_commit_order(
+    http: httpx.AsyncClient, pool: asyncpg.Pool, owner: asyncpg.Connection
 ) -> None:
-    start = Position(0, 0)
-    async with open_stream(http) as events:
+    async with open_stream(http) as events, pool.acquire() as second:
         async with db.transaction(pool, TENANT) as first:
             early = await append(first, "early")
-            async with db.transaction(pool, TENANT) as second:
-                started_later = await append(second, "started_later")
-            # The second has committed; the first, holding an earlier id, has not: nothing may
-            # be sent yet, or a reader past the later one would never see the earlier one.
-            held_back, _ = await read_after(pool, TENANT, start, "any", "any")
-            assert held_back == []
+            later = asyncio.create_task(append_in_own_transaction(second, "later"))
+            # The second append waits for the first transaction: it cannot take a position
+            # before it, so nothing can commit behind a position a reader has passed.
+            await wait_until_it_waits_for_a_lock(owner, second.get_server_pid())
+            assert not later.done()
+            assert (await read_after(pool, TENANT, 0, "any", "any")) == ([], 0)
             early_too = await append(first, "early_too")
-        assert await read_all(pool, start, 3) == [early, early_too, started_later]
-        assert await events.ids(3) == [early, early_too, started_later]
+        async with asyncio.timeout(HANG_GUARD_S):
+            later_id = await later
+        assert await read_all(pool, 0, 3) == [early, early_too, later_id]
+        assert await events.ids(3) == [early, early_too, later_id]
 
 
-async def test_reconnecting_with_last_event_id_gets_a_record_that_committed_late_with_a_smaller_id(
-    http: httpx.AsyncClient, pool: asyncpg.Pool
+async def append_in_own_transaction(connection: asyncpg.Connection, name: str) -> str:
+    async with connection.transaction():
+        await connection.execute("SELECT set_config('lineage.tenant_id', $1, true)", TENANT)
+        return await append(connection, name)
+
+
+async def test_concurrent_appends_reach_a_reader_with_no_gap_and_in_order(
+    pool: asyncpg.Pool,
 ) -> None:
-    async with AsyncExitStack() as second_transaction:
-        async with open_stream(http) as events:
-            async with db.transaction(pool, TENANT) as first:
-                early = await append(first, "early")
-                second = await second_transaction.enter_async_context(db.transaction(pool, TENANT))
-                smaller_id = await append(second, "smaller_id")
-                larger_id = await append(first, "larger_id")
-            # The first committed with event ids on both sides of the open second's.
-            early_event, _ = await events.next()
-            last_event_id, record = await events.next()
-            assert record["context_id"] == larger_id
-        assert int(early_event.split("-")[1]) < int(last_event_id.split("-")[1])
-        # The client is gone; now the second commits.
-    async with open_stream(http, {"Last-Event-ID": last_event_id}) as events:
-        assert await events.ids(1) == [smaller_id]
-    assert early != smaller_id
+    names = [f"doc_{n}" for n in range(40)]
+
+    async def writer(name: str) -> str:
+        async with db.transaction(pool, TENANT) as connection:
+            return await append(connection, name)
+
+    seen: list[tuple[int, str]] = []
+    writers = asyncio.gather(*(writer(name) for name in names))
+    async with asyncio.timeout(HANG_GUARD_S):
+        position = 0
+        while len(seen) < len(names):
+            records, position = await read_after(pool, TENANT, position, "any", "any")
+            seen += [(record["position"], record["context_id"]) for record in records]
+    appended = await writers
+    assert [number for number, _ in seen] == list(range(1, len(names) + 1))
+    assert sorted(context_id for _, context_id in seen) == sorted(appended)
+
+
+async def test_a_transaction_open_in_another_database_holds_no_stream_back(
+    http: httpx.AsyncClient, store: PostgresStore, pool: asyncpg.Pool, database_url: str
+) -> None:
+    other_name = f"lineage_other_{uuid.uuid4().hex[:12]}"
+    base = url_for(database_url, "postgres")
+    with janitor(base, other_name):
+        other = await asyncpg.connect(url_for(database_url, other_name))
+        try:
+            async with open_stream(http) as events, other.transaction():
+                # A write transaction of another database (a bulk load, say), still open.
+                await other.fetchval("SELECT pg_current_xact_id()")
+                new = await derive(store, [], "n", "document", "l", "1", source_uri="s3://n")
+                records, _ = await read_after(pool, TENANT, 0, "any", "any")
+                assert [record["context_id"] for record in records] == [new.context_id]
+                assert await events.ids(1) == [new.context_id]
+        finally:
+            await other.close()
+
+
+async def test_positions_and_audit_ids_are_counted_per_tenant(
+    database_url: str, pool: asyncpg.Pool, owner: asyncpg.Connection, settings: Settings
+) -> None:
+    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
+    tokens = {}
+    for tenant in ("acme", "rival"):
+        await auth.create_tenant(owner_pool, tenant)
+        tokens[tenant], _ = await auth.create_key(pool, tenant, "read")
+    await owner_pool.close()
+    keyed = settings.model_copy(update={"auth": "keys"})
+    app = create_app(keyed, database_url=database_url)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://lineage") as http:
+            for tenant, reads, appends in (("rival", 2, 1), ("acme", 5, 4), ("rival", 1, 2)):
+                store = PostgresStore(pool, tenant)
+                for n in range(appends):
+                    await derive(store, [], f"{tenant}{n}", "document", "l", "1",
+                                 source_uri=f"s3://{tenant}/{n}")  # fmt: skip
+                for _ in range(reads):
+                    response = await http.get(
+                        "/v1/contexts", headers={"Authorization": f"Bearer {tokens[tenant]}"}
+                    )
+                    assert response.status_code == 200
+    for tenant, reads, appends in (("acme", 5, 4), ("rival", 3, 3)):
+        audit_ids = await owner.fetch(
+            "SELECT audit_id FROM audit_log WHERE tenant_id = $1 ORDER BY audit_id", tenant
+        )
+        positions = await owner.fetch(
+            "SELECT position FROM events WHERE tenant_id = $1 ORDER BY position", tenant
+        )
+        assert [row["audit_id"] for row in audit_ids] == list(range(1, reads + 1))
+        assert [row["position"] for row in positions] == list(range(1, appends + 1))
 
 
 async def test_each_tenant_streams_only_its_own_records(
@@ -216,8 +289,8 @@ async def test_filters_by_trace_and_by_session(
         assert await by_trace.ids(1) == [in_trace.context_id]
         assert await by_session.ids(1) == [in_session.context_id]
     # Records the filter passed over move the position on, so they are not read again.
-    records, position = await read_after(pool, TENANT, Position(0, 0), "none" * 8, "any")
-    assert records == [] and position > Position(0, 0)
+    records, position = await read_after(pool, TENANT, 0, "none" * 8, "any")
+    assert records == [] and position == 3
 
 
 async def test_a_commit_notifies_the_listening_streams_of_its_tenant_only(

@@ -627,7 +627,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
         "source_uris": ["s3://sample.md"],
         "depths": [0],
     },
-    "audit_append": {"key_id": "k", "action": "walk", "target": "t", "detail": {}},
+    "audit_append": {"key_id": "k", "action": "walk", "target": "t", "detail": {}, "at": None},
     "audit_list": {"limit": 10},
     "operator_audit_list": {"limit": 10},
     "bundle_records": {"tree_size": 10},
@@ -679,7 +679,9 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
         "attribute_docs": ["{}"],
     },
     "trace_spans": {"max_spans": 10},
-    "events_after": {"after_xid": 0, "after_event_id": 0, "session_id": "any"},
+    "events_after": {"after": 0, "session_id": "any"},
+    "events_append": {"context_ids": ["sample_doc"]},
+    "events_notify": {"payload": "1:default"},
 }
 # Run as the owner: the application role may not create tenants.
 OWNER_ONLY = {

@@ -28,7 +28,8 @@ from lineage.api.routes import (
 )
 from lineage.api.routes import log as log_routes
 from lineage.db.migrate import migrate as upgrade
-from lineage.services import signing
+from lineage.services import audit, signing
+from lineage.services.events import EventListener
 from lineage.settings import Settings, effective_auth
 from lineage.verifiable_log import storage as log_storage
 
@@ -47,6 +48,14 @@ async def _connect(
             if retry:
                 await asyncio.to_thread(upgrade, url)
             pool = await db.create_pool(url)
+            read_pool = pool
+            if settings.read_database_url:
+                try:
+                    read_pool = await db.create_pool(settings.read_database_url)
+                except BaseException:
+                    await pool.close()
+                    raise
+                log.info("reads go to the replica named by LINEAGE_READ_DATABASE_URL")
             break
         except Exception as exc:
             if not retry:
@@ -56,10 +65,21 @@ async def _connect(
             await asyncio.sleep(delay)
             delay = min(CONNECT_RETRY_MAX_S, delay * 2)
     running.push_async_callback(pool.close)
+    if read_pool is not pool:
+        running.push_async_callback(read_pool.close)
     await running.enter_async_context(log_storage.background(pool, settings))
+    audit_drain = asyncio.create_task(audit.drain_forever(pool, settings), name="audit-drain")
+    running.push_async_callback(_cancelled, audit_drain)
+    app.state.read_pool = read_pool
     app.state.pool = pool
     app.state.not_ready = None
     log.info("connected to the database")
+
+
+async def _cancelled(task: "asyncio.Task[None]") -> None:
+    task.cancel()
+    with suppress(asyncio.CancelledError):
+        await task
 
 
 def create_app(
@@ -80,7 +100,9 @@ def create_app(
         app.state.signer = signing.signer_for(chosen)  # before connecting: a bad keyring stops here
         app.state.pool = None  # until connected: /readyz and every data route answer 503
         app.state.not_ready = "connecting to the database"
-        app.state.events = events.EventListener(url)
+        app.state.read_pool = None
+        # On the primary: a hot standby cannot LISTEN, and commits notify where they happen.
+        app.state.events = EventListener(url)
         if auth == "none":
             log.warning(
                 "authentication is off (LINEAGE_AUTH=none): every request acts as tenant "

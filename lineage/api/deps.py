@@ -1,12 +1,19 @@
-"""What a route may ask for: the pool, the settings, and the caller (tenant, key, scope)."""
+"""What a route may ask for: the pools, the settings, and the caller (tenant, key, scope).
 
-from typing import Annotated
+`Pool` is the primary: every route that writes (appends, verdicts, checkpoints, keys) uses it,
+and so do audit rows. `ReadPool` is the read replica when LINEAGE_READ_DATABASE_URL names one,
+else the primary: a route that only reads uses it, so a hot standby can serve it.
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
 
 import asyncpg
 from fastapi import Depends, Request
 
 from lineage.api.session import SESSION_COOKIE, read_session
-from lineage.core import telemetry
+from lineage.core import metrics, telemetry
 from lineage.core.errors import Forbidden, StoreUnavailable, Unauthorized
 from lineage.services import audit, auth
 from lineage.services.auth import Caller, Scope
@@ -21,8 +28,11 @@ __all__ = [
     "Ingest",
     "Pool",
     "Read",
+    "ReadPool",
     "SentTraceId",
 ]
+
+T = TypeVar("T")
 
 
 # Async, so that FastAPI runs them on the event loop: a plain `def` costs a worker-thread hop.
@@ -31,6 +41,26 @@ async def get_pool(request: Request) -> asyncpg.Pool:
     if pool is None:
         raise StoreUnavailable(f"not ready: {request.app.state.not_ready}; retry shortly")
     return pool
+
+
+async def get_read_pool(request: Request) -> asyncpg.Pool:
+    pool: asyncpg.Pool | None = request.app.state.read_pool
+    if pool is None:
+        raise StoreUnavailable(f"not ready: {request.app.state.not_ready}; retry shortly")
+    return pool
+
+
+async def on_primary(request: Request, lookup: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
+    """A key lookup on the primary, so that a revocation holds at once; while the primary
+    cannot answer, on the read replica (as replayed so far), so that reads go on."""
+    try:
+        async with asyncio.timeout(audit.WRITE_TIMEOUT_S):
+            return await lookup(await get_pool(request))
+    except audit.SPOOLED_ERRORS:
+        if request.app.state.read_pool is request.app.state.pool:
+            raise
+        metrics.count_degraded("keys_read_on_replica")
+        return await lookup(await get_read_pool(request))
 
 
 async def get_settings(request: Request) -> Settings:
@@ -55,11 +85,13 @@ async def identify(request: Request) -> Caller:
     token = auth.bearer_token(request.headers.get("authorization", ""))
     caller = None
     if token is not None:
-        caller = await auth.authenticate(await get_pool(request), token)
+        caller = await on_primary(request, lambda pool: auth.authenticate(pool, token))
     elif cookie := request.cookies.get(SESSION_COOKIE):
         caller = read_session(cookie, await get_settings(request))
-        if caller is not None and not await auth.still_valid(await get_pool(request), caller):
-            caller = None
+        if caller is not None:
+            session = caller
+            if not await on_primary(request, lambda pool: auth.still_valid(pool, session)):
+                caller = None
     if caller is None:
         raise Unauthorized(
             "send `Authorization: Bearer <key>` with a valid, unrevoked key "
@@ -80,7 +112,12 @@ def require(scope: Scope) -> object:
             target = "/".join(str(v) for v in request.path_params.values()) or None
             detail = dict(request.query_params)
             await audit.record(
-                await get_pool(request), found, request.scope["route"].name, target, detail
+                await get_pool(request),
+                await get_settings(request),
+                found,
+                request.scope["route"].name,
+                target,
+                detail,
             )
         return found
 
@@ -88,6 +125,7 @@ def require(scope: Scope) -> object:
 
 
 Pool = Annotated[asyncpg.Pool, Depends(get_pool)]
+ReadPool = Annotated[asyncpg.Pool, Depends(get_read_pool)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 AppSigner = Annotated[Signer, Depends(get_signer)]
 SentTraceId = Annotated[str | None, Depends(sent_trace_id)]

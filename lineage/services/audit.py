@@ -1,32 +1,165 @@
-"""Audit: who (key id) walked, exported, verified or forgot what, and when; append-only."""
+"""Audit: who (key id) walked, exported, verified or forgot what, and when; append-only.
 
-from datetime import datetime
+Audit rows are written to the primary, also for reads served by a replica. When the primary
+cannot take one (down, unreachable, read-only, slow), the read goes on and the row waits in a
+local spool (`<data_dir>/audit-spool/<pid>.jsonl`, fsync'd before the read is answered) with
+the time of the request; `drain` writes spooled rows (the service tries every few seconds) and
+removes them once committed. A crash between that commit and the removal writes them twice:
+rows are never lost, at worst repeated.
+"""
+
+import asyncio
+import fcntl
+import json
+import logging
+import os
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from lineage import db
+from lineage.core import metrics
 from lineage.services.auth import Caller
+from lineage.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# A read waits at most this long for its audit row before spooling it.
+WRITE_TIMEOUT_S = 2.0
+DRAIN_INTERVAL_S = 5.0
+SPOOLED_ERRORS: tuple[type[Exception], ...] = (
+    OSError,  # refused, reset, unreachable, timed out (TimeoutError is an OSError)
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.InternalClientError,
+    asyncpg.exceptions.ReadOnlySQLTransactionError,  # pointed at a standby, or being promoted
+)
+
+
+async def append(
+    connection: asyncpg.Connection,
+    tenant_id: str,
+    key_id: str | None,
+    action: str,
+    target: str | None,
+    detail: dict[str, Any] | None = None,
+    at: datetime | None = None,
+) -> None:
+    """One audit row inside the caller's transaction; `at` None means now."""
+    await db.execute(
+        connection,
+        "audit_append",
+        tenant_id=tenant_id,
+        key_id=key_id or "",
+        action=action,
+        target=target or "",
+        detail=detail or {},
+        at=at,
+    )
+
+
+def spool_dir(settings: Settings) -> Path:
+    return settings.data_dir / "audit-spool"
 
 
 async def record(
     pool: asyncpg.Pool,
+    settings: Settings,
     caller: Caller,
     action: str,
     target: str | None,
     detail: dict[str, Any] | None = None,
 ) -> None:
-    """Append one audit record in its own transaction, so a failed request is audited too."""
-    async with db.transaction(pool, caller.tenant_id) as connection:
-        await db.execute(
-            connection,
-            "audit_append",
-            tenant_id=caller.tenant_id,
-            key_id=caller.key_id or "",
-            action=action,
-            target=target or "",
-            detail=detail or {},
-        )
+    """Append one audit row in its own transaction, so a failed request is audited too; when
+    the primary cannot take it, spool it instead of failing the request."""
+    at = datetime.now(UTC)
+    try:
+        async with asyncio.timeout(WRITE_TIMEOUT_S):
+            async with db.transaction(pool, caller.tenant_id) as connection:
+                await append(connection, caller.tenant_id, caller.key_id, action, target, detail)
+    except SPOOLED_ERRORS as exc:
+        log.warning("audit row spooled, the primary did not take it: %r", exc)
+        metrics.count_degraded("audit_spooled")
+        entry = {
+            "tenant_id": caller.tenant_id,
+            "key_id": caller.key_id,
+            "action": action,
+            "target": target,
+            "detail": detail or {},
+            "at": at.isoformat(),
+        }
+        await asyncio.to_thread(_spool, spool_dir(settings), entry)
+
+
+def _spool(directory: Path, entry: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = directory / f"{os.getpid()}.jsonl"
+    with path.open("a", encoding="utf-8") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)
+        file.write(json.dumps(entry) + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def spooled_entries(settings: Settings) -> int:
+    """Audit rows waiting in the spool (of every process sharing the data folder)."""
+    directory = spool_dir(settings)
+    if not directory.is_dir():
+        return 0
+    return sum(len(path.read_text().splitlines()) for path in directory.glob("*.jsonl"))
+
+
+async def drain(pool: asyncpg.Pool, settings: Settings) -> int:
+    """Write every spooled audit row to the primary; returns how many were written."""
+    directory = spool_dir(settings)
+    if not directory.is_dir():
+        return 0
+    written = 0
+    for path in sorted(directory.glob("*.jsonl")):
+        with path.open("r+", encoding="utf-8") as file:
+            fcntl.flock(file, fcntl.LOCK_EX)
+            waiting = [json.loads(line) for line in file.read().splitlines() if line]
+            while waiting:
+                tenant_id = waiting[0]["tenant_id"]
+                group = [entry for entry in waiting if entry["tenant_id"] == tenant_id]
+                async with db.transaction(pool, tenant_id) as connection:
+                    for entry in group:
+                        await append(
+                            connection,
+                            tenant_id,
+                            entry["key_id"],
+                            entry["action"],
+                            entry["target"],
+                            entry["detail"],
+                            datetime.fromisoformat(entry["at"]),
+                        )
+                waiting = [entry for entry in waiting if entry["tenant_id"] != tenant_id]
+                _rewrite(file, waiting)
+                written += len(group)
+    # Emptied files stay: their process may be about to append to the file it has open.
+    return written
+
+
+def _rewrite(file: Any, entries: list[dict[str, Any]]) -> None:
+    file.seek(0)
+    file.truncate()
+    file.write("".join(json.dumps(entry) + "\n" for entry in entries))
+    file.flush()
+    os.fsync(file.fileno())
+
+
+async def drain_forever(pool: asyncpg.Pool, settings: Settings) -> None:
+    """The service's background task: drain the spool every DRAIN_INTERVAL_S."""
+    while True:
+        await asyncio.sleep(DRAIN_INTERVAL_S)
+        try:
+            if written := await drain(pool, settings):
+                log.info("wrote %d spooled audit rows", written)
+        except SPOOLED_ERRORS as exc:
+            log.warning("spooled audit rows wait, the primary still does not take them: %r", exc)
 
 
 async def entries(

@@ -29,7 +29,7 @@ from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, NotFound, WalkTimeout
 from lineage.core.hashing import HmacSha256
 from lineage.core.record import MAX_PARENTS
-from lineage.services import walks
+from lineage.services import audit, walks
 from lineage.services.auth import Caller
 from lineage.services.privacy import text_hash_key
 from lineage.settings import Settings
@@ -156,14 +156,13 @@ async def _forget_in(
             connection, tenant_id, roots, uri_hash, affected, purged
         )
     forgotten = Forgotten(uri_hash, affected, purged, tombstones, datetime.now(UTC))
-    await db.execute(
+    await audit.append(
         connection,
-        "audit_append",
-        tenant_id=tenant_id,
-        key_id=caller.key_id or "",
-        action="forget",
-        target=uri_hash,
-        detail={
+        tenant_id,
+        caller.key_id,
+        "forget",
+        uri_hash,
+        {
             "total": len(affected),
             "counts_by_kind": forgotten.counts_by_kind(),
             "purged_texts": len(purged),

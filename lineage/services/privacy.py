@@ -24,6 +24,7 @@ from lineage import db
 from lineage.core.errors import InvalidRecord, NotFound
 from lineage.core.hashing import HmacSha256, Sha256
 from lineage.core.record import NewContext
+from lineage.services import audit
 from lineage.services.auth import Caller
 
 __all__ = [
@@ -103,14 +104,13 @@ async def update_settings(
         )
         updated = _settings_from_row(rows, caller.tenant_id)
         changed = {switch: on for switch, on in given.items() if on is not None}
-        await db.execute(
+        await audit.append(
             connection,
-            "audit_append",
-            tenant_id=caller.tenant_id,
-            key_id=caller.key_id or "",
-            action="tenant_settings",
-            target=caller.tenant_id,
-            detail=changed,
+            caller.tenant_id,
+            caller.key_id,
+            "tenant_settings",
+            caller.tenant_id,
+            changed,
         )
     return updated
 

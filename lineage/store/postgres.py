@@ -12,7 +12,7 @@ from lineage.core import metrics
 from lineage.core.errors import Conflict, InvalidRecord, StoreUnavailable
 from lineage.core.record import ContextRecord, NewContext, check_id, validate
 from lineage.core.versions import version_key
-from lineage.services import privacy, signing
+from lineage.services import events, privacy, signing
 from lineage.store.base import Appended
 from lineage.store.roots import Roots, note_root_sources, stored_root_sources
 
@@ -121,6 +121,8 @@ async def insert_records(
     new = [record for record in records if record.context_id in inserted]
     await note_root_sources(connection, tenant_id, new, stored_parents)
     await signing.append_signatures(connection, tenant_id, new, signer or signing.default_signer())
+    # Last: it holds the tenant's stream counter until commit.
+    await events.note_appended(connection, tenant_id, [record.context_id for record in new])
     metrics.count_appended(record.kind for record in new)
     return inserted
 

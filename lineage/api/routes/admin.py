@@ -6,7 +6,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 
-from lineage.api.deps import Admin, Pool
+from lineage.api.deps import Admin, Pool, ReadPool
 from lineage.services import audit, auth
 
 router = APIRouter(prefix="/v1", tags=["admin"])
@@ -26,7 +26,7 @@ async def create_key(body: KeyIn, pool: Pool, caller: Admin) -> dict[str, Any]:
 
 
 @router.get("/keys")
-async def list_keys(pool: Pool, caller: Admin) -> dict[str, Any]:
+async def list_keys(pool: ReadPool, caller: Admin) -> dict[str, Any]:
     return {"keys": await auth.list_keys(pool, caller.tenant_id)}
 
 
@@ -37,7 +37,7 @@ async def revoke_key(key_id: str, pool: Pool, caller: Admin) -> None:
 
 @router.get("/audit")
 async def audit_entries(
-    pool: Pool,
+    pool: ReadPool,
     caller: Admin,
     since: datetime = datetime(1970, 1, 1, tzinfo=UTC),
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,

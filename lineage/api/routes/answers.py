@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import db
-from lineage.api.deps import AppSettings, Ingest, Pool, Read, SentTraceId
+from lineage.api.deps import AppSettings, Ingest, Pool, Read, ReadPool, SentTraceId
 from lineage.claims.answers import record_answer_in
 from lineage.claims.judges import Judge, OfflineJudge
 from lineage.claims.verify import (
@@ -115,7 +115,7 @@ async def verify_answer(
 
 
 @router.get("/v1/answers/{answer_id}/verdicts")
-async def get_verdicts(answer_id: str, pool: Pool, caller: Read) -> dict[str, Any]:
+async def get_verdicts(answer_id: str, pool: ReadPool, caller: Read) -> dict[str, Any]:
     """The current verdict per (claim, judge): the newest; older verdicts stay recorded."""
     verdicts = await current_verdicts(pool, caller.tenant_id, answer_id)
     return {"context_id": answer_id, "verdicts": verdicts}
@@ -123,7 +123,7 @@ async def get_verdicts(answer_id: str, pool: Pool, caller: Read) -> dict[str, An
 
 @router.get("/v1/reports/claims")
 async def get_claims_report(
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     settings: AppSettings,
     since: datetime | None = None,

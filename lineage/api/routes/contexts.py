@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import db
-from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read, SentTraceId
+from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read, ReadPool, SentTraceId
 from lineage.api.results import impact_response
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
 from lineage.core.hashing import content_hash
@@ -109,7 +109,7 @@ def _after(cursor: str | None) -> tuple[datetime, str]:
 
 @router.get("")
 async def list_contexts(
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     settings: AppSettings,
     kind: str = "any",
@@ -148,7 +148,7 @@ async def list_contexts(
 @router.get("/{context_id}")
 async def get_context(
     context_id: str,
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     signer: AppSigner,
     verify: Annotated[
@@ -174,7 +174,7 @@ async def get_context(
 @router.get("/{context_id}/lineage")
 async def get_lineage(
     context_id: str,
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     settings: AppSettings,
     max_depth: int | None = None,
@@ -193,7 +193,7 @@ async def get_lineage(
 @router.get("/{context_id}/suspicious")
 async def get_suspicious_hops(
     context_id: str,
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     settings: AppSettings,
     max_depth: int | None = None,
@@ -208,7 +208,7 @@ async def get_suspicious_hops(
 async def get_impact(
     context_id: str,
     request: Request,
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     settings: AppSettings,
     kind: str = "any",

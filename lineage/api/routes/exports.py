@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from lineage.api import problems
-from lineage.api.deps import AppSettings, Pool, Read
+from lineage.api.deps import AppSettings, Read, ReadPool
 from lineage.interop import headers, prov
 from lineage.services import walks
 
@@ -16,7 +16,7 @@ router = APIRouter(prefix="/v1/contexts", tags=["exports"])
 @router.get("/{context_id}/prov")
 async def get_prov(
     context_id: str,
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     settings: AppSettings,
     format: Literal["json", "provn", "jsonld", "xml"] = "json",
@@ -36,7 +36,7 @@ async def get_prov(
 @router.get("/{context_id}/header")
 async def get_header(
     context_id: str,
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     format: Literal["yaml", "json"] = "json",
 ) -> Response:

@@ -3,7 +3,7 @@
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from lineage.api.deps import AppSettings, Pool, Read
+from lineage.api.deps import AppSettings, Read, ReadPool
 from lineage.api.results import impact_response
 from lineage.core.errors import BadParameter
 from lineage.services import walks
@@ -14,7 +14,7 @@ router = APIRouter(prefix="/v1", tags=["impact"])
 @router.get("/impact")
 async def get_impact(
     request: Request,
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     settings: AppSettings,
     source_uri: str | None = None,
@@ -52,7 +52,7 @@ async def get_impact(
 @router.get("/freshness")
 async def get_freshness(
     request: Request,
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     settings: AppSettings,
     source_uri: str = "any",

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from lineage.api.deps import AppSettings, Pool, Read
+from lineage.api.deps import AppSettings, Pool, Read, ReadPool
 from lineage.core.record import format_timestamp
 from lineage.verifiable_log import storage
 
@@ -48,7 +48,7 @@ async def get_checkpoint(caller: Read, pool: Pool, settings: AppSettings) -> dic
 @router.get("/proof/inclusion")
 async def get_inclusion_proof(
     caller: Read,
-    pool: Pool,
+    pool: ReadPool,
     context_id: str,
     tree_size: Annotated[int, Query(ge=1, description="A checkpoint's tree size.")],
 ) -> dict[str, Any]:
@@ -69,7 +69,7 @@ async def get_inclusion_proof(
 @router.get("/proof/consistency")
 async def get_consistency_proof(
     caller: Read,
-    pool: Pool,
+    pool: ReadPool,
     first: Annotated[int, Query(ge=1, description="The older checkpoint's tree size.")],
     second: Annotated[int, Query(ge=1, description="The newer checkpoint's tree size.")],
 ) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineage.api.deps import Admin, AppSettings, Pool
+from lineage.api.deps import Admin, AppSettings, Pool, ReadPool
 from lineage.services import privacy
 from lineage.services.forget import forget
 
@@ -32,7 +32,7 @@ class ForgetIn(BaseModel):
 
 
 @router.get("/tenant/settings")
-async def get_tenant_settings(pool: Pool, caller: Admin) -> dict[str, Any]:
+async def get_tenant_settings(pool: ReadPool, caller: Admin) -> dict[str, Any]:
     """Which texts this tenant captures (all off by default)."""
     return (await privacy.get_settings(pool, caller.tenant_id)).as_dict()
 

@@ -2,7 +2,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from lineage.api.deps import AppSettings, Pool, Read
+from lineage.api.deps import AppSettings, Read, ReadPool
 from lineage.api.routes.spans import span_tree
 from lineage.core.errors import NotFound
 from lineage.services import walks
@@ -12,7 +12,7 @@ router = APIRouter(prefix="/v1/traces", tags=["traces"])
 
 @router.get("/{trace_id}")
 async def get_trace(
-    trace_id: str, pool: Pool, caller: Read, settings: AppSettings
+    trace_id: str, pool: ReadPool, caller: Read, settings: AppSettings
 ) -> dict[str, Any]:
     """Every record of one trace with its span tree: the jump from a trace into the graph."""
     records = await walks.run(

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineage.api.deps import AppSettings, Caller, Pool, Read
+from lineage.api.deps import AppSettings, Caller, Pool, Read, ReadPool
 from lineage.api.results import chunked
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.api.session import SESSION_COOKIE, issue_session
@@ -145,7 +145,7 @@ async def _impact_start(
 
 @router.get("/v1/impact/page")
 async def get_impact_page(
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     settings: AppSettings,
     source_uri: str | None = None,
@@ -229,7 +229,7 @@ async def _json_file(
 
 @router.get("/v1/impact/ids")
 async def download_impact_ids(
-    pool: Pool,
+    pool: ReadPool,
     caller: Read,
     settings: AppSettings,
     source_uri: str | None = None,

@@ -1,0 +1,149 @@
+"""The live event stream's storage: every appended record gets its tenant's next position.
+
+`append_records` numbers its new records last in its transaction (sql/events_append.sql),
+holding the tenant's counter row until commit, so a tenant's positions are dense, commit in
+their order, and depend on no server's transaction ids: a reader after position p gets every
+record numbered above p that is visible to it, and none can become visible later below it.
+It also NOTIFYs `lineage_events` on the server it writes to (the primary; on Citus the
+coordinator), which wakes the streams (lineage/api/routes/events.py); they also poll, so a
+lost notification, a direct writer or a replica that replays later only delays them.
+"""
+
+import asyncio
+import logging
+import re
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import asyncpg
+
+from lineage import db
+from lineage.core import metrics
+from lineage.core.errors import BadParameter
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "lineage_events"
+PAGE_SIZE = 500
+BIGINT_MAX = 2**63 - 1
+POSITION = re.compile(r"^\d{1,19}$")
+# What streams sent before positions were counted per tenant.
+OLD_POSITION = re.compile(r"^\d{1,20}-\d{1,19}$")
+
+
+def parse_position(text: str) -> int:
+    """A stream position sent back by a client (`Last-Event-ID` or `?after=`)."""
+    text = text.strip()
+    if OLD_POSITION.match(text):
+        raise BadParameter(
+            f"Last-Event-ID {text!r} is a position from before positions were counted per "
+            "tenant: send 0 to replay every record, or reconnect without it for new ones"
+        )
+    if POSITION.match(text) is None or int(text) > BIGINT_MAX:
+        raise BadParameter(
+            f"Last-Event-ID {text!r} is not an id this stream sent: send the `id` of the last "
+            "event you received, or 0 for every record from the first"
+        )
+    return int(text)
+
+
+async def note_appended(
+    connection: asyncpg.Connection, tenant_id: str, context_ids: Sequence[str]
+) -> None:
+    """Number newly appended records for the stream and wake its readers at commit.
+
+    Locks the tenant's events counter until the transaction ends: call it last."""
+    if not context_ids:
+        return
+    [row] = await db.fetch(
+        connection, "events_append", tenant_id=tenant_id, context_ids=list(context_ids)
+    )
+    await db.execute(connection, "events_notify", payload=f"{row['last_position']}:{tenant_id}")
+
+
+async def newest_position(pool: asyncpg.Pool, tenant_id: str) -> int:
+    async with db.transaction(pool, tenant_id) as connection:
+        [row] = await db.fetch(connection, "event_horizon", tenant_id=tenant_id)
+    position: int = row["position"]
+    return position
+
+
+async def read_after(
+    pool: asyncpg.Pool, tenant_id: str, after: int, trace_id: str, session_id: str
+) -> tuple[list[asyncpg.Record], int]:
+    """Records after `after` (at most PAGE_SIZE), and where the next page starts."""
+    async with db.transaction(pool, tenant_id) as connection:
+        rows = await db.fetch(
+            connection,
+            "events_after",
+            tenant_id=tenant_id,
+            after=after,
+            trace_id=trace_id,
+            session_id=session_id,
+            page_size=PAGE_SIZE,
+        )
+    records = [row for row in rows if row["position"] is not None]
+    if len(records) == PAGE_SIZE:
+        return records, int(records[-1]["position"])
+    # A short page saw every row up to the newest, the matching and the filtered-out alike.
+    return records, max(after, int(rows[0]["newest"]))
+
+
+class EventListener:
+    """One dedicated connection LISTENing for the whole app, on the server appends write to (a
+    hot standby cannot LISTEN); a notification wakes the streams of the tenant it names and
+    tells them the position to wait for. If the connection fails, streams go on by polling and
+    the next one to wait tries to listen again."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._connection: asyncpg.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._waiting: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        self._notified_position: dict[str, int] = {}
+
+    def _notified(self, connection: object, pid: int, channel: str, payload: str) -> None:
+        position, _, tenant_id = payload.partition(":")
+        if tenant_id not in self._waiting:
+            return
+        self._notified_position[tenant_id] = max(
+            int(position), self._notified_position.get(tenant_id, 0)
+        )
+        for wake in self._waiting[tenant_id]:
+            wake.set()
+
+    def notified_position(self, tenant_id: str) -> int:
+        """The highest position a notification announced for the tenant while it had streams."""
+        return self._notified_position.get(tenant_id, 0)
+
+    async def listen(self) -> None:
+        """Make sure the LISTEN connection is up (a no-op when it is)."""
+        async with self._lock:
+            if self._connection is not None and not self._connection.is_closed():
+                return
+            try:
+                connection = await asyncpg.connect(self.url)
+                await connection.add_listener(CHANNEL, self._notified)
+            except (OSError, asyncpg.PostgresError) as exc:
+                log.warning("event stream cannot LISTEN (streams poll instead): %r", exc)
+                metrics.count_degraded("event_listener_failed")
+                return
+            self._connection = connection
+
+    @asynccontextmanager
+    async def subscribe(self, tenant_id: str) -> AsyncIterator[asyncio.Event]:
+        """An event set whenever the tenant may have new records."""
+        wake = asyncio.Event()
+        self._waiting[tenant_id].add(wake)
+        try:
+            yield wake
+        finally:
+            self._waiting[tenant_id].discard(wake)
+            if not self._waiting[tenant_id]:
+                del self._waiting[tenant_id]
+                self._notified_position.pop(tenant_id, None)
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
