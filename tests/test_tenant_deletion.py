@@ -65,7 +65,7 @@ async def fill_tenant(pool: asyncpg.Pool, owner_pool: asyncpg.Pool, tenant_id: s
     await privacy.update_settings(pool, caller, {"capture_source_text": True})
     await capture_texts(pool, tenant_id, {"chunk_42": INCIDENT[2].text})
     await auth.create_key(pool, tenant_id, "read", "test")
-    await audit.record(pool, Settings(), caller, "walk", "answer_1")
+    await audit.record(pool, caller, "walk", "answer_1")
     async with db.transaction(pool, tenant_id) as connection:
         await db.execute(connection, "append_spans", tenant_id=tenant_id, **SPAN)
     await storage.checkpoint(pool, Settings(), tenant_id)

@@ -113,11 +113,11 @@ def require(scope: Scope) -> object:
             detail = dict(request.query_params)
             await audit.record(
                 await get_pool(request),
-                await get_settings(request),
                 found,
                 request.scope["route"].name,
                 target,
                 detail,
+                spool=audit.spool_dir(await get_settings(request)),
             )
         return found
 

@@ -67,20 +67,24 @@ def spool_dir(settings: Settings) -> Path:
 
 async def record(
     pool: asyncpg.Pool,
-    settings: Settings,
     caller: Caller,
     action: str,
     target: str | None,
     detail: dict[str, Any] | None = None,
+    *,
+    spool: Path | None = None,
 ) -> None:
-    """Append one audit row in its own transaction, so a failed request is audited too; when
-    the primary cannot take it, spool it instead of failing the request."""
+    """Append one audit row in its own transaction, so a failed request is audited too. With
+    `spool` (a read's audit), a primary that cannot take the row does not fail the caller: the
+    row waits in that folder (see `spool_dir`) instead."""
     at = datetime.now(UTC)
     try:
-        async with asyncio.timeout(WRITE_TIMEOUT_S):
+        async with asyncio.timeout(WRITE_TIMEOUT_S if spool is not None else None):
             async with db.transaction(pool, caller.tenant_id) as connection:
                 await append(connection, caller.tenant_id, caller.key_id, action, target, detail)
     except SPOOLED_ERRORS as exc:
+        if spool is None:
+            raise
         log.warning("audit row spooled, the primary did not take it: %r", exc)
         metrics.count_degraded("audit_spooled")
         entry = {
@@ -91,7 +95,7 @@ async def record(
             "detail": detail or {},
             "at": at.isoformat(),
         }
-        await asyncio.to_thread(_spool, spool_dir(settings), entry)
+        await asyncio.to_thread(_spool, spool, entry)
 
 
 def _spool(directory: Path, entry: dict[str, Any]) -> None:
