@@ -27,6 +27,10 @@ DEGRADED = Counter(
 )
 SPOOL_DEPTH = Gauge("lineage_spool_depth", "Records waiting in the local spool to be sent.")
 SPANS_STORED = Counter("lineage_spans_stored", "Spans received and stored (new ones).")
+OTLP_UNKNOWN_IDS = Counter(
+    "lineage_otlp_unknown_ids",
+    "Ids, sources or contents named by spans sent to POST /v1/traces that no record stands for.",
+)
 EVENT_STREAMS = Gauge("lineage_event_streams", "Live event streams open now.")
 
 

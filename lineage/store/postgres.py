@@ -191,12 +191,18 @@ async def get_records(
 class ConnectionStore:
     """A Store over one open connection, so derive() writes inside the caller's transaction."""
 
-    def __init__(self, connection: asyncpg.Connection, tenant_id: str) -> None:
+    def __init__(
+        self,
+        connection: asyncpg.Connection,
+        tenant_id: str,
+        signer: signing.Signer | None = None,
+    ) -> None:
         self.connection = connection
         self.tenant_id = tenant_id
+        self.signer = signer  # the app's keyring in a request; default: the environment's
 
     async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
-        return await append_records(self.connection, self.tenant_id, proposals)
+        return await append_records(self.connection, self.tenant_id, proposals, self.signer)
 
     async def get(self, context_id: str) -> ContextRecord | None:
         return (await get_records(self.connection, self.tenant_id, [context_id])).get(context_id)

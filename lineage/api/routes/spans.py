@@ -2,6 +2,7 @@
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -94,26 +95,34 @@ async def append_spans(
             "batch_too_large",
             f"{len(body.spans)} spans; send at most {settings.max_spans_per_request} per request",
         )
-    spans = body.spans
     async with db.transaction(pool, caller.tenant_id) as connection:
-        stored = await db.fetch(
-            connection,
-            "append_spans",
-            tenant_id=caller.tenant_id,
-            span_trace_ids=[s.trace_id for s in spans],
-            span_ids=[s.span_id for s in spans],
-            parent_span_ids=[s.parent_span_id for s in spans],
-            span_names=[s.name for s in spans],
-            span_kinds=[s.kind for s in spans],
-            service_names=[s.service_name for s in spans],
-            start_times=[_time(s.start_time_unix_nano) for s in spans],
-            end_times=[_time(s.end_time_unix_nano) for s in spans],
-            status_codes=[s.status_code for s in spans],
-            status_messages=[s.status_message for s in spans],
-            attribute_docs=[json.dumps(s.attributes) for s in spans],
-        )
+        stored = await store_spans(connection, caller.tenant_id, body.spans)
+    return {"received": len(body.spans), "stored": stored}
+
+
+async def store_spans(
+    connection: asyncpg.Connection, tenant_id: str, spans: Sequence[SpanIn]
+) -> int:
+    """Store spans in the caller's transaction; a span already stored is left alone. Returns
+    how many were new."""
+    stored = await db.fetch(
+        connection,
+        "append_spans",
+        tenant_id=tenant_id,
+        span_trace_ids=[s.trace_id for s in spans],
+        span_ids=[s.span_id for s in spans],
+        parent_span_ids=[s.parent_span_id for s in spans],
+        span_names=[s.name for s in spans],
+        span_kinds=[s.kind for s in spans],
+        service_names=[s.service_name for s in spans],
+        start_times=[_time(s.start_time_unix_nano) for s in spans],
+        end_times=[_time(s.end_time_unix_nano) for s in spans],
+        status_codes=[s.status_code for s in spans],
+        status_messages=[s.status_message for s in spans],
+        attribute_docs=[json.dumps(s.attributes) for s in spans],
+    )
     metrics.SPANS_STORED.inc(len(stored))
-    return {"received": len(spans), "stored": len(stored)}
+    return len(stored)
 
 
 def _span_node(row: asyncpg.Record) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from fastapi import APIRouter
 from lineage.api.deps import AppSettings, Read, ReadPool
 from lineage.api.routes.spans import span_tree
 from lineage.core.errors import NotFound
+from lineage.interop.otlp_lineage import LOCAL_ATTRIBUTE
 from lineage.services import walks
 
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
@@ -26,4 +27,17 @@ async def get_trace(
         "records": records,
         "spans": spans,
         "spans_truncated": spans_truncated,
+        "unknown_ids": _unknown_ids(spans),
     }
+
+
+def _unknown_ids(spans: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """What the trace's spans named that no record stood for when they came in (OTLP intake)."""
+    found: list[dict[str, str]] = []
+    pending = list(spans)
+    while pending:
+        span = pending.pop()
+        pending += span["children"]
+        for shown in (span.get("attributes") or {}).get(LOCAL_ATTRIBUTE, []):
+            found.append({"span_id": span["span_id"], "id": shown})
+    return sorted(found, key=lambda item: (item["span_id"], item["id"]))
