@@ -170,9 +170,7 @@ def probes(paths: dict[str, dict[str, object]]) -> list[tuple[str, str, str]]:
 def neutral(text: str) -> str:
     for known, unknown in PARAMETER_VALUES.values():
         text = text.replace(known, "ID").replace(unknown, "ID")
-    return re.sub(
-        r'"(generated_at|at|time|elapsed_ms|trace_id)":\s*"?[^,}"]*"?', r'"\1":"T"', text
-    )
+    return re.sub(r'"(generated_at|at|time|elapsed_ms|trace_id)":\s*"?[^,}"]*"?', r'"\1":"T"', text)
 
 
 async def test_another_tenants_ids_look_exactly_like_unknown_ones(
