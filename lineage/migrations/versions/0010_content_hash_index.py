@@ -1,14 +1,14 @@
 """Records by content hash: OTLP intake links a retrieved document that carries no id to the
 chunk a pipeline recorded with derive() over the same text (sql/newest_by_content_hash.sql).
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 """
 
 from alembic import op
 
-revision = "0009"
-down_revision = "0008"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
