@@ -10,6 +10,7 @@ from lineage.core.errors import (
     StoreUnavailable,
     WalkTimeout,
 )
+from lineage.core.queries import record_query
 from lineage.core.record import ContextRecord, NewContext
 from lineage.store import HttpStore, PostgresStore, Store
 from lineage.store.spool import SpoolingStore
@@ -32,5 +33,6 @@ __all__ = [
     "WalkTimeout",
     "derive",
     "derive_many",
+    "record_query",
     "render_for_prompt",
 ]

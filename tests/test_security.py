@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from lineage import cli, db
 from lineage.api.app import create_app
+from lineage.core.queries import record_query
 from lineage.core.record import MAX_ATTRIBUTES_BYTES, MAX_PARENTS
 from lineage.services import auth
 from lineage.services.demo import TRACE_ID, load_incident
@@ -46,6 +47,10 @@ async def tenants(database_url: str, pool: asyncpg.Pool) -> AsyncIterator[Tenant
             token, _ = await auth.create_key(pool, tenant, scope, f"{tenant} {scope}")
             keys[f"{tenant}:{scope}"] = token
     await load_incident(PostgresStore(pool, "acme"))
+    recorded = await record_query(
+        PostgresStore(pool, "acme"), "req-1", query="q", answer="a", evidence=["chunk_42"]
+    )
+    assert recorded is not None
     yield Tenants(owner_pool, keys)
     await owner_pool.close()
 
@@ -148,6 +153,7 @@ PARAMETER_VALUES = {
     "context_id": ("answer_1", UNKNOWN_ID),
     "answer_id": ("answer_1", UNKNOWN_ID),
     "trace_id": (TRACE_ID, UNKNOWN_TRACE),
+    "request_id": ("req-1", "req-unknown"),
 }
 
 

@@ -1,0 +1,139 @@
+"""One call per query, as a gateway makes it: the query, the routing decision and backends used,
+the evidence with scores, the model and the answer become three records in one transaction —
+query -> retrieval -> answer — signed as every record is.
+
+Record ids come from the caller's request id (`req:<request_id>:query|retrieval|answer`), so a
+replay is a no-op and `GET /v1/queries/{request_id}/trace` finds them. Evidence ids the tenant
+does not know are kept on the retrieval (`attributes.unknown_ids`) and reported, never edges.
+"""
+
+from typing import Any
+
+import asyncpg
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from lineage.core.hashing import content_hash
+from lineage.core.record import ID_PATTERN, ContextRecord, NewContext
+from lineage.services.signing import Signer
+from lineage.store.postgres import append_records, get_records
+
+ROLES = ("query", "retrieval", "answer")
+MAX_EVIDENCE = 1000
+
+
+class Evidence(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    context_id: str = Field(min_length=1, max_length=128)
+    score: float | None = Field(default=None, allow_inf_nan=False)
+    backend: str | None = Field(default=None, max_length=256)
+
+
+class QueryIn(BaseModel):
+    """A query, how it was routed, what it retrieved, and what the model answered. Texts are
+    hashed (query and answer with the tenant's key) and never stored; send a hash instead of a
+    text to keep the text with you."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str = Field(min_length=1, max_length=100, pattern=ID_PATTERN.pattern)
+    query: str | None = None
+    query_hash: str | None = None
+    routing: dict[str, Any] = Field(default_factory=dict, description="the routing decision")
+    backends: list[str] = Field(default_factory=list, max_length=64)
+    evidence: list[Evidence] = Field(default_factory=list, max_length=MAX_EVIDENCE)
+    model: str | None = Field(default=None, max_length=256)
+    answer: str | None = None
+    answer_hash: str | None = None
+    produced_by: str | None = None
+    index_snapshot: str | None = None
+    source_uri: str | None = Field(default=None, description="default: request:<request_id>")
+    trace_id: str | None = None
+
+    @model_validator(mode="after")
+    def text_or_hash(self) -> "QueryIn":
+        for name in ("query", "answer"):
+            if (getattr(self, name) is None) == (getattr(self, f"{name}_hash") is None):
+                raise ValueError(f"send exactly one of {name} or {name}_hash")
+        return self
+
+    def record_id(self, role: str) -> str:
+        return f"req:{self.request_id}:{role}"
+
+
+def record_ids(request_id: str) -> list[str]:
+    return [f"req:{request_id}:{role}" for role in ROLES]
+
+
+async def record_query(
+    connection: asyncpg.Connection,
+    tenant_id: str,
+    body: QueryIn,
+    signer: Signer | None,
+    sent_trace_id: str | None = None,
+) -> dict[str, Any]:
+    """Append the three records within the caller's transaction (all or none)."""
+    wanted = list(dict.fromkeys(e.context_id for e in body.evidence))
+    known = await get_records(connection, tenant_id, wanted)
+    evidence = [e for e in body.evidence if e.context_id in known]
+    unknown = [i for i in wanted if i not in known]
+    trace_id = body.trace_id or sent_trace_id
+    query_hash = body.query_hash or content_hash(body.query or "")
+    answer_hash = body.answer_hash or content_hash(body.answer or "")
+    scores = {e.context_id: e.score for e in evidence if e.score is not None}
+    by_backend: dict[str, list[str]] = {}
+    for item in evidence:
+        if item.backend:
+            by_backend.setdefault(item.backend, []).append(item.context_id)
+    common = {"trace_id": trace_id, "attributes": {"request_id": body.request_id}}
+    proposals = [
+        NewContext(
+            context_id=body.record_id("query"),
+            kind="query",
+            source_uri=body.source_uri or f"request:{body.request_id}",
+            content_hash=query_hash,
+            **common,
+        ),
+        NewContext(
+            context_id=body.record_id("retrieval"),
+            parent_ids=[body.record_id("query"), *dict.fromkeys(e.context_id for e in evidence)],
+            kind="retrieval",
+            content_hash=content_hash(" ".join(e.context_id for e in evidence)),
+            index_snapshot=body.index_snapshot,
+            trace_id=trace_id,
+            attributes={
+                "request_id": body.request_id,
+                "routing": body.routing,
+                "backends": body.backends,
+                "scores": scores,
+            }
+            | ({"by_backend": by_backend} if by_backend else {})
+            | ({"unknown_ids": unknown} if unknown else {}),
+        ),
+        NewContext(
+            context_id=body.record_id("answer"),
+            parent_ids=[body.record_id("retrieval")],
+            kind="answer",
+            content_hash=answer_hash,
+            produced_by=body.produced_by or body.model,
+            trace_id=trace_id,
+            attributes={"request_id": body.request_id}
+            | ({"model": body.model} if body.model else {}),
+        ),
+    ]
+    appended = await append_records(connection, tenant_id, proposals, signer)
+    return {
+        "request_id": body.request_id,
+        "trace_id": trace_id,
+        "created": any(a.created for a in appended),
+        "records": {role: a.record.api_dict() for role, a in zip(ROLES, appended, strict=True)},
+        "unknown_ids": unknown,
+    }
+
+
+async def query_records(
+    connection: asyncpg.Connection, tenant_id: str, request_id: str
+) -> list[ContextRecord]:
+    """The request's records, query first; none for an unknown or another tenant's request."""
+    found = await get_records(connection, tenant_id, record_ids(request_id))
+    return [found[i] for i in record_ids(request_id) if i in found]
