@@ -33,6 +33,12 @@ class Settings(BaseSettings):
     default_max_depth: int = 20
     max_depth_limit: int = 100
     max_body_bytes: int = 8 * 1024 * 1024
+    body_read_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="a request body must arrive whole within this; else 408 (a slow or idle "
+        "upload never holds a slot)",
+    )
     max_batch_records: int = 50_000
     stream_threshold: int = 1000
     max_spans_per_request: int = 5000

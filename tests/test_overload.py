@@ -38,29 +38,41 @@ async def serving(settings: Settings, database_url: str) -> AsyncIterator[httpx.
             yield http
 
 
-@asynccontextmanager
-async def request_in_flight(http: httpx.AsyncClient) -> AsyncIterator[None]:
-    """A POST whose body ends only when the block does, so it stays in flight until then."""
-    reading = asyncio.Event()
-    release = asyncio.Event()
-
-    async def body() -> AsyncIterator[bytes]:
-        yield b'{"context_id": "doc_held", "kind": "document", '
-        reading.set()  # the service asked for more of the body: it is working on the request
-        await release.wait()
-        yield b'"source_uri": "s3://held.md", "text": "held"}'
-
-    held = asyncio.create_task(
-        http.post("/v1/contexts", content=body(), headers={"content-type": "application/json"})
+async def waiting_on_a_lock(watcher: asyncpg.Connection) -> None:
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND datname = current_database()"
     )
+    while True:
+        if await watcher.fetchval(query):
+            return
+        await asyncio.sleep(0.01)
+
+
+@asynccontextmanager
+async def request_in_flight(http: httpx.AsyncClient, database_url: str) -> AsyncIterator[None]:
+    """A POST that stays in flight until the block ends: its insert waits on a table lock held
+    by another connection (a body still arriving does not count as in flight)."""
+    locker = await asyncpg.connect(database_url)
+    watcher = await asyncpg.connect(database_url)
     try:
-        async with asyncio.timeout(HANG_GUARD_S):
-            await reading.wait()
-        yield
+        locking = locker.transaction()
+        await locking.start()
+        await locker.execute("LOCK TABLE provenance IN EXCLUSIVE MODE")
+        held = asyncio.create_task(
+            http.post("/v1/contexts", json={**document("doc_held"), "text": "held"})
+        )
+        try:
+            async with asyncio.timeout(HANG_GUARD_S):
+                await waiting_on_a_lock(watcher)
+            yield
+        finally:
+            await locking.rollback()
+            response = await held
+        assert response.status_code == 201, response.text
     finally:
-        release.set()
-        response = await held
-    assert response.status_code == 201, response.text
+        await locker.close()
+        await watcher.close()
 
 
 async def test_a_request_past_the_cap_gets_429_at_once_and_nothing_is_done(
@@ -69,7 +81,7 @@ async def test_a_request_past_the_cap_gets_429_at_once_and_nothing_is_done(
     # A bad-request limit of 1 shows that a shed request is not held against its caller.
     settings = Settings(auth="none", max_concurrent_requests=1, bad_request_limit=1)
     async with serving(settings, database_url) as http:
-        async with request_in_flight(http):
+        async with request_in_flight(http, database_url):
             refused = await http.post("/v1/contexts", json={**document("doc_late"), "text": "t"})
             assert refused.status_code == 429
             assert refused.headers["retry-after"] == "1"
@@ -88,9 +100,9 @@ async def test_a_request_past_the_cap_gets_429_at_once_and_nothing_is_done(
 
 async def test_zero_means_no_cap(database_url: str) -> None:
     settings = Settings(auth="none", max_concurrent_requests=0)
-    async with serving(settings, database_url) as http, request_in_flight(http):
-        answer = await http.post("/v1/contexts", json={**document("doc_free"), "text": "t"})
-        assert answer.status_code == 201
+    async with serving(settings, database_url) as http, request_in_flight(http, database_url):
+        answer = await http.get("/v1/contexts/doc_free")  # a read: the table lock allows it
+        assert answer.status_code == 404
 
 
 def test_the_cap_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,7 +141,7 @@ async def test_the_sdk_spools_a_shed_record_and_stores_it_once_when_replayed(
         direct = HttpStore("http://lineage", client=http)
         spooling = SpoolingStore(direct, tmp_path)
         try:
-            async with request_in_flight(http):
+            async with request_in_flight(http, database_url):
                 with pytest.raises(StoreUnavailable, match="429"):
                     await direct.append([proposal])
                 [appended] = await spooling.append([proposal])

@@ -5,10 +5,11 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from lineage import db
 from lineage.api import logs, problems
+from lineage.api.deps import refuse_unknown_query_parameters
 from lineage.api.limits import BadRequestCap, CapBadRequests, LimitBody, ShedOverload
 from lineage.api.routes import (
     admin,
@@ -133,18 +134,24 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # routes/docs.py serves /docs and /redoc without a CDN
         redoc_url=None,
+        dependencies=[Depends(refuse_unknown_query_parameters)],
     )
     app.state.settings = chosen
     app.state.auth = auth
     problems.install(app)
 
     # Each add_middleware wraps the ones before it: the last added sees a request first.
-    app.add_middleware(LimitBody, max_body_bytes=chosen.max_body_bytes)
-    # Outside LimitBody, so that its 413s count as bad requests too.
+    # Innermost: only a request whose body is read and whose caller is verified counts.
+    app.add_middleware(ShedOverload, limit=chosen.max_concurrent_requests)
+    app.add_middleware(
+        LimitBody,
+        max_body_bytes=chosen.max_body_bytes,
+        read_timeout_s=chosen.body_read_timeout_s,
+    )
+    # Outside LimitBody, so that its 413s and 408s count as bad requests too.
     app.add_middleware(
         CapBadRequests, cap=BadRequestCap(chosen.bad_request_limit, chosen.bad_request_window_s)
     )
-    app.add_middleware(ShedOverload, limit=chosen.max_concurrent_requests)
     # Outermost of all: every response and log line of a request carries its trace id.
     app.add_middleware(logs.TraceIdMiddleware)
 

@@ -1,50 +1,74 @@
-"""What one caller, or all callers together, may ask of this process: a body size limit, a cap
-on bad requests per key or address, and a cap on requests in flight that sheds overload.
+"""What one caller, or all callers together, may ask of this process: a cap on bad requests per
+verified key or address, a body size limit and read deadline, and a cap on requests in flight
+that sheds overload.
+
+Order, outermost first: CapBadRequests (verifies the caller once, so that a cap is keyed by a
+key that is really the caller's), LimitBody (the whole body, read within a deadline and a size
+cap, before the app sees it), ShedOverload (counts only requests that got this far with a
+verified caller: an idle or unauthenticated socket never holds a slot).
 
 Each is plain ASGI rather than Starlette's BaseHTTPMiddleware, whose extra tasks and streams
 per request cost more CPU than the rest of a small request's path through the framework.
 Counts live in this process only.
 """
 
+import asyncio
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, deque
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lineage.api import problems
-from lineage.services.auth import bearer_token
+from lineage.api.deps import caller_of, verified_caller
+from lineage.core.errors import StoreUnavailable
+from lineage.store.postgres import is_outage
 
 # Answers that mean the caller sent something wrong; 404 is left out (a walk of an unknown
 # id is an ordinary question).
-BAD_STATUSES = frozenset({400, 401, 403, 405, 413, 415, 422})
+BAD_STATUSES = frozenset({400, 401, 403, 405, 408, 413, 415, 422})
 # Health checks, scrapes and live event streams are never shed, nor counted as in flight: a
 # busy process must still answer its probes, and a stream stays open for hours.
 NEVER_SHED = ("/healthz", "/readyz", "/metrics", "/v1/events")
 SHED_RETRY_AFTER_S = 1
+# A body left unread is not drained: the connection ends with the answer.
+CLOSE = {"Connection": "close"}
+# Callers whose recent bad requests are remembered; past it the least recently seen is dropped.
+MAX_TRACKED_CALLERS = 10_000
 
 
-def identity(scope: Scope) -> str:
-    """The key id of a bearer key (never the secret), else the client address."""
-    token = bearer_token(Headers(scope=scope).get("authorization", ""))
-    if token is not None and token.startswith("lk_"):
-        return "key:" + token[3:19]
+async def identity(scope: Scope) -> str:
+    """The verified key id of the caller (never a key id only claimed), else its address."""
+    try:
+        caller = await caller_of(scope)
+    except Exception as exc:  # database down: the route itself answers 503
+        if not (isinstance(exc, StoreUnavailable) or is_outage(exc)):
+            raise
+        caller = None
+    if caller is not None and caller.key_id is not None:
+        return "key:" + caller.key_id
     client = scope.get("client")
     return "addr:" + (client[0] if client else "unknown")
 
 
 class BadRequestCap:
-    def __init__(self, limit: int, window_s: float) -> None:
+    def __init__(self, limit: int, window_s: float, max_tracked: int = MAX_TRACKED_CALLERS) -> None:
         self.limit = limit
         self.window_s = window_s
-        self._seen: defaultdict[str, deque[float]] = defaultdict(deque)
+        self.max_tracked = max_tracked
+        self._seen: OrderedDict[str, deque[float]] = OrderedDict()
 
     def _recent(self, who: str) -> deque[float]:
-        times = self._seen[who]
+        times = self._seen.get(who, deque())
         horizon = time.monotonic() - self.window_s
         while times and times[0] < horizon:
             times.popleft()
+        if not times:
+            self._seen.pop(who, None)  # nothing recent: forget the caller
         return times
+
+    def tracked(self) -> int:
+        return len(self._seen)
 
     def retry_after(self, who: str) -> int | None:
         """Seconds until `who` may ask again, or None when under the cap."""
@@ -54,8 +78,14 @@ class BadRequestCap:
         return max(1, int(times[0] + self.window_s - time.monotonic()) + 1)
 
     def note(self, who: str, status: int) -> None:
-        if status in BAD_STATUSES:
-            self._recent(who).append(time.monotonic())
+        if status not in BAD_STATUSES:
+            return
+        times = self._recent(who)
+        times.append(time.monotonic())
+        self._seen[who] = times
+        self._seen.move_to_end(who)
+        while len(self._seen) > self.max_tracked:
+            self._seen.popitem(last=False)
 
 
 class CapBadRequests:
@@ -70,7 +100,7 @@ class CapBadRequests:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        who = identity(scope)
+        who = await identity(scope)
         wait = self.cap.retry_after(who)
         if wait is not None:
             response = problems.problem(
@@ -92,29 +122,76 @@ class CapBadRequests:
 
 
 class LimitBody:
-    """413 before reading a body whose declared length is above `max_body_bytes`."""
+    """Read the whole body before the app sees the request: 413 past `max_body_bytes`, declared
+    or streamed (chunked uploads too), and 408 when it takes longer than `read_timeout_s`."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, read_timeout_s: float) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.read_timeout_s = read_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            length = Headers(scope=scope).get("content-length")
-            if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-                response = problems.problem(
-                    413,
-                    "BodyTooLarge",
-                    f"body is {length} bytes; at most {self.max_body_bytes}: split the batch",
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            await self._too_large(f"body is {length} bytes")(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.read_timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return  # the client left: nobody to answer
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.max_body_bytes:
+                        await self._too_large("the streamed body ran past that")(
+                            scope, receive, send
+                        )
+                        return
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            timed_out = problems.problem(
+                408,
+                "RequestTimeout",
+                f"the body did not arrive within {self.read_timeout_s:g} s "
+                "(LINEAGE_BODY_READ_TIMEOUT_S); nothing was done: send it again, whole",
+                CLOSE,
+            )
+            await timed_out(scope, receive, send)
+            return
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # after the body: wait for the client to disconnect
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    def _too_large(self, what: str) -> ASGIApp:
+        return problems.problem(
+            413,
+            "BodyTooLarge",
+            f"{what}; at most {self.max_body_bytes} bytes (LINEAGE_MAX_BODY_BYTES): split the "
+            "batch",
+            CLOSE,
+        )
 
 
 class ShedOverload:
     """429 with Retry-After, at once, for a request that finds `limit` others in flight in this
-    process (0: no limit). Queueing them instead would only make every answer late."""
+    process (0: no limit). Queueing them instead would only make every answer late. Only
+    requests from a verified caller count (with keys on): the others are answered at once."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -122,7 +199,12 @@ class ShedOverload:
         self.in_flight = 0  # one event loop per process: no lock needed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.limit or _never_shed(scope["path"]):
+        if (
+            scope["type"] != "http"
+            or not self.limit
+            or _never_shed(scope["path"])
+            or verified_caller(scope) is None
+        ):
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.limit:
