@@ -83,6 +83,8 @@ def test_demo_on_the_embedded_server_from_nothing(tmp_path: Path) -> None:
             "-v",
             "produced_by=any",
             "-v",
+            "session_id=any",
+            "-v",
             "since=-infinity",
             "-v",
             "until=infinity",

@@ -1,10 +1,12 @@
 -- name: list_contexts
 -- Records matching every filter, oldest first, one page at a time (for audits). Text filters
--- take 'any' to match everything (kind also 'all': both include verdicts and tombstones); since/until take '-infinity' and 'infinity'. The next page
+-- take 'any' to match everything (kind also 'all': both include verdicts and tombstones);
+-- session_id matches attributes.session_id (agent steps); since/until take '-infinity' and
+-- 'infinity'. The next page
 -- starts after the last row's (created_at, context_id): pass them as after_created_at and
 -- after_context_id ('-infinity' and '' for the first page).
 --   psql -v tenant_id=default -v kind=answer -v source_uri=any -v trace_id=any \
---        -v produced_by=any -v since=-infinity -v until=infinity \
+--        -v produced_by=any -v session_id=any -v since=-infinity -v until=infinity \
 --        -v after_created_at=-infinity -v after_context_id= -v page_size=100 \
 --        -f sql/list_contexts.sql
 SELECT r.context_id, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
@@ -16,6 +18,7 @@ WHERE r.tenant_id = :'tenant_id'
   AND (:'source_uri' = 'any' OR r.source_uri = :'source_uri')
   AND (:'trace_id' = 'any' OR r.trace_id = :'trace_id')
   AND (:'produced_by' = 'any' OR r.produced_by = :'produced_by')
+  AND (:'session_id' = 'any' OR r.attributes ->> 'session_id' = :'session_id')
   AND r.created_at >= :'since'::timestamptz AND r.created_at < :'until'::timestamptz
   AND (r.created_at, r.context_id)
       > (:'after_created_at'::timestamptz, :'after_context_id'::text)

@@ -116,6 +116,9 @@ async def list_contexts(
     source_uri: str = "any",
     trace_id: str = "any",
     produced_by: str = "any",
+    session_id: Annotated[
+        str, Query(description="only records whose attributes.session_id is this")
+    ] = "any",
     since: datetime | None = None,
     until: datetime | None = None,
     cursor: str | None = None,
@@ -132,6 +135,7 @@ async def list_contexts(
         source_uri=source_uri,
         trace_id=trace_id,
         produced_by=produced_by,
+        session_id=session_id,
         since=since or EARLIEST,
         until=until or LATEST,
         after_created_at=after_created_at,

@@ -46,6 +46,7 @@ async def record_export(
     tenant_id: str,
     spans: list[otlp.DecodedSpan],
     signer: Signer,
+    max_spans_per_trace: int,
 ) -> dict[str, Any]:
     """Store the spans and derive their lineage, all in the caller's transaction."""
     readings = [otlp_lineage.read_span(decoded.span) for decoded in spans]
@@ -59,7 +60,7 @@ async def record_export(
         if listed := mapped.unknown.get(reading.span.span_id):
             attributes[otlp_lineage.LOCAL_ATTRIBUTE] = listed
         to_store.append(reading.span.model_copy(update={"attributes": attributes}))
-    stored_spans = await store_spans(connection, tenant_id, to_store)
+    stored_spans = await store_spans(connection, tenant_id, to_store, max_spans_per_trace)
     made = await derive_many(ConnectionStore(connection, tenant_id, signer), mapped.derivations)
     unknown: list[dict[str, str]] = [
         {"span_id": span_id, "id": shown}
@@ -116,7 +117,9 @@ async def export_traces(
         status = 413 if exc.rule in OVERSIZED_RULES else 400
         return problems.problem(status, "InvalidRequest", exc.message, rule=exc.rule)
     async with db.transaction(pool, caller.tenant_id) as connection:
-        report = await record_export(connection, caller.tenant_id, spans, signer)
+        report = await record_export(
+            connection, caller.tenant_id, spans, signer, settings.max_spans_per_trace
+        )
     unknown_count = len(report["unknown_ids"])
     warning = (
         f"{unknown_count} ids are not known in this tenant (kept on their spans, no record made); "

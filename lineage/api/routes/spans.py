@@ -22,6 +22,8 @@ router = APIRouter(prefix="/v1/spans", tags=["spans"])
 
 SPAN_ID = re.compile(r"^(?!0{16})[0-9a-f]{16}$")
 MAX_SPAN_ATTRIBUTES_BYTES = 64 * 1024
+# OTLP's times are 64-bit nanoseconds; beyond int64 (the year 2262) no clock writes them.
+MAX_UNIX_NANO = 2**63 - 1
 
 
 class SpanIn(BaseModel):
@@ -35,8 +37,8 @@ class SpanIn(BaseModel):
     name: str = Field(min_length=1, max_length=1024)
     kind: Literal["INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"] = "INTERNAL"
     service_name: str | None = Field(default=None, max_length=1024)
-    start_time_unix_nano: int = Field(ge=0)
-    end_time_unix_nano: int = Field(ge=0)
+    start_time_unix_nano: int = Field(ge=0, le=MAX_UNIX_NANO)
+    end_time_unix_nano: int = Field(ge=0, le=MAX_UNIX_NANO)
     status_code: Literal["UNSET", "OK", "ERROR"] = "UNSET"
     status_message: str | None = Field(default=None, max_length=4096)
     attributes: dict[str, Any] = Field(default_factory=dict)
@@ -89,22 +91,31 @@ def _time(unix_nano: int) -> datetime:
 async def append_spans(
     body: SpansIn, pool: Pool, caller: Ingest, settings: AppSettings
 ) -> dict[str, int]:
-    """Store finished spans (a span sent twice is stored once)."""
+    """Store finished spans (a span sent twice is stored once); all or nothing, and none when
+    a trace would hold more than max_spans_per_trace."""
     if len(body.spans) > settings.max_spans_per_request:
         raise InvalidRecord(
             "batch_too_large",
             f"{len(body.spans)} spans; send at most {settings.max_spans_per_request} per request",
         )
     async with db.transaction(pool, caller.tenant_id) as connection:
-        stored = await store_spans(connection, caller.tenant_id, body.spans)
+        stored = await store_spans(
+            connection, caller.tenant_id, body.spans, settings.max_spans_per_trace
+        )
     return {"received": len(body.spans), "stored": stored}
 
 
 async def store_spans(
-    connection: asyncpg.Connection, tenant_id: str, spans: Sequence[SpanIn]
+    connection: asyncpg.Connection,
+    tenant_id: str,
+    spans: Sequence[SpanIn],
+    max_spans_per_trace: int,
 ) -> int:
     """Store spans in the caller's transaction; a span already stored is left alone. Returns
-    how many were new."""
+    how many were new. Raises (so the caller's transaction stores nothing) when a trace would
+    hold more than max_spans_per_trace: the limit holds where spans are stored."""
+    trace_ids = sorted({s.trace_id for s in spans})
+    await db.fetch(connection, "trace_span_lock", tenant_id=tenant_id, trace_ids=trace_ids)
     stored = await db.fetch(
         connection,
         "append_spans",
@@ -121,6 +132,20 @@ async def store_spans(
         status_messages=[s.status_message for s in spans],
         attribute_docs=[json.dumps(s.attributes) for s in spans],
     )
+    over = await db.fetch(
+        connection,
+        "trace_spans_over_limit",
+        tenant_id=tenant_id,
+        trace_ids=trace_ids,
+        max_spans=max_spans_per_trace,
+    )
+    if over:
+        raise InvalidRecord(
+            "trace_too_large",
+            f"trace {over[0]['trace_id']} would hold {over[0]['stored']} spans; at most "
+            f"{max_spans_per_trace} per trace (LINEAGE_MAX_SPANS_PER_TRACE): nothing of this "
+            "request was stored",
+        )
     metrics.SPANS_STORED.inc(len(stored))
     return len(stored)
 

@@ -135,7 +135,8 @@ async def _impact_start(
     first = await walks.run(
         pool, settings, "list_contexts",
         tenant_id=caller.tenant_id, kind="any", source_uri=source_uri, trace_id="any",
-        produced_by="any", since=EARLIEST, until=LATEST, after_created_at=EARLIEST,
+        produced_by="any", session_id="any", since=EARLIEST, until=LATEST,
+        after_created_at=EARLIEST,
         after_context_id="", page_size=1,
     )  # fmt: skip
     if not first:
