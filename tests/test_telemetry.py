@@ -176,12 +176,16 @@ def test_lineage_serve_logs_json_lines_that_carry_the_trace_id(database_url: str
                 f"http://127.0.0.1:{port}/healthz", headers={"X-Trace-Id": TRACE}, timeout=30
             )
             assert response.headers["x-trace-id"] == TRACE
-            request_line = server.stderr.readline()
+            # Connecting and migrating go on in the background: their lines may come first.
+            later = [server.stderr.readline()]
+            while '"/healthz"' not in later[-1] and len(later) < 50:
+                assert later[-1], f"lineage serve stopped: {later}"
+                later.append(server.stderr.readline())
         finally:
             server.terminate()
-    for line in startup:
+    for line in startup + later[:-1]:
         assert json.loads(line)["level"] in {"info", "warning"}
-    logged = json.loads(request_line)
+    logged = json.loads(later[-1])
     assert logged["trace_id"] == TRACE and logged["path"] == "/healthz"
 
 
