@@ -232,8 +232,15 @@ async def resolve(
     hashes = {d.content_hash for d in documents if d.content_hash and d.context_id not in known}
     by_hash = {
         row["content_hash"]: row["context_id"]
-        for row in await db.fetch(
-            connection, "newest_by_content_hash", tenant_id=tenant_id, content_hashes=list(hashes)
+        for row in (
+            await db.fetch(
+                connection,
+                "newest_by_content_hash",
+                tenant_id=tenant_id,
+                content_hashes=list(hashes),
+            )
+            if hashes
+            else []
         )
     }
     sources = {
@@ -243,8 +250,12 @@ async def resolve(
     }
     by_source = {
         row["source_uri"]: row["context_id"]
-        for row in await db.fetch(
-            connection, "newest_by_source_uri", tenant_id=tenant_id, source_uris=list(sources)
+        for row in (
+            await db.fetch(
+                connection, "newest_by_source_uri", tenant_id=tenant_id, source_uris=list(sources)
+            )
+            if sources
+            else []
         )
     }
     return Resolved(known, by_hash, by_source)
