@@ -34,7 +34,13 @@ VOLATILE = {"/metrics", "/v1/audit"}
 # Writes: it integrates the log and signs, on the primary.
 WRITES = {"/v1/log/checkpoint"}
 METRICS_TOKEN = "scraper-token"
-PATH_VALUES = {"context_id": ANSWER_ID, "answer_id": ANSWER_ID, "trace_id": TRACE_ID}
+REQUEST_ID = "req-1"
+PATH_VALUES = {
+    "context_id": ANSWER_ID,
+    "answer_id": ANSWER_ID,
+    "trace_id": TRACE_ID,
+    "request_id": REQUEST_ID,
+}
 
 
 @dataclass
@@ -107,6 +113,9 @@ async def replicated(
         await owner_pool.close()
     data_dir = tmp_path_factory.mktemp("primary-app")
     async with app_client(settings_for(None, data_dir), primary) as http:
+        query = {"request_id": REQUEST_ID, "query": "notice period?", "answer": "30 days"}
+        recorded = await http.post("/v1/queries", json=query, headers=bearer(token))
+        assert recorded.status_code == 201, recorded.text
         checkpoint = await http.get("/v1/log/checkpoint", headers=bearer(token))
         assert checkpoint.status_code == 200, checkpoint.text
     found = Replicated(primary, standby, token, checkpoint.json()["tree_size"], data_dir)

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from lineage import db
-from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read, SentTraceId
+from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read, ReadPool, SentTraceId
 from lineage.api.routes.spans import span_tree
 from lineage.core.errors import NotFound
 from lineage.services import signing, walks
@@ -30,7 +30,7 @@ async def post_query(
 
 @router.get("/{request_id}/trace")
 async def get_query_trace(
-    request_id: str, pool: Pool, caller: Read, signer: AppSigner, settings: AppSettings
+    request_id: str, pool: ReadPool, caller: Read, signer: AppSigner, settings: AppSettings
 ) -> dict[str, Any]:
     """The request's records, each with its signature check (signed, verified, key_id, reason),
     and the span tree of its trace. 404 for an unknown (or another tenant's) request id."""
