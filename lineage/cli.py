@@ -152,38 +152,40 @@ def serving_settings(settings: Settings, bind_host: str) -> Settings:
 
 @app.command()
 def demo(config: ConfigOption = None) -> None:
-    """Load the demo incident (idempotent) and walk its wrong answer back to the causes."""
-    from lineage.claims.verify import Verification
+    """Load the demo incident (idempotent), walk its wrong answer back to both root causes."""
     from lineage.db.migrate import migrate as upgrade
-    from lineage.services.demo import ANSWER_ID, load_incident, verify_incident
+    from lineage.services.demo import (
+        ANSWER_ID,
+        CORRECT_ANSWER,
+        SUMMARY_ID,
+        load_incident,
+        story,
+    )
     from lineage.store.postgres import PostgresStore
 
     settings = _settings(config)
     upgrade(_url(settings))
 
-    async def work(
-        pool: asyncpg.Pool,
-    ) -> tuple[walks.Walk, list[dict[str, Any]], Verification]:
+    async def work(pool: asyncpg.Pool) -> tuple[walks.Walk, list[dict[str, Any]], list[str]]:
         contexts = await load_incident(PostgresStore(pool))
         console.print(f"loaded {len(contexts)} demo records (tenant default)")
-        walk = await walks.walk_back(pool, settings, "default", ANSWER_ID, None)
-        hops = await walks.suspicious_hops(pool, settings, "default", ANSWER_ID, None)
-        return walk, hops, await verify_incident(pool)
+        return await story(pool, settings)
 
-    walk, hops, verification = _run(settings, work)
+    walk, hops, lines = _run(settings, work)
     console.print(
-        f'\nQ: "What notice period do contractors get?"  A: "30 days" (answer id {ANSWER_ID})\n'
+        f'\nQ: "What notice period do contractors get?"  A: "30 days" (answer id {ANSWER_ID}): '
+        f"wrong; the revised contractor policy says {CORRECT_ANSWER}.\n"
+        f"The walk back, four hops from the answer to the stale document:\n"
     )
     _print_walk(walk, hops)
     _print_hops(hops)
-    console.print(f"\nClaim check (lineage verify {ANSWER_ID}):")
-    for line in verification.lines():
+    for line in lines:
         console.print(line, markup=False, highlight=False)
     console.print(
         f"\nNext: [bold]lineage serve[/bold], then open "
         f"http://{settings.host}:{settings.port}/ui and paste {ANSWER_ID} "
         f"(API docs at http://{settings.host}:{settings.port}/docs); "
-        f"or [bold]lineage walk {ANSWER_ID}[/bold]."
+        f"or [bold]lineage walk {ANSWER_ID}[/bold], [bold]lineage verify {SUMMARY_ID}[/bold]."
     )
 
 
@@ -389,15 +391,26 @@ def _print_nodes(nodes: list[dict[str, Any]], output: str) -> None:
 
 @app.command()
 def verify(
-    context_id: Annotated[str, typer.Argument(help="An answer (all its claims) or one claim.")],
+    context_id: Annotated[
+        str,
+        typer.Argument(
+            help="An answer (all its claims), a claim, or a summary, reasoning, plan "
+            "or tool_call (each statement against its parents)."
+        ),
+    ],
     output: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
     config: ConfigOption = None,
 ) -> None:
-    """Judge an answer's claims against the contexts they cite (texts from context_text)."""
-    from lineage.claims.verify import verify_command
+    """Judge an LLM-made record against its sources (texts from context_text); appends verdicts."""
+    from lineage.claims.handoffs import verify_command
+    from lineage.claims.judges import judge_from_settings
 
     settings = _settings(config)
-    result = _run(settings, lambda pool: verify_command(pool, "default", context_id))
+    result = _run(
+        settings,
+        # LINEAGE_CLAIM_JUDGE: offline, openai or a plug-in (named errors come from _run)
+        lambda pool: verify_command(pool, "default", context_id, judge_from_settings(settings)),
+    )
     if output == "json":
         print(json.dumps(result.as_dict(), indent=2))
         return
@@ -427,6 +440,28 @@ def report_claims(
             print(json.dumps(row))
         return
     for line in report_lines(rows):
+        console.print(line, markup=False, highlight=False)
+
+
+@report_app.command("drift")
+def report_drift(
+    since: Annotated[
+        str | None, typer.Option(help="ISO date or time; default 30 days ago.")
+    ] = None,
+    bucket: Annotated[str, typer.Option(help="'1 day', '7 days'...")] = "1 day",
+    output: Annotated[str, typer.Option("--format", help="table or ndjson.")] = "table",
+    config: ConfigOption = None,
+) -> None:
+    """Unsupported and merged rates per bucket and produced_by, with the change since the last."""
+    from lineage.claims.drift import drift_lines, drift_report
+
+    settings = _settings(config)
+    rows = _run(settings, lambda pool: drift_report(pool, settings, "default", since, bucket))
+    if output == "ndjson":
+        for row in rows:
+            print(json.dumps(row))
+        return
+    for line in drift_lines(rows):
         console.print(line, markup=False, highlight=False)
 
 
@@ -848,7 +883,7 @@ def tenant_create(name: str, config: ConfigOption = None) -> None:
 @key_app.command("create")
 def key_create(
     tenant: TenantOption,
-    scope: Annotated[str, typer.Option("--scope", help="ingest, read or admin.")] = "read",
+    scope: Annotated[str, typer.Option("--scope", help="ingest, read, verify or admin.")] = "read",
     label: Annotated[str | None, typer.Option("--label", help="What the key is for.")] = None,
     config: ConfigOption = None,
 ) -> None:

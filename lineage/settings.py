@@ -96,8 +96,26 @@ class Settings(BaseSettings):
         description="the bearer token a Prometheus scraper sends for /metrics when "
         "LINEAGE_AUTH=keys (the figures span every tenant, so no tenant's key opens them)",
     )
+    claim_judge: str = Field(
+        default="offline",
+        description="the judge verification runs: 'offline' (rules), 'openai' (an "
+        "OpenAI-compatible grader at LINEAGE_JUDGE_BASE_URL), or the name of an installed "
+        "`lineage.judges` entry point (an operator's NLI model or LLM)",
+    )
+    judge_base_url: str | None = Field(default=None, description="for claim_judge=openai")
+    judge_model: str | None = Field(default=None, description="for claim_judge=openai")
+    judge_api_key: SecretStr | None = Field(default=None, description="for claim_judge=openai")
+    sample_share: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="the share of new answers and hand-offs verified in the background (0: off)",
+    )
+    sample_queue: int = Field(
+        default=1000, ge=1, description="records waiting for background verification, at most"
+    )
 
-    @field_validator("metrics_token", "session_secret", mode="before")
+    @field_validator("metrics_token", "session_secret", "judge_api_key", mode="before")
     @classmethod
     def empty_secret_is_unset(cls, value: object) -> object:
         """`VAR=` (as compose writes `${VAR:-}`) means unset, never an empty secret."""

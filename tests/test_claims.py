@@ -21,14 +21,15 @@ from lineage.claims.answers import (
     record_answer,
     record_prompt,
 )
+from lineage.claims.handoffs import verify_command
 from lineage.claims.judges import Judgement, OfflineJudge
 from lineage.claims.verify import (
+    Verification,
     claims_report,
     current_verdicts,
     ensure_verified,
     report_lines,
     verify_claims,
-    verify_command,
 )
 from lineage.core.derive import Context, derive, render_for_prompt
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
@@ -660,6 +661,7 @@ async def test_verify_command_uses_captured_texts(
         capture_text=True,
     )  # fmt: skip
     result = await verify_command(pool, "default", recorded.answer.context_id)
+    assert isinstance(result, Verification)
     assert result.judge == "offline"
     # Word for word is entailed and a different figure is not, for any sensible judge.
     assert [c.verdict for c in result.claims] == ["supported", "unsupported"], result.lines()

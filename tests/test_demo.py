@@ -96,7 +96,7 @@ def test_demo_on_the_embedded_server_from_nothing(tmp_path: Path) -> None:
             "page_size=1000",
         )
         ids = [json.loads(line)["context_id"] for line in rows.splitlines() if line.startswith("{")]
-        assert len(ids) == len(set(ids)) == 12  # 11 records and one verdict, no duplicates
+        assert len(ids) == len(set(ids)) == 13  # 11 records, a claim and a statement verdict
         version = lineage(data_dir, "sql", "run", "server_version")
         assert '"server_version_num": 18' in version
     finally:

@@ -333,13 +333,15 @@ async def test_reads_are_audited_with_the_key_and_only_admins_of_the_tenant_see_
     reader = tenants.keys["acme:read"]
     reader_id = reader.split("_")[1]
     assert (await http.get("/v1/contexts/answer_1/lineage", headers=bearer(reader))).is_success
-    await http.post("/v1/answers/answer_1/verify", headers=bearer(reader))
+    refused = await http.post("/v1/answers/answer_1/verify", headers=bearer(reader))
+    assert refused.status_code == 403  # recording verdicts needs the verify scope
+    verifier = tenants.keys["acme:verify"]
+    assert (await http.post("/v1/answers/answer_1/verify", headers=bearer(verifier))).is_success
     entries = (await http.get("/v1/audit", headers=bearer(tenants.keys["acme:admin"]))).json()
     mine = [e for e in entries["entries"] if e["key_id"] == reader_id]
-    assert [(e["action"], e["target"]) for e in mine][:2] == [
-        ("get_lineage", "answer_1"),
-        ("verify_answer", "answer_1"),
-    ], mine
+    assert [(e["action"], e["target"]) for e in mine][:1] == [("get_lineage", "answer_1")], mine
+    verified = [e for e in entries["entries"] if e["key_id"] == verifier.split("_")[1]]
+    assert [(e["action"], e["target"]) for e in verified] == [("verify_answer", "answer_1")]
     walked = await http.get(
         "/v1/contexts/answer_1/lineage", params={"max_depth": 3}, headers=bearer(reader)
     )

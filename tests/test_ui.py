@@ -39,13 +39,14 @@ from tests.browser import lineage_serve
 
 ROOT = Path(__file__).resolve().parents[1]
 UI_FILES = ("index.html", "app.js", "style.css")
-# The five reasons sql/suspicious_hops.sql can give, each with a legend entry on the page.
+# The six reasons sql/suspicious_hops.sql can give, each with a legend entry on the page.
 REASONS = (
     "old_transform_version",
     "snapshot_predates_revision",
     "source_changed",
     "hallucinated_id",
     "unsupported",
+    "cross_source_merge",
 )
 
 
@@ -416,7 +417,10 @@ async def check_walk_back(page: Page, walk: dict[str, Any]) -> None:
         await expect(node(page, context_id)).to_have_count(1)
     await expect(node(page, "chunk_42")).to_have_class(MARKED)
     await expect(node(page, "doc_contractors_v1")).to_have_class(MARKED)
-    for unmarked in ("answer_1", "claim_1", "summary_1", "chunk_17", "query_1"):
+    await expect(node(page, "summary_1")).to_have_class(MARKED)
+    merged = node(page, "summary_1").locator(".mark-text")
+    await expect(merged).to_have_attribute("data-reason", "cross_source_merge")
+    for unmarked in ("answer_1", "claim_1", "chunk_17", "query_1"):
         await expect(node(page, unmarked)).not_to_have_class(MARKED)
     reasons = node(page, "chunk_42").locator(".mark-text")
     await expect(reasons).to_have_count(2)
@@ -426,7 +430,7 @@ async def check_walk_back(page: Page, walk: dict[str, Any]) -> None:
     }
     changed = node(page, "doc_contractors_v1").locator(".mark-text")
     await expect(changed).to_have_attribute("data-reason", "source_changed")
-    await expect(page.locator("#suspicious")).to_contain_text("3 suspicious marks on 2 hops")
+    await expect(page.locator("#suspicious")).to_contain_text("4 suspicious marks on 3 hops")
     for reason in REASONS:
         await expect(page.locator(f".legend dt[data-reason='{reason}']")).to_have_count(1)
     # The answer on top, each level lower, the documents at the bottom.

@@ -30,6 +30,8 @@ from lineage.api.routes import (
     ui,
 )
 from lineage.api.routes import log as log_routes
+from lineage.claims.judges import judge_from_settings
+from lineage.claims.sampling import Sampler
 from lineage.db.migrate import migrate as upgrade
 from lineage.services import audit, signing
 from lineage.services.events import EventListener
@@ -106,6 +108,12 @@ def create_app(
         app.state.read_pool = None
         # On the primary: a hot standby cannot LISTEN, and commits notify where they happen.
         app.state.events = EventListener(url)
+        app.state.sampler = Sampler(
+            chosen.sample_share,
+            chosen.sample_queue,
+            lambda: getattr(app.state, "claim_judge", None) or judge_from_settings(chosen),
+            lambda: app.state.pool,
+        )
         if auth == "none":
             log.warning(
                 "authentication is off (LINEAGE_AUTH=none): every request acts as tenant "
@@ -115,6 +123,8 @@ def create_app(
             log.info("authentication: bearer keys (LINEAGE_AUTH=keys)")
         async with AsyncExitStack() as running:
             running.push_async_callback(app.state.events.close)
+            app.state.sampler.start()
+            running.push_async_callback(app.state.sampler.stop)
             connecting = asyncio.create_task(
                 _connect(app, url, chosen, running, migrate_first), name="connect"
             )

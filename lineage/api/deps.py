@@ -185,4 +185,6 @@ SentTraceId = Annotated[str | None, Depends(sent_trace_id)]
 # A route declares the scope it needs; the caller's tenant confines every query it runs.
 Ingest = Annotated[Caller, require("ingest")]
 Read = Annotated[Caller, require("read")]
+# Verdicts are what people act on: only a key that may run a judge records them.
+Verify = Annotated[Caller, require("verify")]
 Admin = Annotated[Caller, require("admin")]

@@ -17,8 +17,10 @@ only ever asked for ids that were in the prompt. A text that does not hash to it
 content_hash is treated as unavailable.
 
 Each verdict is appended through derive() as a `verdict` record whose one parent is the claim;
-re-verifying appends new verdicts and the newest per (claim, judge) is current
-(sql/claim_verdicts.sql). sql/claims_by_produced_by.sql reports failing rates over time.
+re-verifying appends new verdicts; per (claim, judge) the current one is the newest decisive
+verdict (anything but `unknown`), else the newest `unknown` (sql/claim_verdicts.sql), so a rerun
+that cannot see the texts never hides what an earlier run found. sql/claims_by_produced_by.sql
+reports failing rates over time.
 """
 
 import asyncio
@@ -35,7 +37,7 @@ import asyncpg
 
 from lineage import db
 from lineage.claims.answers import claim_hypothesis
-from lineage.claims.judges import Judge, Judgement, OfflineJudge
+from lineage.claims.judges import Judge, Judgement
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, NotFound
 from lineage.core.hashing import text_matches_hash
@@ -59,7 +61,6 @@ __all__ = [
     "mapping_resolver",
     "report_lines",
     "verify_claims",
-    "verify_command",
 ]
 
 Verdict = Literal["uncited", "hallucinated_id", "unsupported", "supported", "unknown"]
@@ -444,16 +445,6 @@ async def ensure_verified(
         for row in (mine[c.record.context_id] for c in claims)
     ]  # fmt: skip
     return Verification(context_id, judge.name, judge.version, verdicts)
-
-
-# --- the CLI's work, as plain functions -------------------------------------------------------
-
-
-async def verify_command(
-    pool: asyncpg.Pool, tenant_id: str, context_id: str, judge: Judge | None = None
-) -> Verification:
-    """`lineage verify ID`: verify an answer or claim with texts from context_text."""
-    return await verify_claims(pool, tenant_id, context_id, judge or OfflineJudge())
 
 
 def check_bucket(bucket: str) -> str:

@@ -2,7 +2,8 @@
 
 A key reads `lk_<key id>_<secret>`: the id finds the row, the secret (256 random bits) is
 compared by hash in constant time. Scopes: `ingest` appends, `read` walks and exports,
-`admin` does both and also forgets and manages keys.
+`verify` reads and also records verdicts (runs a judge), `admin` does all of that and also
+forgets and manages keys.
 """
 
 import hashlib
@@ -18,12 +19,13 @@ from lineage import db
 from lineage.core.errors import BadParameter, NotFound
 from lineage.core.record import check_id
 
-Scope = Literal["ingest", "read", "admin"]
+Scope = Literal["ingest", "read", "verify", "admin"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
 GRANTS: dict[Scope, frozenset[Scope]] = {
     "ingest": frozenset({"ingest"}),
     "read": frozenset({"read"}),
-    "admin": frozenset({"ingest", "read", "admin"}),
+    "verify": frozenset({"read", "verify"}),
+    "admin": frozenset({"ingest", "read", "verify", "admin"}),
 }
 KEY_PATTERN = re.compile(r"^lk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 DEFAULT_TENANT = "default"

@@ -1,7 +1,10 @@
 -- name: claim_verdicts
--- The current verdict on each claim in :context_ids, per judge: the newest claim verdict
--- record (kind verdict, its one parent the claim) for each (claim, judge). Older verdicts stay
--- in provenance; `verdicts` counts them all, `first_verdict_at` dates the oldest.
+-- The current verdict on each claim in :context_ids, per judge: the newest decisive claim
+-- verdict record (kind verdict, its one parent the claim) for each (claim, judge), else the
+-- newest unknown. Older verdicts stay
+-- in provenance; `verdicts` counts them all, `first_verdict_at` dates the oldest. Precedence:
+-- a decisive verdict (anything but unknown) stands until a later decisive one by the same
+-- judge, so a rerun that cannot see the texts does not hide what an earlier run found.
 -- Verdicts are uncited, hallucinated_id, unsupported (these three are failing), supported or
 -- unknown.
 --   psql -v tenant_id=default -v context_ids='{claim_1}' -f sql/claim_verdicts.sql
@@ -19,4 +22,5 @@ WHERE v.kind = 'verdict'
   AND cardinality(v.parent_ids) = 1
   AND v.attributes ->> 'check' = 'claim'
 WINDOW pair AS (PARTITION BY v.parent_ids[1], v.attributes ->> 'judge')
-ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.created_at DESC, v.context_id DESC;
+ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.attributes ->> 'verdict' = 'unknown',
+         v.created_at DESC, v.context_id DESC;

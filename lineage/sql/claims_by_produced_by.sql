@@ -1,7 +1,8 @@
 -- name: claims_by_produced_by
 -- Drift: how often claims fail, per time bucket (by when the claim was recorded), per
 -- produced_by (the agent and prompt version that made the claim) and per judge, counting only
--- each claim's current verdict (the newest per claim and judge). Failing means uncited,
+-- each claim's current verdict (per claim and judge, as in claim_verdicts.sql: the newest
+-- decisive one, else the newest unknown). Failing means uncited,
 -- hallucinated_id or unsupported. :bucket is an interval of seconds to weeks ('1 hour',
 -- '1 day', '7 days'); weekly buckets start on Mondays, UTC.
 --   psql -v tenant_id=default -v since=2026-09-01 -v bucket='1 day' \
@@ -15,7 +16,8 @@ WITH current_verdict AS (
       AND v.created_at >= :'since'::timestamptz
       AND cardinality(v.parent_ids) = 1
       AND v.attributes ->> 'check' = 'claim'
-    ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.created_at DESC, v.context_id DESC
+    ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.attributes ->> 'verdict' = 'unknown',
+             v.created_at DESC, v.context_id DESC
 )
 SELECT date_bin((:'bucket'::text)::interval, c.created_at,
                 timestamptz '2001-01-01 00:00:00+00') AS bucket_start,

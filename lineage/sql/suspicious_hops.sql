@@ -10,8 +10,13 @@
 --   snapshot_predates_revision  carries an index snapshot first seen before a newer revision of
 --                               a document it derives from was recorded;
 --   hallucinated_id, unsupported
---                               a claim whose current verdict (the newest per judge, as in
---                               claim_verdicts.sql) is that one; the detail names the judges.
+--                               a claim whose current verdict (per judge, as in
+--                               claim_verdicts.sql) is that one; the detail names the judges;
+--   cross_source_merge, unsupported
+--                               a summary, reasoning, plan or tool result with a statement whose
+--                               current verdict (as in statement_verdicts.sql) is that one: it
+--                               fused parents from different root documents, or its parents do
+--                               not say it; the detail names the statements and judges.
 -- The demo, the CLI and the explorer all mark hops with this query.
 --   psql -v tenant_id=default -v context_id=ctx_... -v max_depth=20 -f sql/suspicious_hops.sql
 WITH hop AS MATERIALIZED (
@@ -56,7 +61,22 @@ claim_verdict AS (
       AND v.parent_ids && ARRAY(SELECT context_id FROM hop WHERE kind = 'claim')
       AND cardinality(v.parent_ids) = 1
       AND v.attributes ->> 'check' = 'claim'
-    ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.created_at DESC, v.context_id DESC
+    ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.attributes ->> 'verdict' = 'unknown',
+             v.created_at DESC, v.context_id DESC
+),
+statement_verdict AS (
+    SELECT DISTINCT ON (v.parent_ids[1], v.attributes ->> 'statement', v.attributes ->> 'judge')
+           v.parent_ids[1] AS record_id, v.attributes ->> 'statement' AS statement,
+           v.attributes ->> 'judge' AS judge, v.attributes ->> 'verdict' AS verdict,
+           v.attributes ->> 'reason' AS reason
+    FROM provenance AS v
+    WHERE v.tenant_id = :'tenant_id' AND v.kind = 'verdict'
+      AND v.parent_ids && ARRAY(SELECT context_id FROM hop
+                                WHERE kind IN ('summary', 'reasoning', 'plan', 'tool_call'))
+      AND cardinality(v.parent_ids) = 1
+      AND v.attributes ->> 'check' = 'statement'
+    ORDER BY v.parent_ids[1], v.attributes ->> 'statement', v.attributes ->> 'judge',
+             v.attributes ->> 'verdict' = 'unknown', v.created_at DESC, v.context_id DESC
 )
 SELECT h.context_id, h.depth, h.kind, 'old_transform_version' AS reason,
        format('%s is older than %s, which made %s in the same walk', h.transform_version,
@@ -88,4 +108,12 @@ FROM hop AS h
 JOIN claim_verdict AS cv ON cv.claim_id = h.context_id
 WHERE h.kind = 'claim' AND cv.verdict IN ('hallucinated_id', 'unsupported')
 GROUP BY h.context_id, h.depth, h.kind, cv.verdict
+UNION ALL
+SELECT h.context_id, h.depth, h.kind, sv.verdict,
+       string_agg(format('statement %s: judge %s found it %s: %s', sv.statement, sv.judge,
+                         sv.verdict, sv.reason), '; ' ORDER BY sv.statement, sv.judge)
+FROM hop AS h
+JOIN statement_verdict AS sv ON sv.record_id = h.context_id
+WHERE sv.verdict IN ('cross_source_merge', 'unsupported')
+GROUP BY h.context_id, h.depth, h.kind, sv.verdict
 ORDER BY 2, 1, 4;

@@ -41,9 +41,14 @@ const MARKS = {
       "in its prompt.",
   },
   unsupported: {
-    label: "unsupported claim",
-    explains: "A claim whose current verdict is unsupported: the text it cites does not " +
-      "entail it.",
+    label: "unsupported",
+    explains: "A claim, or a statement of a summary or other hand-off, whose current verdict " +
+      "is unsupported: the text it cites, or its parents, do not entail it.",
+  },
+  cross_source_merge: {
+    label: "cross-source merge",
+    explains: "A summary or other hand-off with a statement that no single parent says, only " +
+      "parents from different documents together: it fused two sources into one \"fact\".",
   },
 };
 

@@ -1,7 +1,10 @@
-"""Answers and their claims: ingest a model's output, verify its claims, report drift.
+"""Answers, claims and hand-offs: ingest a model's output, verify what a model or agent made
+(an answer's claims, a summary's statements), list verdicts with their history, report drift.
 
-The judge is `app.state.claim_judge` when the deployment sets one (any `Judge`, e.g. an
-`OpenAICompatibleJudge`), else the rule-based `OfflineJudge`.
+Recording a verdict needs a key with the `verify` scope; reading verdicts needs `read`.
+
+The judge is `app.state.claim_judge` when the deployment sets one (any `Judge`), else the one
+LINEAGE_CLAIM_JUDGE names (lineage.claims.judges.plugins: offline, openai or an entry point).
 """
 
 from datetime import datetime
@@ -12,23 +15,34 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import db
-from lineage.api.deps import AppSettings, Ingest, Pool, Read, ReadPool, SentTraceId
+from lineage.api.deps import AppSettings, Ingest, Pool, Read, ReadPool, SentTraceId, Verify
 from lineage.claims.answers import record_answer_in
-from lineage.claims.judges import Judge, OfflineJudge
+from lineage.claims.drift import drift_report
+from lineage.claims.handoffs import (
+    current_statement_verdicts,
+    record_kind,
+    verdict_history,
+    verify_any,
+)
+from lineage.claims.judges import Judge, judge_from_settings
 from lineage.claims.verify import (
     claims_report,
     context_text_resolver,
     current_verdicts,
     mapping_resolver,
-    verify_claims,
 )
 
 router = APIRouter(tags=["answers"])
 
 
 def get_judge(request: Request) -> Judge:
+    """`app.state.claim_judge` when the deployment set one, else the one the settings name
+    (LINEAGE_CLAIM_JUDGE), built once."""
     judge: Judge | None = getattr(request.app.state, "claim_judge", None)
-    return judge or OfflineJudge()
+    if judge is None:
+        judge = judge_from_settings(request.app.state.settings)
+        request.app.state.claim_judge = judge
+    return judge
 
 
 class AnswerIn(BaseModel):
@@ -67,13 +81,14 @@ class VerifyIn(BaseModel):
     )
     premise_texts: dict[str, str] = Field(
         default_factory=dict,
-        description="cited context id -> text; ids not given come from context_text",
+        description="context id -> text, for cited contexts, or for a hand-off and its parents; "
+        "ids not given come from context_text",
     )
 
 
 @router.post("/v1/answers", status_code=201, responses={200: {"description": "a replay"}})
 async def post_answer(
-    body: AnswerIn, pool: Pool, caller: Ingest, sent_trace_id: SentTraceId
+    body: AnswerIn, request: Request, pool: Pool, caller: Ingest, sent_trace_id: SentTraceId
 ) -> JSONResponse:
     """Record one claim per claim and an answer over them, in one transaction. Cited ids not in
     the prompt are kept in the claim's `cited_ids` and never become edges. 404 for an unknown
@@ -91,34 +106,60 @@ async def post_answer(
             file_ids=body.file_ids,
             capture_text=body.capture_text,
         )
+    if recorded.created:
+        request.app.state.sampler.offer(caller.tenant_id, [(recorded.answer.context_id, "answer")])
     return JSONResponse(recorded.as_dict(), status_code=201 if recorded.created else 200)
 
 
 @router.post("/v1/answers/{answer_id}/verify")
 async def verify_answer(
-    answer_id: str, request: Request, pool: Pool, caller: Read, body: VerifyIn | None = None
+    answer_id: str, request: Request, pool: Pool, caller: Verify, body: VerifyIn | None = None
 ) -> dict[str, Any]:
     """Judge each claim (an answer's, or one claim's) and append a verdict record per claim.
     Each claim links to its walk-back (`lineage`) and suspicious hops."""
+    return await _verify(answer_id, request, pool, caller.tenant_id, body)
+
+
+@router.post("/v1/contexts/{context_id}/verify")
+async def verify_context(
+    context_id: str, request: Request, pool: Pool, caller: Verify, body: VerifyIn | None = None
+) -> dict[str, Any]:
+    """Verify any record a model or agent made: an answer's or claim's claims against what they
+    cite; a summary's, reasoning step's, plan's or tool result's statements against its parents
+    (`cross_source_merge` when only parents from different documents say it together)."""
+    return await _verify(context_id, request, pool, caller.tenant_id, body)
+
+
+async def _verify(
+    context_id: str, request: Request, pool: Pool, tenant_id: str, body: VerifyIn | None
+) -> dict[str, Any]:
     given = body or VerifyIn()
-    default = context_text_resolver(pool, caller.tenant_id)
+    default = context_text_resolver(pool, tenant_id)
     resolver = mapping_resolver(given.premise_texts, default) if given.premise_texts else None
-    verification = await verify_claims(
-        pool,
-        caller.tenant_id,
-        answer_id,
-        get_judge(request),
-        resolver,
-        claim_texts=given.claim_texts,
+    verification = await verify_any(
+        pool, tenant_id, context_id, get_judge(request), resolver, claim_texts=given.claim_texts
     )
     return verification.as_dict()
 
 
 @router.get("/v1/answers/{answer_id}/verdicts")
 async def get_verdicts(answer_id: str, pool: ReadPool, caller: Read) -> dict[str, Any]:
-    """The current verdict per (claim, judge): the newest; older verdicts stay recorded."""
+    """The current verdict per (claim, judge) and every verdict recorded (`history`, newest
+    first). Current: the newest decisive verdict, else the newest unknown."""
     verdicts = await current_verdicts(pool, caller.tenant_id, answer_id)
-    return {"context_id": answer_id, "verdicts": verdicts}
+    claim_ids = sorted({v["claim_id"] for v in verdicts})
+    history = await verdict_history(pool, caller.tenant_id, claim_ids)
+    return {"context_id": answer_id, "verdicts": verdicts, "history": history}
+
+
+@router.get("/v1/contexts/{context_id}/verdicts")
+async def get_context_verdicts(context_id: str, pool: ReadPool, caller: Read) -> dict[str, Any]:
+    """The current verdicts on a record (its claims', or its statements') and their history."""
+    if await record_kind(pool, caller.tenant_id, context_id) in ("answer", "claim"):
+        return await get_verdicts(context_id, pool, caller)
+    verdicts = await current_statement_verdicts(pool, caller.tenant_id, [context_id])
+    history = await verdict_history(pool, caller.tenant_id, [context_id])
+    return {"context_id": context_id, "verdicts": verdicts, "history": history}
 
 
 @router.get("/v1/reports/claims")
@@ -134,3 +175,17 @@ async def get_claims_report(
     judge, from current verdicts of claims recorded since `since` (default: 30 days ago)."""
     rows = await claims_report(pool, settings, caller.tenant_id, since, bucket, group_by)
     return {"group_by": group_by, "bucket": bucket, "rows": rows}
+
+
+@router.get("/v1/reports/drift")
+async def get_drift_report(
+    pool: ReadPool,
+    caller: Read,
+    settings: AppSettings,
+    since: datetime | None = None,
+    bucket: str = "1 day",
+) -> dict[str, Any]:
+    """Unsupported and merged rates per bucket, produced_by and judge, with the change against
+    the previous bucket: which prompt version accounts for most failures."""
+    rows = await drift_report(pool, settings, caller.tenant_id, since, bucket)
+    return {"bucket": bucket, "rows": rows}

@@ -1,6 +1,7 @@
 """Contexts: append, read, walk back, blast radius of one context, list and filter."""
 
 import base64
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -9,12 +10,22 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import db
-from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read, ReadPool, SentTraceId
+from lineage.api.deps import (
+    AppSettings,
+    AppSigner,
+    Caller,
+    Ingest,
+    Pool,
+    Read,
+    ReadPool,
+    SentTraceId,
+)
 from lineage.api.results import impact_response
-from lineage.core.errors import BadParameter, InvalidRecord, NotFound
+from lineage.core.errors import BadParameter, Forbidden, InvalidRecord, NotFound
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext, new_context_id
 from lineage.services import signing, walks
+from lineage.store.base import Appended
 from lineage.store.postgres import append_records, record_from_row
 
 router = APIRouter(prefix="/v1/contexts", tags=["contexts"])
@@ -61,18 +72,26 @@ class BatchIn(BaseModel):
 
 @router.post("", status_code=201, responses={200: {"description": "an identical replay"}})
 async def append_context(
-    body: ContextIn, pool: Pool, caller: Ingest, signer: AppSigner, sent_trace_id: SentTraceId
+    body: ContextIn,
+    request: Request,
+    pool: Pool,
+    caller: Ingest,
+    signer: AppSigner,
+    sent_trace_id: SentTraceId,
 ) -> JSONResponse:
     """Append one record: 201 when new, 200 for an identical replay, 409 for other content."""
     proposal = body.proposal(sent_trace_id)
+    _may_write(caller, [proposal.kind])
     async with db.transaction(pool, caller.tenant_id) as connection:
         [appended] = await append_records(connection, caller.tenant_id, [proposal], signer)
+    _sample(request, caller, [appended])
     return JSONResponse(appended.record.api_dict(), status_code=201 if appended.created else 200)
 
 
 @router.post("/batch", status_code=201)
 async def append_batch(
     body: BatchIn,
+    request: Request,
     pool: Pool,
     caller: Ingest,
     settings: AppSettings,
@@ -86,11 +105,28 @@ async def append_batch(
             f"{len(body.records)} records; send at most {settings.max_batch_records} per batch",
         )
     proposals = [item.proposal(sent_trace_id) for item in body.records]
+    _may_write(caller, [p.kind for p in proposals])
     async with db.transaction(pool, caller.tenant_id) as connection:
         appended = await append_records(connection, caller.tenant_id, proposals, signer)
+    _sample(request, caller, appended)
     results = [{"created": a.created, "record": a.record.api_dict()} for a in appended]
     status = 201 if any(a.created for a in appended) else 200
     return JSONResponse({"results": results}, status_code=status)
+
+
+def _sample(request: Request, caller: Caller, appended: Sequence[Appended]) -> None:
+    """New answers and hand-offs go to background verification (a share; never blocks)."""
+    new = [(a.record.context_id, a.record.kind) for a in appended if a.created]
+    request.app.state.sampler.offer(caller.tenant_id, new)
+
+
+def _may_write(caller: Caller, kinds: Sequence[str]) -> None:
+    """Verdicts are what people act on: only a key that may run a judge records them."""
+    if "verdict" in kinds and not caller.may("verify"):
+        raise Forbidden(
+            f"this key's scope is {caller.scope}; a verdict record needs the verify scope "
+            "(POST /v1/contexts/{id}/verify records verdicts)"
+        )
 
 
 def _cursor(created_at: str, context_id: str) -> str:

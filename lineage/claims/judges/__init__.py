@@ -16,9 +16,11 @@ else is ``unknown``.
 from lineage.claims.judges.base import LABELS, OUTCOMES, Judge, Judgement, Outcome
 from lineage.claims.judges.llm import PROMPT_VERSION, OpenAICompatibleJudge
 from lineage.claims.judges.offline import OfflineJudge
+from lineage.claims.judges.plugins import ENTRY_POINT_GROUP, judge_from_settings
 from lineage.claims.judges.scoring import format_scores, score_judge
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "LABELS",
     "OUTCOMES",
     "PROMPT_VERSION",
@@ -28,5 +30,6 @@ __all__ = [
     "OpenAICompatibleJudge",
     "Outcome",
     "format_scores",
+    "judge_from_settings",
     "score_judge",
 ]

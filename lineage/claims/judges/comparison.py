@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from lineage.claims.judges.items import _Item, _Parsed, _Quantity
 from lineage.claims.judges.tokens import _parse_number
 from lineage.claims.judges.vocabulary import (
+    _APOSTROPHE,
     _CONDITIONALS,
     _HEDGES,
     _MODAL_KEYS,
@@ -29,6 +30,9 @@ class _Verdict:
     clause_sets: list[set[int]] = field(default_factory=list)
     matched_tokens: set[int] = field(default_factory=set)
     placements: list[tuple[int, int, str]] = field(default_factory=list)
+    # (claim token, premise token, claim surface) of every item matched in the same form
+    # (possessives aside), for word order: a changed form (remote/remotely) means a rephrasing.
+    aligned: list[tuple[int, int, str]] = field(default_factory=list)
 
     def match(self, hyp: _Item, found: list[_Item], *, name_like: bool = False) -> None:
         self.clause_sets.append({item.clause for item in found})
@@ -36,6 +40,8 @@ class _Verdict:
             self.matched_tokens.update(range(item.first, item.last + 1))
         if name_like:
             self.placements.append((hyp.first, found[0].first, hyp.surface))
+        if _bare(hyp.surface) == _bare(found[0].surface):
+            self.aligned.append((hyp.first, found[0].first, hyp.surface))
         shown = found[0].surface
         if hyp.kind != "word":
             same = hyp.surface.lower() == shown.lower()
@@ -44,6 +50,10 @@ class _Verdict:
             self.evidence.append(f"'{hyp.surface}' ~ '{shown}'")
         else:
             self.words.append(hyp.surface)
+
+
+def _bare(surface: str) -> str:
+    return surface.lower().removesuffix("'s").removesuffix(_APOSTROPHE + "s").removesuffix("'")
 
 
 def _quoted(surfaces: Iterable[str]) -> str:

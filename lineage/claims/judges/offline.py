@@ -16,10 +16,22 @@ from lineage.claims.judges.comparison import (
     _quoted,
     _Verdict,
 )
+from lineage.claims.judges.inference import cross_references
 from lineage.claims.judges.parser import _parse
+from lineage.claims.judges.scope import check_dropped_scope, check_swapped_roles
 
 
 def _judge_offline(premise: str, hypothesis: str) -> tuple[Outcome, str]:
+    outcome, reason = _judge_text(premise, hypothesis)
+    derived = cross_references(premise) if outcome != "entailed" else []
+    if derived:
+        lent, lent_reason = _judge_text("\n".join([premise, *derived]), hypothesis)
+        if lent == "entailed":
+            return lent, f"{lent_reason} (reading the premise's cross-reference as: {derived[0]!r})"
+    return outcome, reason
+
+
+def _judge_text(premise: str, hypothesis: str) -> tuple[Outcome, str]:
     h = _parse(hypothesis, premise=False)
     if not h.items and not h.negations:
         return "unknown", "the claim has nothing to check"
@@ -52,6 +64,8 @@ def _judge_offline(premise: str, hypothesis: str) -> tuple[Outcome, str]:
         v.blockers.insert(0, f"the premise does not mention {_quoted(v.uncovered)}")
     _check_premise_hazards(v, h, p)
     _check_roles(v, h, p)
+    check_dropped_scope(v, h, p)
+    check_swapped_roles(v, h, p)
     if not v.blockers and not (v.clause_sets and set.intersection(*v.clause_sets)):
         v.blockers.append("the claim combines facts from different parts of the premise")
     if v.blockers:

@@ -1,0 +1,13 @@
+-- name: verdict_history
+-- Every verdict recorded on the records in :context_ids (claims, or statements of hand-offs),
+-- newest first: what each judge said and when, including verdicts no longer current.
+--   psql -v tenant_id=default -v context_ids='{claim_1}' -f sql/verdict_history.sql
+SELECT v.context_id, v.parent_ids[1] AS subject_id, v.attributes ->> 'check' AS check_kind,
+       v.attributes -> 'statement' AS statement, v.attributes ->> 'judge' AS judge,
+       v.attributes ->> 'judge_version' AS judge_version, v.attributes ->> 'verdict' AS verdict,
+       v.attributes ->> 'reason' AS reason, v.created_at
+FROM lineage_children(:'tenant_id', :'context_ids'::text[]) AS v
+WHERE v.kind = 'verdict'
+  AND cardinality(v.parent_ids) = 1
+  AND v.attributes ->> 'check' IN ('claim', 'statement')
+ORDER BY v.parent_ids[1], v.created_at DESC, v.context_id DESC;

@@ -1,0 +1,152 @@
+"""The offline judge on probes written for this project (tests/data/claims/probes.jsonl): claims
+that drop or change a qualifier, number, date, negation or role, cross-references, and plain
+paraphrases; and the `lineage.judges` entry point that plugs in an operator's judge."""
+
+import json
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lineage.claims.judges import (
+    ENTRY_POINT_GROUP,
+    OfflineJudge,
+    OpenAICompatibleJudge,
+    format_scores,
+    judge_from_settings,
+    score_judge,
+)
+from lineage.core.errors import BadParameter
+from lineage.settings import Settings
+
+PROBES = Path(__file__).parent / "data" / "claims" / "probes.jsonl"
+KINDS = ("qualifier", "date", "number", "negation", "role", "cross_reference", "paraphrase")
+OFFLINE = OfflineJudge()
+
+
+def read_probes() -> list[dict[str, str]]:
+    probes = [json.loads(line) for line in PROBES.read_text().splitlines() if line.strip()]
+    assert {p["kind"] for p in probes} == set(KINDS), PROBES
+    return probes
+
+
+@pytest.mark.parametrize("probe", read_probes(), ids=lambda probe: probe["id"])
+def test_no_false_entailed_on_a_probe(probe: dict[str, str]) -> None:
+    judgement = OFFLINE.judge_sync(probe["premise"], probe["hypothesis"])
+    if probe["label"] != "entailment":
+        assert judgement.outcome != "entailed", (
+            f"{probe['id']} ({probe['kind']}): entailed {probe['hypothesis']!r} "
+            f"from {probe['premise']!r}: {judgement.reason}"
+        )
+    if probe["label"] == "contradiction" and probe["kind"] in ("number", "negation"):
+        assert judgement.outcome == "not_entailed", judgement.reason
+
+
+def test_probe_scores() -> None:
+    probes = read_probes()
+    results = [
+        (p["label"], OFFLINE.judge_sync(p["premise"], p["hypothesis"]).outcome) for p in probes
+    ]
+    scores = score_judge(results)
+    print(f"\nOfflineJudge on {len(probes)} probes ({PROBES.name}):\n{format_scores(scores)}")
+    assert scores["entailment"]["precision"] == 1.0
+    assert scores["entailment"]["recall"] >= 0.8  # plain paraphrases are entailed
+    assert scores["contradiction"]["wrong"] == 0.0
+
+
+def test_limits_the_claim_drops_are_named() -> None:
+    dropped = OFFLINE.judge_sync(
+        "Shipping is free for orders above 50 dollars.", "Shipping is free."
+    )
+    assert dropped.outcome == "unknown"
+    assert "for orders" in dropped.reason and "which the claim drops" in dropped.reason
+    dated = OFFLINE.judge_sync(
+        "The library was closed for repairs in 2020.", "The library is closed for repairs."
+    )
+    assert dated.outcome == "unknown" and "the premise dates it ('in 2020')" in dated.reason
+    past = OFFLINE.judge_sync(
+        "Invoice 42 was approved by Maria Chen on 3 March 2026.", "Maria Chen approved invoice 42."
+    )
+    assert past.outcome == "entailed", past.reason
+    swapped = OFFLINE.judge_sync(
+        "The landlord pays the tenant's moving costs.",
+        "The tenant pays the landlord's moving costs.",
+    )
+    assert swapped.outcome == "unknown" and "swap the roles" in swapped.reason
+
+
+def test_a_cross_reference_lends_terms_only_as_stated() -> None:
+    merged = OFFLINE.judge_sync(
+        "Employees: 30 days' notice.\n\nContractor notice follows the employee policy.",
+        "Contractors are entitled to 30 days' notice, the same as employees.",
+    )
+    assert merged.outcome == "entailed", merged.reason
+    assert "cross-reference" in merged.reason
+    alone = OFFLINE.judge_sync(
+        "Employees: 30 days' notice.", "Contractors are entitled to 30 days' notice."
+    )
+    assert alone.outcome != "entailed"
+
+
+# --- the plug-in interface ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def installed_plugin(tmp_path: Path) -> Iterator[str]:
+    """A real distribution on sys.path declaring a `lineage.judges` entry point."""
+    (tmp_path / "probe_judge.py").write_text(
+        textwrap.dedent(
+            """
+            from lineage.claims.judges import Judgement
+
+            class AlwaysUnknown:
+                name = "probe-nli"
+                version = "0.1"
+
+                async def judge(self, premise, hypothesis):
+                    return Judgement("unknown", "an operator's model", self.name, self.version)
+
+            def make_judge():
+                return AlwaysUnknown()
+
+            def make_nothing():
+                return object()
+            """
+        )
+    )
+    info = tmp_path / "probe_judge-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-judge\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        f"[{ENTRY_POINT_GROUP}]\nprobe-nli = probe_judge:make_judge\n"
+        "broken = probe_judge:make_nothing\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        yield "probe-nli"
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("probe_judge", None)
+
+
+async def test_an_entry_point_judge_is_chosen_by_setting(installed_plugin: str) -> None:
+    judge = judge_from_settings(Settings(claim_judge=installed_plugin))
+    assert (judge.name, judge.version) == ("probe-nli", "0.1")
+    judgement = await judge.judge("premise", "claim")
+    assert judgement.outcome == "unknown" and judgement.reason == "an operator's model"
+    with pytest.raises(BadParameter, match="lacks name, version, judge"):
+        judge_from_settings(Settings(claim_judge="broken"))
+    with pytest.raises(BadParameter, match="offline, openai, broken, probe-nli"):
+        judge_from_settings(Settings(claim_judge="no-such-judge"))
+
+
+def test_built_in_judges_by_setting() -> None:
+    assert isinstance(judge_from_settings(Settings()), OfflineJudge)
+    with pytest.raises(BadParameter, match="LINEAGE_JUDGE_BASE_URL"):
+        judge_from_settings(Settings(claim_judge="openai"))
+    grader = judge_from_settings(
+        Settings(claim_judge="openai", judge_base_url="http://127.0.0.1:9", judge_model="m")
+    )
+    assert isinstance(grader, OpenAICompatibleJudge)
