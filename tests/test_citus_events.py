@@ -1,0 +1,184 @@
+"""The event stream's positions on Citus: the same SQL (sql/events_append.sql, events_after.sql,
+event_horizon.sql) on tables distributed by tenant_id and colocated, as `lineage distribute`
+lays them out. Positions come from the tenant's counter row on its shard, never from a node's
+transaction ids: they are dense per tenant, each query is routed to one shard, a tenant's
+appends wait for each other on the worker, and after the tenant's shard moves to the other
+worker a stream resumed from its last position misses nothing."""
+
+import asyncio
+import uuid
+
+import asyncpg
+import pytest
+
+from lineage.db.queries import QUERIES
+from tests.citus_cluster import CitusCluster
+
+pytestmark = pytest.mark.citus
+
+HANG_GUARD_S = 30.0
+
+# The columns events_after reads, on distributed tables without the rest of the schema (whose
+# distribution is `lineage distribute`'s business).
+SCHEMA = """
+CREATE TABLE provenance (
+    tenant_id text NOT NULL, context_id text NOT NULL, parent_ids text[] NOT NULL DEFAULT '{}',
+    kind text NOT NULL, source_uri text, content_hash text NOT NULL DEFAULT 'sha256:0',
+    transform text, transform_version text, produced_by text, index_snapshot text,
+    trace_id text, created_at timestamptz NOT NULL DEFAULT now(),
+    attributes jsonb NOT NULL DEFAULT '{}', PRIMARY KEY (tenant_id, context_id)
+);
+CREATE TABLE events (
+    tenant_id text NOT NULL, position bigint NOT NULL CHECK (position > 0),
+    context_id text NOT NULL, PRIMARY KEY (tenant_id, position)
+);
+CREATE TABLE tenant_counters (
+    tenant_id text NOT NULL, counter text NOT NULL, last_value bigint NOT NULL,
+    PRIMARY KEY (tenant_id, counter)
+);
+SELECT create_distributed_table('provenance', 'tenant_id');
+SELECT create_distributed_table('events', 'tenant_id', colocate_with => 'provenance');
+SELECT create_distributed_table('tenant_counters', 'tenant_id', colocate_with => 'provenance');
+"""
+
+
+@pytest.fixture(scope="module")
+async def coordinator(citus: CitusCluster) -> str:
+    url = citus.create_database(f"lineage_events_{uuid.uuid4().hex[:8]}")
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute(SCHEMA)
+    finally:
+        await connection.close()
+    return url
+
+
+async def append(connection: asyncpg.Connection, tenant_id: str, ids: list[str]) -> int:
+    """What append_records does for the stream: insert the records, then number them."""
+    await connection.execute(
+        "INSERT INTO provenance (tenant_id, context_id, kind) "
+        "SELECT $1, id, 'document' FROM unnest($2::text[]) AS id RETURNING context_id",
+        tenant_id,
+        ids,
+    )
+    query = QUERIES["events_append"]
+    position: int = await connection.fetchval(
+        query.sql, *query.arguments({"tenant_id": tenant_id, "context_ids": ids})
+    )
+    return position
+
+
+async def read_after(connection: asyncpg.Connection, tenant_id: str, after: int) -> list[str]:
+    query = QUERIES["events_after"]
+    values = {
+        "tenant_id": tenant_id,
+        "after": after,
+        "trace_id": "any",
+        "session_id": "any",
+        "page_size": 500,
+    }
+    rows = await connection.fetch(query.sql, *query.arguments(values))
+    return [row["context_id"] for row in rows if row["position"] is not None]
+
+
+async def task_counts(
+    connection: asyncpg.Connection, name: str, values: dict[str, object]
+) -> set[int]:
+    """The Task Count of each distributed step of the query's plan (a CTE may be its own)."""
+    query = QUERIES[name]
+    plan = await connection.fetch(f"EXPLAIN {query.sql}", *query.arguments(values))
+    counts = {int(row[0].split(":")[1]) for row in plan if "Task Count" in row[0]}
+    assert counts, plan
+    return counts
+
+
+async def test_positions_are_dense_per_tenant_and_each_query_runs_on_one_shard(
+    coordinator: str,
+) -> None:
+    connection = await asyncpg.connect(coordinator)
+    try:
+        async with connection.transaction():
+            assert await append(connection, "acme", ["a1", "a2"]) == 2
+        async with connection.transaction():
+            assert await append(connection, "rival", ["r1"]) == 1
+            assert await append(connection, "acme", ["a3"]) == 3  # another transaction's turn
+        assert await read_after(connection, "acme", 0) == ["a1", "a2", "a3"]
+        assert await read_after(connection, "acme", 2) == ["a3"]
+        assert await read_after(connection, "rival", 0) == ["r1"]
+        reading = {"tenant_id": "acme", "after": 0, "trace_id": "any", "session_id": "any"}
+        assert await task_counts(connection, "events_after", {**reading, "page_size": 10}) == {1}
+        assert await task_counts(connection, "event_horizon", {"tenant_id": "acme"}) == {1}
+        numbering: dict[str, object] = {"tenant_id": "acme", "context_ids": ["x"]}
+        async with connection.transaction():
+            assert await task_counts(connection, "events_append", numbering) == {1}
+    finally:
+        await connection.close()
+
+
+async def until_a_lock_wait(url: str) -> None:
+    """Wait until Citus shows one distributed transaction blocked by another."""
+    watcher = await asyncpg.connect(url)
+    try:
+        for _ in range(int(HANG_GUARD_S / 0.02)):
+            if await watcher.fetchval("SELECT count(*) FROM citus_lock_waits"):
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError("the second append never waited for the first")
+    finally:
+        await watcher.close()
+
+
+async def test_a_tenants_second_append_waits_for_the_first_to_commit(coordinator: str) -> None:
+    first = await asyncpg.connect(coordinator)
+    second = await asyncpg.connect(coordinator)
+    try:
+        async with first.transaction():
+            early = await append(first, "waits", ["w1"])
+
+            async def later() -> int:
+                async with second.transaction():
+                    return await append(second, "waits", ["w2"])
+
+            waiting = asyncio.create_task(later())
+            await until_a_lock_wait(coordinator)
+            assert not waiting.done()
+        async with asyncio.timeout(HANG_GUARD_S):
+            assert (early, await waiting) == (1, 2)
+        assert await read_after(first, "waits", 0) == ["w1", "w2"]
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_stream_resumed_after_its_tenants_shard_moved_misses_nothing(
+    coordinator: str,
+) -> None:
+    connection = await asyncpg.connect(coordinator)
+    try:
+        async with connection.transaction():
+            await append(connection, "mover", ["m1", "m2"])
+        assert await read_after(connection, "mover", 0) == ["m1", "m2"]
+        shard = await connection.fetchrow(
+            "SELECT shardid, nodename, nodeport FROM citus_shards "
+            "WHERE table_name = 'events'::regclass "
+            "AND shardid = get_shard_id_for_distribution_column('events', 'mover')"
+        )
+        target = await connection.fetchrow(
+            "SELECT node_name, node_port FROM citus_get_active_worker_nodes() "
+            "WHERE node_port <> $1",
+            shard["nodeport"],
+        )
+        await connection.execute(
+            "SELECT citus_move_shard_placement($1, $2, $3, $4, $5, 'block_writes')",
+            shard["shardid"],
+            shard["nodename"],
+            shard["nodeport"],
+            target["node_name"],
+            target["node_port"],
+        )
+        async with connection.transaction():
+            assert await append(connection, "mover", ["m3"]) == 3
+        assert await read_after(connection, "mover", 2) == ["m3"]
+        assert await read_after(connection, "mover", 0) == ["m1", "m2", "m3"]
+    finally:
+        await connection.close()
