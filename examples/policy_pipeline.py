@@ -11,11 +11,12 @@ nothing twice, and records only the new question and what follows from it.
 """
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
 import re
-import secrets
+from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -24,6 +25,7 @@ from lineage import db
 from lineage.claims.answers import record_answer, record_prompt
 from lineage.claims.judges import OfflineJudge
 from lineage.claims.verify import mapping_resolver, verify_claims
+from lineage.core import telemetry
 from lineage.core.derive import Context, derive
 from lineage.db.migrate import migrate
 from lineage.interop.headers import front_matter, provenance_header
@@ -51,6 +53,23 @@ TOP_K = 2
 MODEL = "fake-model-1"
 WORD = re.compile(r"[a-z0-9]+")
 STOP_WORDS = frozenset({"how", "much", "do", "get", "with", "the", "of", "a", "before"})
+
+try:  # with the otel extra, answering the question is traced: one span per step
+    from opentelemetry import trace
+
+    TRACER: Any = trace.get_tracer("examples.policy_pipeline")
+except ImportError:
+    TRACER = None
+
+
+@contextlib.contextmanager
+def step(tracer: Any, name: str) -> Iterator[None]:
+    """A span named `name` when tracing, else nothing."""
+    if tracer is None:
+        yield
+        return
+    with tracer.start_as_current_span(name):
+        yield
 
 
 def words(text: str) -> set[str]:
@@ -86,8 +105,9 @@ def fake_answer(question: str, chunks: list[Context]) -> dict[str, Any]:
     return {"text": " ".join([*cited, "Check your contract for exceptions."])}
 
 
-async def run_pipeline(store: PostgresStore, trace_id: str) -> dict[str, Any]:
-    """Every step, recorded; returns what the printout needs."""
+async def run_pipeline(store: PostgresStore, tracer: Any = TRACER) -> dict[str, Any]:
+    """Every step, recorded; returns what the printout needs. Loading is not traced: its
+    records are the same on every run, whatever trace asks the question."""
     chunks: list[Context] = []
     embeddings: dict[str, tuple[Context, list[float]]] = {}
     for uri, text in POLICIES.items():
@@ -123,44 +143,64 @@ async def run_pipeline(store: PostgresStore, trace_id: str) -> dict[str, Any]:
             chunks.append(chunk)
             embeddings[chunk.context_id] = (embedding, vector)
 
-    query = await derive(
-        store, [], QUESTION, "query", source_uri="chat://example/session", trace_id=trace_id
-    )
-    asked = fake_embedding(QUESTION)
-    scored = sorted(chunks, key=lambda c: -cosine(asked, embeddings[c.context_id][1]))[:TOP_K]
-    scores = [round(cosine(asked, embeddings[c.context_id][1]), 3) for c in scored]
-    retrieval = await derive(
-        store,
-        [query, *(embeddings[c.context_id][0] for c in scored)],
-        "\n".join(c.context_id for c in scored),
-        "retrieval",
-        "retriever",
-        "1.0",
-        index_snapshot=INDEX_SNAPSHOT,
-        trace_id=trace_id,
-        attributes={"top_k": TOP_K, "scores": scores},
-    )
-    summary = await derive(
-        store,
-        [retrieval],
-        fake_summary(QUESTION, scored),
-        "summary",
-        "summarise",
-        "1",
-        produced_by="summariser/summarise@v1",
-        trace_id=trace_id,
-        attributes={"model": MODEL, "provider": "example"},
-    )
+    with step(tracer, "answer the question"):
+        return await ask(store, chunks, embeddings, tracer)
+
+
+async def ask(
+    store: PostgresStore,
+    chunks: list[Context],
+    embeddings: dict[str, tuple[Context, list[float]]],
+    tracer: Any,
+) -> dict[str, Any]:
+    """The question, its retrieval, summary, prompt and answer, under one trace id (the
+    current span's when tracing)."""
+    trace_id = telemetry.current_trace_id() or telemetry.new_trace_id()
+    with step(tracer, "embed the question"):
+        query = await derive(
+            store, [], QUESTION, "query", source_uri="chat://example/session", trace_id=trace_id
+        )
+        asked = fake_embedding(QUESTION)
+    with step(tracer, "retrieve"):
+        scored = sorted(chunks, key=lambda c: -cosine(asked, embeddings[c.context_id][1]))
+        scored = scored[:TOP_K]
+        scores = [round(cosine(asked, embeddings[c.context_id][1]), 3) for c in scored]
+        retrieval = await derive(
+            store,
+            [query, *(embeddings[c.context_id][0] for c in scored)],
+            "\n".join(c.context_id for c in scored),
+            "retrieval",
+            "retriever",
+            "1.0",
+            index_snapshot=INDEX_SNAPSHOT,
+            trace_id=trace_id,
+            attributes={"top_k": TOP_K, "scores": scores},
+        )
+    with step(tracer, "summarise"):
+        summary = await derive(
+            store,
+            [retrieval],
+            fake_summary(QUESTION, scored),
+            "summary",
+            "summarise",
+            "1",
+            produced_by="summariser/summarise@v1",
+            trace_id=trace_id,
+            attributes={"model": MODEL, "provider": "example"},
+        )
     shown = [summary, *scored]
-    prompt = await record_prompt(store, shown, produced_by="answerer/answer@v1", trace_id=trace_id)
-    recorded = await record_answer(
-        store,
-        prompt.context_id,
-        fake_answer(QUESTION, scored),
-        produced_by="answerer/answer@v1",
-        model=MODEL,
-        trace_id=trace_id,
-    )
+    with step(tracer, "answer"):
+        prompt = await record_prompt(
+            store, shown, produced_by="answerer/answer@v1", trace_id=trace_id
+        )
+        recorded = await record_answer(
+            store,
+            prompt.context_id,
+            fake_answer(QUESTION, scored),
+            produced_by="answerer/answer@v1",
+            model=MODEL,
+            trace_id=trace_id,
+        )
     return {
         "chunks": chunks,
         "scored": list(zip(scored, scores, strict=True)),
@@ -195,7 +235,7 @@ def print_walk(walk: walks.Walk) -> None:
 
 async def main(pool: asyncpg.Pool, settings: Settings) -> None:
     store = PostgresStore(pool, TENANT)
-    result = await run_pipeline(store, trace_id=secrets.token_hex(16))
+    result = await run_pipeline(store)
     recorded = result["recorded"]
     answer = recorded.answer
     print(f"loaded {len(POLICIES)} documents into {len(result['chunks'])} chunks")

@@ -6,16 +6,20 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
-from playwright.async_api import Page, Route, async_playwright
+from playwright.async_api import Page, Route, async_playwright, expect
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
+# Two cores shared with a test suite: an expectation waits up to this long (ms), not 5 s.
+expect.set_options(timeout=20_000)
 
 
 @pytest.fixture
@@ -33,6 +37,20 @@ def artifacts() -> Path:
     folder = Path(os.environ.get("LINEAGE_UI_ARTIFACTS") or ROOT / "test-artifacts")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def wait_until_ready(base: str, server: subprocess.Popen[str]) -> None:
+    """It serves at once and is ready once it has migrated and connected (/readyz 200)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert server.poll() is None, "lineage serve exited before it was ready"
+        assert time.monotonic() < deadline, "lineage serve was not ready in 60 s"
+        time.sleep(0.2)
 
 
 @contextmanager
@@ -62,6 +80,7 @@ def lineage_serve(database_url: str, folder: Path, auth: str = "keys") -> Iterat
                 break
         urls = re.findall(r"http://\S+/ui\b", "".join(printed))
         assert urls, f"lineage serve printed no explorer URL:\n{''.join(printed)}"
+        wait_until_ready(urls[0].removesuffix("/ui"), server)
         yield urls[0]
     finally:
         server.terminate()

@@ -38,7 +38,10 @@ from lineage.store.postgres import PostgresStore
 from tests.browser import lineage_serve
 
 ROOT = Path(__file__).resolve().parents[1]
-UI_FILES = ("index.html", "app.js", "style.css")
+UI_FILES = (
+    "index.html", "style.css", "app.js", "dom.js", "graph.js", "live.js", "radius.js", "record.js",
+    "trace.js", "walk.js", "vendor/dagre.min.js", "vendor/dagre.LICENSE.txt",
+)  # fmt: skip
 # The six reasons sql/suspicious_hops.sql can give, each with a legend entry on the page.
 REASONS = (
     "old_transform_version",
@@ -88,13 +91,20 @@ async def test_the_page_is_served_to_anyone_and_the_api_still_wants_a_key(
         assert page.status_code == 200
         assert page.headers["content-type"] == "text/html; charset=utf-8"
         assert "default-src 'self'" in page.headers["content-security-policy"]
+        for name in ("style.css", "app.js", "vendor/dagre.min.js"):
+            assert f'"ui/{name}"' in page.text, name
         for name in UI_FILES:
-            assert f'"ui/{name}"' in page.text or name == "index.html"
             served = await http.get(f"/ui/{name}")
             assert served.status_code == 200, name
             assert served.content == files("lineage.ui").joinpath(name).read_bytes()
         assert (await http.get("/ui/app.js")).headers["content-type"].startswith("text/javascript")
-        for missing in ("/ui/nothing.js", "/ui/__init__.py", "/ui/..%2Fsession.py"):
+        for missing in (
+            "/ui/nothing.js",
+            "/ui/__init__.py",
+            "/ui/..%2Fsession.py",
+            "/ui/vendor/README.md",
+            "/ui/vendor/..%2Fapp.js",
+        ):
             assert (await http.get(missing)).status_code == 404, missing
         assert (await http.get(f"/v1/contexts/{ANSWER_ID}")).status_code == 401
 

@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import re
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 from importlib.resources import files
 from pathlib import PurePosixPath
@@ -35,6 +36,7 @@ MEDIA_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".css": "text/css; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
 }
 # The page loads nothing from elsewhere and runs no inline script.
 PAGE_HEADERS = {
@@ -64,6 +66,12 @@ async def explorer() -> Response:
 @router.get("/ui/{name}", include_in_schema=False)
 async def explorer_file(name: str) -> Response:
     return _asset(name)
+
+
+@router.get("/ui/vendor/{name}", include_in_schema=False)
+async def explorer_vendored_file(name: str) -> Response:
+    """The layout library and its licence (lineage/ui/vendor/README.md says whence)."""
+    return _asset(f"vendor/{name}")
 
 
 # --- the session cookie ------------------------------------------------------------------------
@@ -157,13 +165,15 @@ async def get_impact_page(
     max_depth: int | None = None,
 ) -> dict[str, Any]:
     """A blast radius (of every revision of a source_uri, or of one context) a page at a time:
-    counts by kind, then up to `limit` records of `kind` from `offset` (follow `next_offset`).
+    counts by kind, counts by kind on each layer (`layers`, by depth from the start), then up
+    to `limit` records of `kind` from `offset` (follow `next_offset`).
     Each page lists the radius's ids again, holds only the page in memory and reads only the
     page's records."""
     name, start = await _impact_start(pool, settings, caller, source_uri, context_id)
     wanted = walks.check_kind(kind)
     counted = "all" if wanted == "all" or wanted in BOOKKEEPING_KINDS else "any"
     summary = walks.ImpactSummary()
+    layers: defaultdict[int, Counter[str]] = defaultdict(Counter)
     page: list[dict[str, Any]] = []
     matching = 0
     async for node in walks.stream(
@@ -172,6 +182,7 @@ async def get_impact_page(
         max_depth=walks.check_depth(settings, max_depth), **start,
     ):  # fmt: skip
         summary.add(node)
+        layers[node["depth"]][node["kind"]] += 1
         if wanted in {"any", "all"} or node["kind"] == wanted:
             if offset <= matching < offset + limit:
                 page.append(node)
@@ -181,6 +192,10 @@ async def get_impact_page(
         "context_id": context_id,
         "kind": wanted,
         "summary": summary.as_dict(),
+        "layers": [
+            {"depth": depth, "counts_by_kind": dict(sorted(layers[depth].items()))}
+            for depth in sorted(layers)
+        ],
         "matching": matching,
         "offset": offset,
         "nodes": await _with_records(pool, settings, caller.tenant_id, page),
