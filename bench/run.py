@@ -224,7 +224,7 @@ async def _context(
     }
     if generation:
         context["generation"] = ", ".join(f"{k} {v:.1f}" for k, v in generation.items())
-    return Report(f"lineage bench --size {plan.size}", context)
+    return Report(f"python -m bench --size {plan.size}", context)
 
 
 async def _walk_back(

@@ -64,7 +64,6 @@ def run(command: Command, env: dict[str, str], cwd: Path, bin_dir: str) -> None:
     argv = [os.path.expandvars(argument) for argument in argv]
     given = env | {name: os.path.expandvars(value) for name, value in assigned.items()}
     if argv[0] == "lineage":
-        cli._urls.clear()
         result = CliRunner().invoke(cli.app, argv[1:], env=given)
         assert result.exit_code == 0, f"{command.name}: {result.output}\n{result.exception!r}"
         return
@@ -107,7 +106,6 @@ def test_a_restored_dump_verifies_and_keeps_its_security(
         env = {"LINEAGE_DATABASE_URL": database_url, "RESTORE_URL": restore_url}
         for command in commands:
             run(command, env, tmp_path, client_bin_dir(base))
-        cli._urls.clear()
         assert posture(restore_url) == posture(database_url)
         asyncio.run(check_security(restore_url))
 

@@ -237,7 +237,6 @@ async def test_a_tenant_that_holds_records_is_refused(
 def test_the_cli_exports_and_imports(database_url: str, tmp_path: Path) -> None:
     runner = CliRunner()
     env = {"LINEAGE_DATABASE_URL": database_url}
-    cli._urls.clear()
     assert runner.invoke(cli.app, ["demo"], env=env).exit_code == 0
     path = tmp_path / "demo.bundle"
     written = runner.invoke(
@@ -252,4 +251,3 @@ def test_the_cli_exports_and_imports(database_url: str, tmp_path: Path) -> None:
     rewrite(path, alter_a_record)
     refused = runner.invoke(cli.app, ["import", str(path), "--tenant", "copy2"], env=env)
     assert refused.exit_code == 1 and "was altered" in refused.output
-    cli._urls.clear()

@@ -35,7 +35,7 @@ async def test_demo_walk_back_flags_both_root_causes(
     }
 
 
-def lineage(data_dir: Path, *args: str) -> str:
+def run_lineage(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "LINEAGE_DATABASE_URL"}
     env |= {"LINEAGE_DATA_DIR": str(data_dir), "COLUMNS": "200"}
     done = subprocess.run(
@@ -47,15 +47,49 @@ def lineage(data_dir: Path, *args: str) -> str:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return done
+
+
+def lineage(data_dir: Path, *args: str) -> str:
+    return run_lineage(data_dir, *args).stdout
+
+
+def assert_machine_formats_parse(data_dir: Path) -> None:
+    """Every machine format's stdout parses as a whole on the embedded default: diagnostics
+    such as the embedded server's banner go to stderr."""
+    from prov.model import ProvDocument
+
+    def out(*args: str) -> str:
+        return lineage(data_dir, *args)
+
+    def ndjson(*args: str) -> list[dict[str, object]]:
+        return [json.loads(line) for line in out(*args).splitlines()]
+
+    assert json.loads(out("walk", ANSWER_ID, "--format", "json"))["nodes"]
+    dot = out("walk", ANSWER_ID, "--format", "dot")
+    assert dot.startswith("digraph lineage {") and dot.rstrip().endswith("}")
+    assert ndjson("impact", "--source-uri", "s3://policies/contractors.md", "--format", "ndjson")
+    assert "summary" in ndjson("freshness", "--format", "ndjson")[-1]
+    assert json.loads(out("verify", ANSWER_ID, "--format", "json"))
+    assert ndjson("report", "claims", "--format", "ndjson") is not None
+    assert json.loads(out("export", "header", ANSWER_ID, "--format", "json"))
+    exported = ProvDocument.deserialize(content=out("export", "prov", ANSWER_ID), format="json")
+    assert exported.get_records()
+    assert json.loads(out("verify-record", ANSWER_ID, "--format", "json"))["verified"]
+    assert ndjson("sql", "run", "server_version")
+    assert ndjson("audit", "list", "--tenant", "default") is not None
+    assert out("log", "key").startswith("lineage")
+    assert out("log", "checkpoint").startswith("lineage/default")
 
 
 @pytest.mark.embedded
 def test_demo_on_the_embedded_server_from_nothing(tmp_path: Path) -> None:
     data_dir = tmp_path / "lineage-data"
     try:
-        first = lineage(data_dir, "demo")
-        assert "embedded PostgreSQL" in first and str(data_dir) in first
+        demo = run_lineage(data_dir, "demo")
+        assert "embedded PostgreSQL" in demo.stderr and str(data_dir) in demo.stderr
+        assert "embedded PostgreSQL" not in demo.stdout
+        first = demo.stdout
         for expected in (
             "old_transform_version",
             "chunker@1.4",
@@ -95,10 +129,11 @@ def test_demo_on_the_embedded_server_from_nothing(tmp_path: Path) -> None:
             "-v",
             "page_size=1000",
         )
-        ids = [json.loads(line)["context_id"] for line in rows.splitlines() if line.startswith("{")]
+        ids = [json.loads(line)["context_id"] for line in rows.splitlines()]
         assert len(ids) == len(set(ids)) == 13  # 11 records, a claim and a statement verdict
         version = lineage(data_dir, "sql", "run", "server_version")
         assert '"server_version_num": 18' in version
+        assert_machine_formats_parse(data_dir)  # last: verify appends a verdict
     finally:
         lineage(data_dir, "stop")
 
@@ -168,7 +203,7 @@ def test_serve_builds_the_app_with_the_authentication_it_prints(database_url: st
     """serve hands the app a resolved URL, so it decides keys or none itself: the embedded
     database on loopback serves without keys, as it says, and anything else with them."""
     from lineage.api.app import create_app
-    from lineage.cli import serving_settings
+    from lineage.cli.server import serving_settings
 
     cases = [
         (Settings(database_url=None, auth=None), "127.0.0.1", "none"),

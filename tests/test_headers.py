@@ -27,7 +27,6 @@ def fingerprint(hashes: list[str]) -> str:
 
 async def run_cli(database_url: str, *args: str) -> str:
     # The CLI calls asyncio.run, which cannot nest in this test's loop: use a thread.
-    cli._urls.clear()
     result = await asyncio.to_thread(
         CliRunner().invoke, cli.app, list(args), env={"LINEAGE_DATABASE_URL": database_url}
     )

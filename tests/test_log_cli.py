@@ -20,7 +20,6 @@ from tests.test_log import tamper_with_record
 
 async def lineage_log(database_url: str, data_dir: Path, *args: str) -> Result:
     # The CLI calls asyncio.run, which cannot nest in this test's running loop: use a thread.
-    cli._urls.clear()
     runner = CliRunner()
     return await asyncio.to_thread(
         runner.invoke,

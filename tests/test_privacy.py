@@ -2,7 +2,7 @@
 hashes per tenant, and the right-to-be-forgotten flow (CLI, API, audit, scopes)."""
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -376,10 +376,8 @@ async def test_forget_and_settings_over_the_api_need_an_admin_key(
 
 
 @pytest.fixture
-def cli_env(database_url: str) -> Iterator[dict[str, str]]:
-    cli._urls.clear()
-    yield {"LINEAGE_DATABASE_URL": database_url, "COLUMNS": "200"}
-    cli._urls.clear()
+def cli_env(database_url: str) -> dict[str, str]:
+    return {"LINEAGE_DATABASE_URL": database_url, "COLUMNS": "200"}
 
 
 @pytest.mark.usefixtures("incident")

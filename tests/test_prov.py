@@ -182,7 +182,6 @@ async def test_the_export_command_prints_each_format(
 ) -> None:
     walk = await walks.walk_back(pool, settings, "default", incident, None)
     for output in FORMATS:
-        cli._urls.clear()
         result = await asyncio.to_thread(
             CliRunner().invoke,
             cli.app,

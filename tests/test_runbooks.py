@@ -275,11 +275,8 @@ def test_psql_command_runs(command: Command, demo_database: str) -> None:
 
 
 @pytest.fixture
-def cli_env(demo_database: str) -> Iterator[dict[str, str]]:
-    """The CLI caches the database URL per process; each test has its own database."""
-    cli._urls.clear()
-    yield {"LINEAGE_DATABASE_URL": demo_database, "COLUMNS": "200"}
-    cli._urls.clear()
+def cli_env(demo_database: str) -> dict[str, str]:
+    return {"LINEAGE_DATABASE_URL": demo_database, "COLUMNS": "200"}
 
 
 @pytest.mark.parametrize("command", CLI_COMMANDS, ids=names(CLI_COMMANDS))

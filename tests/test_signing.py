@@ -71,7 +71,6 @@ async def alter_as_superuser(owner: asyncpg.Connection, context_id: str) -> None
 
 
 def run_cli(env: dict[str, str], *args: str) -> Result:
-    cli._urls.clear()
     return CliRunner().invoke(cli.app, list(args), env={"COLUMNS": "200", **env})
 
 

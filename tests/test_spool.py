@@ -292,7 +292,6 @@ async def test_spool_status_and_replay_commands(
     }
 
     async def run(*args: str) -> str:
-        cli._urls.clear()
         result = await asyncio.to_thread(CliRunner().invoke, cli.app, list(args), env=env)
         assert result.exit_code == 0, (result.output, result.exception)
         return result.output

@@ -153,7 +153,6 @@ def test_the_cli_deletes_only_once_the_name_is_typed(
 ) -> None:
     runner = CliRunner()
     env = {"LINEAGE_DATABASE_URL": database_url}
-    cli._urls.clear()
     assert runner.invoke(cli.app, ["tenant", "create", "acme"], env=env).exit_code == 0
     wrong = runner.invoke(cli.app, ["tenant", "delete", "acme"], input="acne\n", env=env)
     assert wrong.exit_code == 2 and "nothing deleted" in wrong.output
@@ -166,4 +165,3 @@ def test_the_cli_deletes_only_once_the_name_is_typed(
     assert '"action": "tenant_delete"' in listed.stdout and '"target": "acme"' in listed.stdout
     again = runner.invoke(cli.app, ["tenant", "delete", "acme", "--confirm", "acme"], env=env)
     assert again.exit_code == 1 and "no tenant 'acme'" in again.output
-    cli._urls.clear()

@@ -88,7 +88,6 @@ async def test_error_bodies_carry_the_requests_trace_id(client: httpx.AsyncClien
 
 
 async def test_a_cli_run_names_its_trace_id_on_its_error_line(database_url: str) -> None:
-    cli._urls.clear()
     result = await asyncio.to_thread(
         CliRunner().invoke,
         cli.app,

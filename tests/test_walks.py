@@ -90,7 +90,6 @@ async def serve(settings: Settings, database_url: str) -> AsyncIterator[httpx.As
 
 async def run_cli(database_url: str, *args: str) -> str:
     # The CLI calls asyncio.run, which cannot nest in this test's running loop: use a thread.
-    cli._urls.clear()
     runner = CliRunner()
     result = await asyncio.to_thread(
         runner.invoke,

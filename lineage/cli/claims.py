@@ -1,0 +1,90 @@
+"""Claims: judge an answer's claims (`verify`) and report failing claim rates (`report`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from lineage.cli.runner import ConfigOption, TenantOption, console, load, run
+
+report_app = typer.Typer(help="Reports over recorded verdicts.", no_args_is_help=True)
+
+
+def verify(
+    context_id: Annotated[
+        str,
+        typer.Argument(
+            help="An answer (all its claims), a claim, or a summary, reasoning, plan "
+            "or tool_call (each statement against its parents)."
+        ),
+    ],
+    output: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    tenant: TenantOption = "default",
+    config: ConfigOption = None,
+) -> None:
+    """Judge an LLM-made record against its sources (texts from context_text); appends verdicts."""
+    from lineage.claims.handoffs import verify_command
+    from lineage.claims.judges import judge_from_settings
+
+    settings = load(config)
+    result = run(
+        settings,
+        # LINEAGE_CLAIM_JUDGE: offline, openai or a plug-in (named errors come from run)
+        lambda pool: verify_command(pool, tenant, context_id, judge_from_settings(settings)),
+    )
+    if output == "json":
+        print(json.dumps(result.as_dict(), indent=2))
+        return
+    for line in result.lines():
+        console.print(line, markup=False, highlight=False)
+
+
+@report_app.command("claims")
+def report_claims(
+    since: Annotated[
+        str | None, typer.Option(help="ISO date or time; default 30 days ago.")
+    ] = None,
+    bucket: Annotated[str, typer.Option(help="'1 hour', '1 day', '7 days'...")] = "1 day",
+    group_by: Annotated[str, typer.Option("--group-by", help="produced_by.")] = "produced_by",
+    output: Annotated[str, typer.Option("--format", help="table or ndjson.")] = "table",
+    tenant: TenantOption = "default",
+    config: ConfigOption = None,
+) -> None:
+    """Failing claim rates (uncited, hallucinated_id, unsupported) per bucket and produced_by."""
+    from lineage.claims.verify import claims_report, report_lines
+
+    settings = load(config)
+    rows = run(
+        settings, lambda pool: claims_report(pool, settings, tenant, since, bucket, group_by)
+    )
+    if output == "ndjson":
+        for row in rows:
+            print(json.dumps(row))
+        return
+    for line in report_lines(rows):
+        console.print(line, markup=False, highlight=False)
+
+
+@report_app.command("drift")
+def report_drift(
+    since: Annotated[
+        str | None, typer.Option(help="ISO date or time; default 30 days ago.")
+    ] = None,
+    bucket: Annotated[str, typer.Option(help="'1 day', '7 days'...")] = "1 day",
+    output: Annotated[str, typer.Option("--format", help="table or ndjson.")] = "table",
+    tenant: TenantOption = "default",
+    config: ConfigOption = None,
+) -> None:
+    """Unsupported and merged rates per bucket and produced_by, with the change since the last."""
+    from lineage.claims.drift import drift_lines, drift_report
+
+    settings = load(config)
+    rows = run(settings, lambda pool: drift_report(pool, settings, tenant, since, bucket))
+    if output == "ndjson":
+        for row in rows:
+            print(json.dumps(row))
+        return
+    for line in drift_lines(rows):
+        console.print(line, markup=False, highlight=False)

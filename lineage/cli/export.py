@@ -1,0 +1,64 @@
+"""`lineage export`: a context's provenance as W3C PROV, or as a generated file's header."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from lineage.cli.errors import fail
+from lineage.cli.runner import ConfigOption, DepthOption, TenantOption, load, run
+
+export_app = typer.Typer(
+    help="Export provenance: W3C PROV documents, headers for generated files.",
+    no_args_is_help=True,
+)
+
+
+@export_app.command("prov")
+def export_prov(
+    context_id: Annotated[str, typer.Argument(help="The context whose walk-back to export.")],
+    output: Annotated[str, typer.Option("--format", help="json, provn, jsonld or xml.")] = "json",
+    max_depth: DepthOption = None,
+    tenant: TenantOption = "default",
+    config: ConfigOption = None,
+) -> None:
+    """A context's walk-back as a W3C PROV document: contexts as entities, transforms as
+    activities, produced_by as agents."""
+    from lineage.interop import prov
+    from lineage.services import walks
+
+    if output not in prov.MEDIA_TYPES:
+        raise fail(f"--format must be one of {', '.join(prov.MEDIA_TYPES)}", 2)
+    settings = load(config)
+    found = run(
+        settings, lambda pool: walks.walk_back(pool, settings, tenant, context_id, max_depth)
+    )
+    try:
+        print(prov.serialize(prov.prov_document(found, tenant), output))
+    except prov.UnavailableFormat as exc:
+        raise fail(str(exc)) from exc
+
+
+@export_app.command("header")
+def export_header(
+    context_id: Annotated[str, typer.Argument(help="The answer (or any context) to describe.")],
+    output: Annotated[
+        str, typer.Option("--format", help="yaml (front-matter) or json (envelope).")
+    ] = "yaml",
+    tenant: TenantOption = "default",
+    config: ConfigOption = None,
+) -> None:
+    """Provenance for a generated file: trace id, operation, provider, model, inputs
+    fingerprint, generated time and the ids it consumed."""
+    from lineage.interop import headers
+
+    if output not in {"yaml", "json"}:
+        raise fail("--format must be yaml or json", 2)
+    settings = load(config)
+    header = run(settings, lambda pool: headers.provenance_header(pool, tenant, context_id))
+    if output == "json":
+        print(json.dumps(headers.envelope(header), indent=2))
+    else:
+        print(headers.front_matter(header), end="")

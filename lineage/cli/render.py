@@ -1,0 +1,115 @@
+"""How walks, hops and node lists look on a terminal, and as JSON, dot or ndjson."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+from rich.tree import Tree
+
+from lineage.cli.runner import console
+
+if TYPE_CHECKING:
+    from lineage.services.walks import Walk
+
+
+def _hop_line(node: dict[str, Any], marks: dict[str, list[dict[str, Any]]]) -> str:
+    made_by = " ".join(
+        part
+        for part in (
+            node["transform_version"],
+            node["produced_by"] and f"by {node['produced_by']}",
+            node["index_snapshot"] and f"snapshot {node['index_snapshot']}",
+            node["source_uri"],
+        )
+        if part
+    )
+    digest = node["content_hash"][:19]
+    line = f"[bold]{node['kind']}[/bold] {node['context_id']}  {made_by}  [dim]{digest}…[/dim]"
+    for mark in marks.get(node["context_id"], []):
+        line += f"\n[red]⚠ {mark['reason']}[/red]: {mark['detail']}"
+    return line
+
+
+def print_walk(walk: Walk, hops: list[dict[str, Any]]) -> None:
+    """Hop by hop from the start to the roots; a node reached again is only named."""
+    by_id = {node["context_id"]: node for node in walk.nodes}
+    marks: dict[str, list[dict[str, Any]]] = {}
+    for hop in hops:
+        marks.setdefault(hop["context_id"], []).append(hop)
+    start = walk.nodes[0]
+    tree = Tree(_hop_line(start, marks))
+    shown = {start["context_id"]}
+
+    def grow(branch: Tree, node: dict[str, Any]) -> None:
+        for parent_id in node["parent_ids"]:
+            parent = by_id.get(parent_id)
+            if parent is None:
+                branch.add(f"[dim]{parent_id} (beyond max depth)[/dim]")
+            elif parent_id in shown:
+                branch.add(f"[dim]{parent['kind']} {parent_id} (shown above)[/dim]")
+            else:
+                shown.add(parent_id)
+                grow(branch.add(_hop_line(parent, marks)), parent)
+
+    grow(tree, start)
+    console.print(tree)
+    if walk.truncated:
+        console.print("[yellow]truncated: ancestors lie beyond --max-depth[/yellow]")
+
+
+def print_hops(hops: list[dict[str, Any]]) -> None:
+    if not hops:
+        console.print("\nno suspicious hops")
+        return
+    table = Table(title="Suspicious hops (sql/suspicious_hops.sql)")
+    for column in ("depth", "kind", "context_id", "reason", "detail"):
+        table.add_column(column, overflow="fold")
+    for hop in hops:
+        table.add_row(
+            str(hop["depth"]), hop["kind"], hop["context_id"], hop["reason"], hop["detail"]
+        )
+    console.print(table)
+
+
+def walk_json(found: Walk, hops: list[dict[str, Any]]) -> str:
+    return json.dumps(
+        {"nodes": found.nodes, "edges": found.edges(), "truncated": found.truncated,
+         "suspicious": hops},
+        indent=2,
+    )  # fmt: skip
+
+
+def walk_dot(found: Walk, hops: list[dict[str, Any]]) -> str:
+    suspect = {hop["context_id"] for hop in hops}
+    lines = ["digraph lineage {", "  rankdir=BT;"]
+    for node in found.nodes:
+        color = ', color="red"' if node["context_id"] in suspect else ""
+        label = f"{node['kind']}\\n{node['context_id']}"
+        lines.append(f'  "{node["context_id"]}" [label="{label}"{color}];')
+    lines += [f'  "{edge["child"]}" -> "{edge["parent"]}";' for edge in found.edges()]
+    return "\n".join([*lines, "}"])
+
+
+def print_nodes(nodes: list[dict[str, Any]], output: str) -> None:
+    from lineage.services.walks import ImpactSummary
+
+    summary = ImpactSummary()
+    for node in nodes:
+        summary.add(node)
+    if output == "ndjson":
+        for node in nodes:
+            print(json.dumps(node))
+        print(json.dumps({"summary": summary.as_dict()}))
+        return
+    table = Table()
+    for column in ("depth", "kind", "context_id", "made by", "source_uri"):
+        table.add_column(column, overflow="fold")
+    for node in nodes:
+        made_by = node["produced_by"] or node["transform_version"] or ""
+        table.add_row(
+            str(node["depth"]), node["kind"], node["context_id"], made_by, node["source_uri"] or ""
+        )
+    console.print(table)
+    console.print(json.dumps(summary.as_dict()))

@@ -1,0 +1,82 @@
+"""The server's life: migrate the schema, serve the API, stop the embedded PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from lineage.cli.errors import diagnostics, fail
+from lineage.cli.runner import ConfigOption, console, database_url, load
+
+if TYPE_CHECKING:
+    from lineage.settings import Settings
+
+
+def migrate(config: ConfigOption = None) -> None:
+    """Create the application role if missing and upgrade the schema to the newest revision."""
+    from lineage.db.migrate import migrate as upgrade
+
+    upgrade(database_url(load(config)))
+    console.print("schema is at the newest revision")
+
+
+def stop(config: ConfigOption = None) -> None:
+    """Stop the embedded PostgreSQL; its data stays for the next start."""
+    from lineage.db.embedded import stop_embedded
+
+    settings = load(config)
+    if settings.database_url:
+        raise fail("LINEAGE_DATABASE_URL is set: there is no embedded server to stop")
+    stopped = stop_embedded(settings.data_dir)
+    console.print(
+        f"embedded PostgreSQL {'stopped' if stopped else 'was not running'}; "
+        f"data kept in {settings.data_dir / 'pgdata'}"
+    )
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Serve the HTTP API (OpenAPI at /docs), migrating first; while the database is down it
+    retries, with /readyz answering 503."""
+    import uvicorn
+
+    from lineage.api.app import create_app
+    from lineage.api.logs import log_config
+
+    settings = load(config)
+    url = database_url(settings)
+    bind_host, bind_port = host or settings.host, port or settings.port
+    settings = serving_settings(settings, bind_host)
+    diagnostics.print(f"serving on http://{bind_host}:{bind_port} (API docs at /docs)")
+    if settings.auth == "none":
+        diagnostics.print(
+            "[yellow]authentication off[/yellow] (embedded database on loopback): every "
+            "request acts as tenant 'default'; LINEAGE_AUTH=keys turns keys on"
+        )
+    else:
+        diagnostics.print("authentication: bearer keys (`lineage key create --tenant NAME`)")
+    diagnostics.print(
+        f"explorer: [bold]http://{bind_host}:{bind_port}/ui[/bold] (paste an answer id)"
+    )
+    uvicorn.run(
+        create_app(settings, database_url=url, migrate_first=True),  # waits for the database
+        host=bind_host,
+        port=bind_port,
+        log_config=log_config(settings.log_level),
+        access_log=False,  # lineage.access logs each request, with its trace id
+    )
+
+
+def serving_settings(settings: Settings, bind_host: str) -> Settings:
+    """The settings to serve with: authentication decided here, by the address actually bound
+    and whether the database is the embedded one, since the app is handed a resolved URL."""
+    from lineage.settings import effective_auth
+
+    bound = settings.model_copy(update={"host": bind_host})
+    return bound.model_copy(
+        update={"auth": effective_auth(bound, embedded=not settings.database_url)}
+    )
