@@ -228,3 +228,17 @@ async def test_only_a_verify_key_records_verdicts(
         "/v1/contexts/chunk_42/verify", json=body, headers=await bearer(pool, "verify")
     )
     assert refused.status_code == 422 and "only records a model or agent made" in refused.text
+
+
+async def test_a_handoff_with_too_many_statements_is_refused_before_judging(
+    store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
+) -> None:
+    from lineage.claims.handoffs import MAX_STATEMENTS
+
+    doc = await derive(store, [], "Policy.", "document", source_uri="s3://p")
+    text = "".join(f"Fact {i}. " for i in range(MAX_STATEMENTS + 1))
+    plan = await derive(store, [doc], text, "plan")
+    resolver = mapping_resolver({doc.context_id: doc.text, plan.context_id: text})
+    with pytest.raises(BadParameter, match=f"at most {MAX_STATEMENTS}"):
+        await verify_handoff(pool, "default", plan.context_id, OfflineJudge(), resolver)
+    assert await owner.fetchval("SELECT count(*) FROM provenance WHERE kind = 'verdict'") == 0

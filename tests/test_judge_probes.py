@@ -150,3 +150,12 @@ def test_built_in_judges_by_setting() -> None:
         Settings(claim_judge="openai", judge_base_url="http://127.0.0.1:9", judge_model="m")
     )
     assert isinstance(grader, OpenAICompatibleJudge)
+
+
+def test_texts_past_the_limits_are_not_read() -> None:
+    from lineage.claims.judges.offline import MAX_CLAIM_CHARS, MAX_PREMISE_CHARS
+
+    long_premise = OFFLINE.judge_sync("Pets are allowed. " * (MAX_PREMISE_CHARS // 18 + 1), "x")
+    assert long_premise.outcome == "unknown" and "too long" in long_premise.reason
+    long_claim = OFFLINE.judge_sync("Pets are allowed.", "Pets are allowed " * MAX_CLAIM_CHARS)
+    assert long_claim.outcome == "unknown" and str(MAX_CLAIM_CHARS) in long_claim.reason

@@ -67,7 +67,7 @@ FAILING: Final = frozenset({"unsupported", "cross_source_merge"})
 VERIFY_TRANSFORM: Final = "verify_statements"
 VERIFY_VERSION: Final = "1"
 MAX_REASON_CHARS: Final = 1000
-MAX_STATEMENTS: Final = 200
+MAX_STATEMENTS: Final = 50
 # Past this many parents, which of them a statement fused is not worked out one by one.
 MAX_FUSION_PARENTS: Final = 8
 MAX_ROOT_DEPTH: Final = 50
@@ -265,7 +265,12 @@ async def verify_handoff(
         return dataclasses.replace(
             result, unavailable=f"no parent text available for {', '.join(record.parent_ids)}"
         )
-    spans = _sentences(text)[:MAX_STATEMENTS]
+    spans = _sentences(text)
+    if len(spans) > MAX_STATEMENTS:
+        raise BadParameter(
+            f"{context_id} has {len(spans)} statements; at most {MAX_STATEMENTS} are verified "
+            "at once (verify its parts, or send a shorter record)"
+        )
     complete = len(available) == len(record.parent_ids)
     gate = asyncio.Semaphore(max(1, concurrency))
 

@@ -1,5 +1,7 @@
 """The offline judge: rule based, no network, ``entailed`` only when sure."""
 
+from typing import Final
+
 from lineage.claims.judges.base import Judgement, Outcome
 from lineage.claims.judges.comparison import (
     _check_bare_number,
@@ -19,6 +21,9 @@ from lineage.claims.judges.comparison import (
 from lineage.claims.judges.inference import cross_references
 from lineage.claims.judges.parser import _parse
 from lineage.claims.judges.scope import check_dropped_scope, check_swapped_roles
+
+MAX_PREMISE_CHARS: Final = 20_000
+MAX_CLAIM_CHARS: Final = 1_000
 
 
 def _judge_offline(premise: str, hypothesis: str) -> tuple[Outcome, str]:
@@ -81,19 +86,27 @@ class OfflineJudge:
 
     Its only world knowledge is a small table: number words, unit conversions (two weeks =
     14 days, two years = 24 months, 600 per minute = 10 per second), 'time and a half' = 1.5 times,
-    'double' = 2 times, and a few synonym groups (need/require, get/receive, can/may/permitted).
-    Paraphrases beyond that come back ``unknown``. Known blind spot: the order of two ordinary
-    nouns is not checked, so a swap such as 'the cat chased the dog' / 'the dog chased the cat'
-    is not caught; swaps of names and identifiers are.
+    'double' = 2 times, a few synonym groups (need/require, get/receive, can/may/permitted), and
+    one inference: a group whose terms "follow" another group's policy gets that group's terms.
+    Paraphrases beyond that come back ``unknown``, and so do claims that drop a limit of the
+    premise ("for annual plans", "in 2020") or swap two words around a third. Texts past
+    MAX_PREMISE_CHARS or MAX_CLAIM_CHARS are not read (``unknown``): the rules' cost grows with
+    the product of the two lengths.
     """
 
     name: str = "offline"
-    version: str = "1"
+    version: str = "2"
 
     async def judge(self, premise: str, hypothesis: str) -> Judgement:
         return self.judge_sync(premise, hypothesis)
 
     def judge_sync(self, premise: str, hypothesis: str) -> Judgement:
         """The same verdict without an event loop; the rules do no I/O."""
+        if len(premise) > MAX_PREMISE_CHARS or len(hypothesis) > MAX_CLAIM_CHARS:
+            reason = (
+                f"too long for the offline judge: premise {len(premise)} and claim "
+                f"{len(hypothesis)} characters (at most {MAX_PREMISE_CHARS} and {MAX_CLAIM_CHARS})"
+            )
+            return Judgement("unknown", reason, self.name, self.version)
         outcome, reason = _judge_offline(premise, hypothesis)
         return Judgement(outcome, reason, self.name, self.version)
