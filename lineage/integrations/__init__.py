@@ -1,0 +1,1 @@
+"""Framework hooks that record lineage without OpenTelemetry: LangChain, LlamaIndex."""
