@@ -104,7 +104,9 @@ def test_a_failing_llama_index_hook_lets_ingestion_and_the_query_go_on(database_
     lineage = FailingLineage()
     before = degraded()
     pipeline = IngestionPipeline(
-        transformations=[LineageTransformation(lineage, SentenceSplitter(chunk_size=64, chunk_overlap=0))]
+        transformations=[
+            LineageTransformation(lineage, SentenceSplitter(chunk_size=64, chunk_overlap=0))
+        ]
     )
     nodes = pipeline.run(documents=[Document(text="Refunds take 14 days.")])
     assert len(nodes) == 1
