@@ -21,6 +21,9 @@ from lineage.verifiable_log import storage
 from tests.conftest import EMBEDDED_TEST_DIR, janitor, url_for
 from tests.test_bundle import walk_views
 
+# Starts servers or browsers of its own: outside the fast tier.
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.embedded
 async def test_a_tenant_moves_from_the_embedded_server_with_its_walks(

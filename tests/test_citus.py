@@ -5,7 +5,7 @@ import pytest
 
 from tests.citus_cluster import CitusCluster
 
-pytestmark = pytest.mark.citus
+pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
 
 def test_the_cluster_has_a_coordinator_and_two_workers(citus: CitusCluster) -> None:

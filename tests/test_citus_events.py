@@ -14,7 +14,7 @@ import pytest
 from lineage.db.queries import QUERIES
 from tests.citus_cluster import CitusCluster
 
-pytestmark = pytest.mark.citus
+pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
 HANG_GUARD_S = 30.0
 

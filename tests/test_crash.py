@@ -25,6 +25,9 @@ from lineage.store import HttpStore
 from lineage.store.spool import SpoolingStore
 from tests.private_postgres import PrivatePostgres, free_port, private_postgres
 
+# Starts servers or browsers of its own: outside the fast tier.
+pytestmark = pytest.mark.slow
+
 CLIENTS = 4
 REQUESTS_PER_CLIENT = 100
 BATCH_EVERY = 4  # every 4th request appends a batch of 3 instead of one record

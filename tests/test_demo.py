@@ -83,6 +83,7 @@ def assert_machine_formats_parse(data_dir: Path) -> None:
 
 
 @pytest.mark.embedded
+@pytest.mark.slow
 def test_demo_on_the_embedded_server_from_nothing(tmp_path: Path) -> None:
     data_dir = tmp_path / "lineage-data"
     try:
@@ -147,6 +148,7 @@ def free_port() -> int:
     return port
 
 
+@pytest.mark.slow
 def test_serve_answers_over_http(database_url: str, tmp_path: Path) -> None:
     import time
 

@@ -4,9 +4,13 @@ scripts and styles come from the installed fastapi-offline package, not a CDN.""
 from pathlib import Path
 
 import httpx
+import pytest
 from playwright.async_api import expect
 
 from tests.browser import lineage_serve, offline_page
+
+# Starts servers or browsers of its own: outside the fast tier.
+pytestmark = pytest.mark.slow
 
 REDOCLY_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 

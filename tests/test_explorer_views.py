@@ -28,6 +28,9 @@ from lineage.store.postgres import PostgresStore
 from tests.browser import ROOT, lineage_serve, offline_page
 from tests.test_ui import sign_in
 
+# Starts servers or browsers of its own: outside the fast tier.
+pytestmark = pytest.mark.slow
+
 EXAMPLE = ROOT / "examples" / "policy_pipeline.py"
 
 

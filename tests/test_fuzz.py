@@ -20,6 +20,9 @@ from lineage.db import create_pool
 from lineage.services.demo import load_incident
 from lineage.store.postgres import PostgresStore
 
+# Starts servers or browsers of its own: outside the fast tier.
+pytestmark = pytest.mark.slow
+
 EXAMPLES_PER_OPERATION = 8
 # The live event stream never ends by itself; it has its own tests.
 SKIPPED = {("GET", "/v1/events")}

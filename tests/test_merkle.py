@@ -32,7 +32,7 @@ from lineage.verifiable_log.merkle import (
     verify_inclusion,
 )
 
-VECTORS = Path(__file__).resolve().parents[2] / "shared" / "testvectors" / "rfc6962"
+VECTORS = Path(__file__).resolve().parent / "data" / "rfc6962"
 
 REFERENCE_LEAVES = [
     bytes.fromhex(h)
@@ -91,7 +91,7 @@ class ConsistencyVector:
 def _missing_vectors() -> NoReturn:
     pytest.fail(
         f"RFC 6962 test vectors not found: expected inclusion/ and consistency/ JSON files under "
-        f"{VECTORS} (the shared/ folder must sit beside the repository clone)"
+        f"{VECTORS} (tests/data/rfc6962 is part of the repository)"
     )
 
 

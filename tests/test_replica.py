@@ -27,6 +27,9 @@ from lineage.store.postgres import PostgresStore
 from tests import live_server
 from tests.private_postgres import PrivatePostgres
 
+# Starts servers or browsers of its own: outside the fast tier.
+pytestmark = pytest.mark.slow
+
 TENANT = "acme"
 HANG_GUARD_S = 30.0
 # Routes whose bodies change with every call (counters, the audit of the calls themselves).

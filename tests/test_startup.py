@@ -14,6 +14,9 @@ import pytest
 
 from tests.private_postgres import PrivatePostgres, free_port
 
+# Starts servers or browsers of its own: outside the fast tier.
+pytestmark = pytest.mark.slow
+
 # Bounds on the polling loops; a correct service is ready long before.
 WAIT_LIMIT_S = 60.0
 

@@ -37,6 +37,9 @@ from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.browser import lineage_serve
 
+# Starts servers or browsers of its own: outside the fast tier.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 UI_FILES = (
     "index.html", "style.css", "app.js", "dom.js", "graph.js", "live.js", "radius.js", "record.js",
