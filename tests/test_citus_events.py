@@ -182,3 +182,22 @@ async def test_a_stream_resumed_after_its_tenants_shard_moved_misses_nothing(
         assert await read_after(connection, "mover", 0) == ["m1", "m2", "m3"]
     finally:
         await connection.close()
+
+
+async def test_the_append_notifies_on_the_coordinator_at_commit(coordinator: str) -> None:
+    listener = await asyncpg.connect(coordinator)
+    writer = await asyncpg.connect(coordinator)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    try:
+        await listener.add_listener("lineage_events", lambda *args: heard.put_nowait(args[-1]))
+        notify = QUERIES["events_notify"]
+        async with writer.transaction():
+            position = await append(writer, "heard", ["h1"])
+            # A statement that names no table: Citus runs it on the coordinator, not a worker.
+            await writer.execute(notify.sql, *notify.arguments({"payload": f"{position}:heard"}))
+            assert heard.empty()  # sent at commit, not before
+        async with asyncio.timeout(HANG_GUARD_S):
+            assert await heard.get() == "1:heard"
+    finally:
+        await listener.close()
+        await writer.close()
