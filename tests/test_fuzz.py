@@ -3,9 +3,12 @@ against a real uvicorn server with the demo incident loaded. No response may be 
 response must match what the schema says about its status."""
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
+import asyncpg
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -109,3 +112,63 @@ def test_a_nul_in_any_parameter_is_refused_not_a_5xx(server: Server) -> None:
 
         probe()
     assert {k: v for k, v in statuses.items() if v >= 500} == {}
+
+
+def nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+LONE = "\ud800"
+DOCUMENT = {"kind": "document", "source_uri": "s3://fuzz.md", "text": "t"}
+SPAN = {
+    "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+    "span_id": "00f067aa0ba902b7",
+    "name": "s",
+    "start_time_unix_nano": 10**30,
+    "end_time_unix_nano": 10**30,
+}
+# Shapes that once answered 500 (or 200 and then died): each must be a 4xx that names its rule.
+BAD_SHAPES: list[tuple[str, str, Any]] = [
+    ("POST", "/v1/contexts", {**DOCUMENT, "text": LONE}),
+    ("POST", "/v1/contexts", {**DOCUMENT, "source_uri": "s3://" + LONE}),
+    ("POST", "/v1/contexts", {**DOCUMENT, "produced_by": LONE}),
+    ("POST", "/v1/contexts/batch", {"records": [{**DOCUMENT, "transform": LONE}]}),
+    ("POST", "/v1/contexts", {**DOCUMENT, "attributes": nested(500)}),
+    ("GET", "/v1/contexts?since=0001-01-01T00:00:00%2B05:00", None),
+    ("GET", "/v1/contexts?until=9999-12-31T23:59:59-05:00", None),
+    ("POST", "/v1/spans", {"spans": [SPAN]}),
+    ("GET", "/v1/reports/claims?bucket=0%20day", None),
+    ("GET", "/v1/events?after=" + "9" * 40, None),
+    ("GET", "/v1/log/proof/consistency?first=99999999999999999999&second=1", None),
+]
+
+
+def test_crafted_bad_input_gets_a_4xx_naming_the_rule_and_writes_nothing(
+    server: Server, database_url: str
+) -> None:
+    async def count() -> int:
+        owner = await asyncpg.connect(database_url)
+        try:
+            found: int = await owner.fetchval("SELECT count(*) FROM provenance")
+        finally:
+            await owner.close()
+        return found
+
+    before = asyncio.run(count())
+    answers = {}
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        for method, path, body in BAD_SHAPES:
+            content = None if body is None else json.dumps(body).encode()  # \ud800 escaped
+            with http.stream(
+                method, path, content=content, headers={"content-type": "application/json"}
+            ) as answer:
+                answer.read()  # a stream that dies midway raises here
+                is_problem = answer.headers.get("content-type") == "application/problem+json"
+                problem = answer.json() if is_problem else {}
+                answers[f"{method} {path[:60]}"] = (answer.status_code, problem.get("detail"))
+    wrong = {shape: got for shape, got in answers.items() if not (400 <= got[0] < 500 and got[1])}
+    assert wrong == {}
+    assert asyncio.run(count()) == before

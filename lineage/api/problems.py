@@ -82,9 +82,45 @@ async def unstorable_text(request: Request, exc: Exception) -> JSONResponse:
     return problem(422, "InvalidRequest", detail, rule="unstorable_character")
 
 
+# Bad input that reaches code which cannot take it: each a 422 naming the rule, raised before
+# anything commits (the transaction it broke is rolled back).
+INPUT_ERRORS: dict[type[Exception], tuple[str, str]] = {
+    UnicodeEncodeError: (
+        "unpaired_surrogate",
+        "a string holds a lone UTF-16 surrogate (such as \\ud800), which is not text: send "
+        "valid Unicode",
+    ),
+    RecursionError: ("too_deep", "the JSON nests too deeply: flatten it"),
+    OverflowError: (
+        "out_of_range",
+        "a number or date is out of the range the service stores (dates between the years 1 "
+        "and 9999 in UTC, integers of 64 bits)",
+    ),
+}
+
+
+async def unusable_input(request: Request, exc: Exception) -> JSONResponse:
+    rule, detail = next(found for cls, found in INPUT_ERRORS.items() if isinstance(exc, cls))
+    return problem(422, "InvalidRequest", detail, rule=rule)
+
+
+async def unencodable_argument(request: Request, exc: Exception) -> JSONResponse:
+    """A value the database driver could not send (asyncpg's DataError: a lone surrogate, a
+    date past the year 9999 or before 1 once in UTC, ...): the caller's to fix."""
+    cause = exc.__cause__ or exc.__context__
+    for cls, (rule, detail) in INPUT_ERRORS.items():
+        if isinstance(cause, cls) or (cls is OverflowError and "out of range" in str(exc)):
+            return problem(422, "InvalidRequest", detail, rule=rule)
+    reason = str(exc).rpartition("(")[2].rstrip(")") or "a value cannot be stored"
+    return problem(422, "InvalidRequest", reason[:200], rule="unstorable_value")
+
+
 def install(app: FastAPI) -> None:
     app.add_exception_handler(LineageError, lineage_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    for unusable in INPUT_ERRORS:
+        app.add_exception_handler(unusable, unusable_input)
+    app.add_exception_handler(asyncpg.DataError, unencodable_argument)
     for unstorable in (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError):
         app.add_exception_handler(unstorable, unstorable_text)
     for outage in (*OUTAGE_ERRORS, asyncpg.InterfaceError):

@@ -3,7 +3,7 @@ stream of one record per line and a closing summary line, with bounded server me
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 from fastapi import Request
@@ -17,6 +17,7 @@ NDJSON = "application/x-ndjson"
 # A stream goes out in pieces of about this size: one write per line made a 189k-line
 # listing spend its time in the server's send path rather than in the walk.
 CHUNK_BYTES = 64 * 1024
+T = TypeVar("T")
 
 
 async def chunked(lines: AsyncIterator[str]) -> AsyncIterator[bytes]:
@@ -41,7 +42,8 @@ async def impact_response(
     request: Request, pool: asyncpg.Pool, settings: Settings, name: str, **values: Any
 ) -> Response:
     if wants_stream(request):
-        return StreamingResponse(chunked(_ndjson(pool, settings, name, values)), media_type=NDJSON)
+        streamed = await started(walks.stream(pool, settings, name, **values))
+        return StreamingResponse(chunked(_ndjson(streamed)), media_type=NDJSON)
     summary = walks.ImpactSummary()
     nodes: list[dict[str, Any]] = []
     async for node in walks.stream(pool, settings, name, **values):
@@ -55,12 +57,31 @@ async def impact_response(
     return JSONResponse({"nodes": nodes, "summary": summary.as_dict()})
 
 
-async def _ndjson(
-    pool: asyncpg.Pool, settings: Settings, name: str, values: dict[str, Any]
-) -> AsyncIterator[str]:
+async def started(nodes: AsyncIterator[T]) -> AsyncIterator[T]:
+    """The same items with the first one already read, so that a walk failing at its start (bad
+    input, the database) fails before the 200 is sent, as an answer the caller can read."""
+    try:
+        first = await anext(nodes)
+    except StopAsyncIteration:
+        return _none()
+
+    async def resumed() -> AsyncIterator[T]:
+        yield first
+        async for node in nodes:
+            yield node
+
+    return resumed()
+
+
+async def _none() -> AsyncIterator[T]:
+    return
+    yield  # an async generator that yields nothing
+
+
+async def _ndjson(nodes: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
     summary = walks.ImpactSummary()
     try:
-        async for node in walks.stream(pool, settings, name, **values):
+        async for node in nodes:
             summary.add(node)
             yield json.dumps(node) + "\n"
     except LineageError as exc:

@@ -70,7 +70,7 @@ VERIFY_VERSION: Final = "1"
 MAX_REASON_CHARS: Final = 1000
 # Interval words date_bin accepts: months and years have no fixed length, so they cannot bin.
 _BUCKET = re.compile(
-    r"^\s*\d{1,6}\s*(microsecond|millisecond|second|sec|minute|min|hour|hr|day|week)s?\s*$",
+    r"^\s*0*[1-9]\d{0,5}\s*(microsecond|millisecond|second|sec|minute|min|hour|hr|day|week)s?\s*$",
     re.IGNORECASE,
 )
 GROUP_BYS: Final = ("produced_by",)
@@ -450,8 +450,8 @@ async def ensure_verified(
 def check_bucket(bucket: str) -> str:
     if not _BUCKET.match(bucket):
         raise BadParameter(
-            f"bucket {bucket[:40]!r} must be an interval of fixed length such as '1 hour', "
-            "'1 day' or '7 days' (months and years cannot bin)"
+            f"bucket {bucket[:40]!r} must be a positive interval of fixed length such as "
+            "'1 hour', '1 day' or '7 days' (months and years cannot bin)"
         )
     return bucket.strip()
 

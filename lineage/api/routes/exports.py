@@ -1,5 +1,6 @@
 """Exports of one context: its walk-back as W3C PROV, its provenance header for generated files."""
 
+import asyncio
 from typing import Literal
 
 from fastapi import APIRouter
@@ -25,12 +26,17 @@ async def get_prov(
     """The walk-back as a PROV document: contexts as entities, transforms as activities,
     produced_by as agents (see lineage/interop/prov.py)."""
     walk = await walks.walk_back(pool, settings, caller.tenant_id, context_id, max_depth)
-    document = prov.prov_document(walk, caller.tenant_id)
     try:
-        body = prov.serialize(document, format)
+        # Seconds of CPU for a large walk: in a worker thread, so the event loop (every other
+        # request, of every tenant) goes on meanwhile.
+        body = await asyncio.to_thread(_prov_body, walk, caller.tenant_id, format)
     except prov.UnavailableFormat as exc:
         return problems.problem(422, "UnavailableFormat", str(exc), rule="prov_format")
     return Response(body, media_type=prov.MEDIA_TYPES[format])
+
+
+def _prov_body(walk: walks.Walk, tenant_id: str, output: str) -> str:
+    return prov.serialize(prov.prov_document(walk, tenant_id), output)
 
 
 @router.get("/{context_id}/header")

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage.api.deps import AppSettings, Caller, Pool, Read, ReadPool
-from lineage.api.results import chunked
+from lineage.api.results import chunked, started
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.api.session import SESSION_COOKIE, issue_session
 from lineage.core.errors import BadParameter, Forbidden, NotFound, Unauthorized
@@ -258,11 +258,11 @@ async def download_impact_ids(
     (context_id, kind, depth, truncated) or JSON with a closing summary. Streamed, so any size;
     a walk that fails midway cuts the transfer short instead of ending a plausible file."""
     name, start = await _impact_start(pool, settings, caller, source_uri, context_id)
-    nodes = walks.stream(
+    nodes = await started(walks.stream(
         pool, settings, name,
         tenant_id=caller.tenant_id, kind=walks.check_kind(kind),
         max_depth=walks.check_depth(settings, max_depth), **start,
-    )  # fmt: skip
+    ))  # fmt: skip
     label = re.sub(r"[^A-Za-z0-9._-]+", "_", source_uri or context_id or "").strip("_")[:80]
     disposition = f'attachment; filename="impact-{kind}-{label}.{file_format}"'
     if file_format == "csv":
