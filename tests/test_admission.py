@@ -76,6 +76,7 @@ def status_of(connection: socket.socket) -> int:
     return int(head.split(b" ", 2)[1])
 
 
+@pytest.mark.slow
 def test_idle_uploads_hold_no_slot_and_time_out_with_408(keyed_server: tuple[Server, str]) -> None:
     server, token = keyed_server
     idle = [half_sent(server.port) for _ in range(IDLE_SOCKETS // 2)]
@@ -95,6 +96,7 @@ def test_idle_uploads_hold_no_slot_and_time_out_with_408(keyed_server: tuple[Ser
             connection.close()
 
 
+@pytest.mark.slow
 def test_a_chunked_upload_is_cut_off_at_the_body_limit(keyed_server: tuple[Server, str]) -> None:
     server, _ = keyed_server
     connection = socket.create_connection(("127.0.0.1", server.port), timeout=SOCKET_TIMEOUT_S)

@@ -45,6 +45,7 @@ def wait_for(url: str, status: int, server: subprocess.Popen[bytes], log: Path) 
     raise AssertionError(f"{url} never answered {status}:\n{log.read_text()[-4000:]}")
 
 
+@pytest.mark.slow
 def test_serve_waits_for_a_database_that_is_down_at_start(
     stopped_postgres: PrivatePostgres, tmp_path: Path
 ) -> None:
