@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 from typer.testing import CliRunner
 
-from lineage import cli, db
+from lineage import cli, db, derive
 from lineage.bundle.export import export_bundle
 from lineage.bundle.format import BundleError
 from lineage.bundle.load import import_bundle
@@ -251,3 +251,29 @@ def test_the_cli_exports_and_imports(database_url: str, tmp_path: Path) -> None:
     rewrite(path, alter_a_record)
     refused = runner.invoke(cli.app, ["import", str(path), "--tenant", "copy2"], env=env)
     assert refused.exit_code == 1 and "was altered" in refused.output
+
+
+async def test_a_log_that_lists_a_child_before_its_parent_still_imports(
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    owner: asyncpg.Connection,
+    owner_pool: asyncpg.Pool,
+    tmp_path: Path,
+) -> None:
+    """Leaf order need not put parents first (records logged by migration 0003 were queued by
+    time, then id): the import holds a record back until its parent is written."""
+    await storage.set_queueing(owner, False)
+    doc = await derive(store, [], "a doc", "document", source_uri="s3://x", context_id="doc_1")
+    await derive(store, [doc], "a chunk", "chunk", "chunker", "1", context_id="chunk_1")
+    await storage.set_queueing(owner, True)
+    await owner.execute(
+        "INSERT INTO log_queue (tenant_id, context_id) "
+        "VALUES ('default', 'chunk_1'), ('default', 'doc_1')"
+    )
+    path = tmp_path / "reversed.bundle"
+    await export_bundle(owner_pool, Settings(), "default", path, include_text=False)
+    assert [record_of(line)["context_id"] for line in lines_of(path)[1:3]] == ["chunk_1", "doc_1"]
+    imported = await import_bundle(owner_pool, Settings(), path, "moved", verifier(), signer())
+    assert imported.verified.records == imported.tree_size == 2
+    back = await walks.walk_back(pool, Settings(), "moved", "chunk_1", None)
+    assert [node["context_id"] for node in back.nodes] == ["chunk_1", "doc_1"]

@@ -685,6 +685,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
 # Run as the owner: the application role may not create tenants.
 OWNER_ONLY = {
     "tenant_create", "tenant_delete", "operator_audit_list", "bundle_import_settings",
+    "bundle_analyze",
 }  # fmt: skip
 # Reads of provenance: on an empty database they find nothing.
 READS = {

@@ -78,6 +78,7 @@ def import_bundle(
                 "signatures_unchecked": checked.signatures_unchecked,
                 "unsigned": checked.unsigned,
                 "tree_size": imported.tree_size,
+                "seconds": {phase: round(took, 3) for phase, took in imported.seconds.items()},
             }
         )
     )
