@@ -20,6 +20,7 @@ from lineage.core.hashing import content_hash, text_matches_hash
 from lineage.services import auth, forget, privacy
 from lineage.services.auth import Caller
 from lineage.services.demo import CONTRACTOR_POLICY, INCIDENT, load_incident
+from lineage.services.signing import signer_for
 from lineage.settings import Settings
 from lineage.store.http import HttpStore
 from lineage.store.postgres import PostgresStore
@@ -269,7 +270,9 @@ async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
     pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     before = await provenance(owner)
-    forgotten = await forget.forget(pool, settings, ADMIN, CONTRACTOR_POLICY)
+    forgotten = await forget.forget(
+        pool, settings, ADMIN, CONTRACTOR_POLICY, signer=signer_for(settings)
+    )
     assert {node["context_id"] for node in forgotten.affected} == CONTRACTOR_RADIUS
     assert forgotten.counts_by_kind()["document"] == 2
     assert set(forgotten.purged) == CONTRACTOR_RADIUS
@@ -288,7 +291,9 @@ async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
     assert entry["target"] == forgotten.source_uri_hash
     assert entry["detail"]["total"] == 8 and entry["detail"]["purged_texts"] == 8
 
-    rerun = await forget.forget(pool, settings, ADMIN, CONTRACTOR_POLICY)
+    rerun = await forget.forget(
+        pool, settings, ADMIN, CONTRACTOR_POLICY, signer=signer_for(settings)
+    )
     assert rerun.nothing_left and "nothing left to purge" in rerun.summary()
     assert {node["context_id"] for node in rerun.affected} == CONTRACTOR_RADIUS
     assert await owner.fetchval("SELECT count(*) FROM provenance WHERE kind = 'tombstone'") == 1
@@ -301,9 +306,13 @@ async def test_forget_refuses_a_truncated_walk_and_writes_nothing(
 ) -> None:
     before = await provenance(owner)
     with pytest.raises(BadParameter, match="deeper than max_depth 2"):
-        await forget.forget(pool, settings, ADMIN, CONTRACTOR_POLICY, max_depth=2)
+        await forget.forget(
+            pool, settings, ADMIN, CONTRACTOR_POLICY, max_depth=2, signer=signer_for(settings)
+        )
     with pytest.raises(NotFound):
-        await forget.forget(pool, settings, ADMIN, "s3://never-recorded")
+        await forget.forget(
+            pool, settings, ADMIN, "s3://never-recorded", signer=signer_for(settings)
+        )
     assert await captured(owner) == set(INCIDENT_TEXTS)
     assert await provenance(owner) == before
     assert await audited(owner, "forget") == []
@@ -319,7 +328,9 @@ async def test_many_sources_get_several_tombstones(
     monkeypatch.setattr(forget, "MAX_PARENTS", 2)
     for number in range(5):
         await derive(store, [], f"revision {number}", "document", source_uri="s3://person")
-    forgotten = await forget.forget(pool, settings, ADMIN, "s3://person")
+    forgotten = await forget.forget(
+        pool, settings, ADMIN, "s3://person", signer=signer_for(settings)
+    )
     assert len(forgotten.tombstones) == 3 and not forgotten.purged
     rows = await owner.fetch(
         "SELECT parent_ids FROM provenance WHERE kind = 'tombstone' ORDER BY attributes->'part'"

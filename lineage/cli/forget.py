@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from lineage.cli.errors import reported
 from lineage.cli.runner import ConfigOption, DepthOption, TenantOption, console, load, run
 
 # Rows of affected ids the terminal shows; --output holds them all.
@@ -32,10 +33,16 @@ def forget_source(
     Refuses, writing nothing, if --max-depth cuts the walk short."""
     from lineage.services.auth import Caller
     from lineage.services.forget import forget
+    from lineage.services.signing import signer_for
 
     settings = load(config)
     caller = Caller(tenant, None, "admin")
-    forgotten = run(settings, lambda pool: forget(pool, settings, caller, source_uri, max_depth))
+    with reported():
+        signer = signer_for(settings)  # this invocation's keyring, from --config
+    forgotten = run(
+        settings,
+        lambda pool: forget(pool, settings, caller, source_uri, max_depth, signer=signer),
+    )
     table = Table("context_id", "kind", "depth", title=f"blast radius of {source_uri}")
     for node in forgotten.affected[:FORGET_ROWS_SHOWN]:
         table.add_row(node["context_id"], node["kind"], str(node["depth"]))

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lineage import db
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, InvalidRecord
+from lineage.services.signing import Signer
 from lineage.store.postgres import ConnectionStore
 
 __all__ = [
@@ -197,10 +198,10 @@ class RecordedEvent:
 
 
 async def record_run_event(
-    connection: asyncpg.Connection, tenant_id: str, event: RunEvent
+    connection: asyncpg.Connection, tenant_id: str, event: RunEvent, signer: Signer
 ) -> RecordedEvent:
     """Record the event's datasets within the caller's transaction (all or none)."""
-    store = ConnectionStore(connection, tenant_id)
+    store = ConnectionStore(connection, tenant_id, signer)
     run_id = str(event.run.run_id)
     trace_id = event.run.run_id.hex
     inputs, outputs = _unique(event.inputs), _unique(event.outputs)

@@ -32,6 +32,7 @@ from lineage.core.record import MAX_PARENTS
 from lineage.services import audit, walks
 from lineage.services.auth import Caller
 from lineage.services.privacy import text_hash_key
+from lineage.services.signing import Signer
 from lineage.settings import Settings
 from lineage.store.postgres import ConnectionStore
 
@@ -88,6 +89,8 @@ async def forget(
     caller: Caller,
     source_uri: str,
     max_depth: int | None = None,
+    *,
+    signer: Signer,
 ) -> Forgotten:
     """Run the right-to-be-forgotten flow for `source_uri` in the caller's tenant.
 
@@ -100,7 +103,7 @@ async def forget(
         async with db.transaction(
             pool, tenant_id, statement_timeout_ms=settings.statement_timeout_ms
         ) as connection:
-            return await _forget_in(connection, caller, source_uri, depth)
+            return await _forget_in(connection, caller, source_uri, depth, signer)
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(
             f"forget ran past the {settings.statement_timeout_ms} ms statement timeout and "
@@ -109,7 +112,7 @@ async def forget(
 
 
 async def _forget_in(
-    connection: asyncpg.Connection, caller: Caller, source_uri: str, depth: int
+    connection: asyncpg.Connection, caller: Caller, source_uri: str, depth: int, signer: Signer
 ) -> Forgotten:
     tenant_id = caller.tenant_id
     nodes = [
@@ -153,7 +156,7 @@ async def _forget_in(
     tombstones: list[str] = []
     if purged or not tombstoned.issuperset(roots):
         tombstones = await _append_tombstones(
-            connection, tenant_id, roots, uri_hash, affected, purged
+            connection, tenant_id, roots, uri_hash, affected, purged, signer
         )
     forgotten = Forgotten(uri_hash, affected, purged, tombstones, datetime.now(UTC))
     await audit.append(
@@ -179,6 +182,7 @@ async def _append_tombstones(
     uri_hash: str,
     affected: list[dict[str, Any]],
     purged: list[str],
+    signer: Signer,
 ) -> list[str]:
     parts = [roots[start : start + MAX_PARENTS] for start in range(0, len(roots), MAX_PARENTS)]
     facts = {
@@ -203,5 +207,5 @@ async def _append_tombstones(
     ]
     return [
         context.context_id
-        for context in await derive_many(ConnectionStore(connection, tenant_id), items)
+        for context in await derive_many(ConnectionStore(connection, tenant_id, signer), items)
     ]

@@ -5,7 +5,7 @@ from fastapi.responses import JSONResponse
 
 from lineage import db
 from lineage.api import problems
-from lineage.api.deps import AppSettings, Ingest, Pool
+from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool
 from lineage.interop.openlineage import (
     BodyTooLarge,
     UnsupportedEncoding,
@@ -19,7 +19,7 @@ router = APIRouter(prefix="/api/v1", tags=["openlineage"])
 
 @router.post("/lineage")
 async def post_lineage(
-    request: Request, pool: Pool, caller: Ingest, settings: AppSettings
+    request: Request, pool: Pool, caller: Ingest, settings: AppSettings, signer: AppSigner
 ) -> JSONResponse:
     """Record one OpenLineage RunEvent (JSON, optionally `Content-Encoding: gzip`): each dataset
     becomes a record, outputs derived from inputs (see lineage/interop/openlineage.py). Replays
@@ -34,5 +34,5 @@ async def post_lineage(
         return problems.problem(413, "BodyTooLarge", str(exc))
     event = parse_run_event(body)
     async with db.transaction(pool, caller.tenant_id) as connection:
-        recorded = await record_run_event(connection, caller.tenant_id, event)
+        recorded = await record_run_event(connection, caller.tenant_id, event, signer)
     return JSONResponse(recorded.as_dict())

@@ -5,7 +5,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineage.api.deps import Admin, AppSettings, Pool, ReadPool
+from lineage.api.deps import Admin, AppSettings, AppSigner, Pool, ReadPool
 from lineage.services import privacy
 from lineage.services.forget import forget
 
@@ -46,10 +46,10 @@ async def put_tenant_settings(body: SettingsIn, pool: Pool, caller: Admin) -> di
 
 @router.post("/forget")
 async def forget_source(
-    body: ForgetIn, pool: Pool, caller: Admin, settings: AppSettings
+    body: ForgetIn, pool: Pool, caller: Admin, settings: AppSettings, signer: AppSigner
 ) -> dict[str, Any]:
     """Right to be forgotten: every record derived from `source_uri` (with its kind, for the
     downstream stores), captured text purged, tombstones appended, in one transaction. 422 if
     max_depth cuts the walk short (nothing written), 404 if no record has the source_uri."""
-    forgotten = await forget(pool, settings, caller, body.source_uri, body.max_depth)
+    forgotten = await forget(pool, settings, caller, body.source_uri, body.max_depth, signer=signer)
     return forgotten.as_dict()
