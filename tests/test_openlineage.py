@@ -25,6 +25,7 @@ from openlineage.client.event_v2 import (
     StaticDataset,
 )
 from openlineage.client.facet_v2 import source_code_location_job
+from openlineage.client.serde import Serde
 
 from lineage import db, derive
 from lineage.api.app import create_app
@@ -284,3 +285,28 @@ async def test_what_cannot_be_recorded_is_refused_with_what_to_fix(
         assert response.headers["content-type"] == "application/problem+json"
         assert says in response.text, response.text
     assert await rows(owner) == []
+
+
+@pytest.mark.parametrize(
+    "state",
+    [RunState.START, RunState.RUNNING, RunState.OTHER, RunState.FAIL, RunState.ABORT],
+)
+async def test_only_a_completed_run_records_its_outputs(
+    server: str, key: str, owner: asyncpg.Connection, state: RunState
+) -> None:
+    unfinished = run_event(state, str(uuid.uuid4()), LOAD, [RAW], [ORDERS])
+    await emit(lineage_client(server, key), unfinished)
+    found = by_uri(await rows(owner))
+    assert set(found) == {RAW_URI}, f"a {state.value} run's output was recorded"
+    answer = await asyncio.to_thread(
+        raw_post, server, key, json.dumps(Serde.to_dict(unfinished)).encode()
+    )
+    assert answer.json()["state"] == state.value
+    assert answer.json()["outputs_not_recorded"] == [ORDERS_URI]
+    # A later completed run that reads the dataset does not walk back through the unwritten one.
+    await emit(lineage_client(server, key), *a_run(REPORT_JOB, [ORDERS], [REPORT]))
+    found = by_uri(await rows(owner))
+    [orders] = found[ORDERS_URI]
+    assert orders["parent_ids"] == [] and orders["transform"] is None  # a root, not LOAD's output
+    [report] = found[REPORT_URI]
+    assert report["parent_ids"] == [orders["context_id"]]

@@ -3,6 +3,11 @@
 Each dataset of an event is a `document` whose source_uri is `<namespace>/<name>` (one slash
 between: `s3://warehouse` + `raw/orders` is `s3://warehouse/raw/orders`).
 
+- Only a COMPLETE event records outputs: a START, RUNNING or OTHER event (or one without an
+  eventType) opens or reports on a run that has written nothing yet, and a FAIL or ABORT run's
+  outputs were never written, so a later run that reads the same dataset does not walk back
+  through them. Every event records its inputs (what the run read, failed or not); the answer
+  says the run's state and which outputs were not recorded.
 - An **output** is derived from the event's inputs. Its transform is the job,
   `<job namespace>/<job name>`; its transform_version is `<transform>@<version>` when the job's
   `sourceCodeLocation` facet gives a version (the client fills it from git).
@@ -190,11 +195,19 @@ class RecordedEvent:
     """Which record each dataset of an event is: source_uri -> context_id."""
 
     run_id: str
+    state: str | None
     inputs: dict[str, str]
     outputs: dict[str, str]
+    not_recorded: list[str]  # outputs of a run that has not completed
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "inputs": self.inputs, "outputs": self.outputs}
+        return {
+            "run_id": self.run_id,
+            "state": self.state,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "outputs_not_recorded": self.not_recorded,
+        }
 
 
 async def record_run_event(
@@ -204,7 +217,8 @@ async def record_run_event(
     store = ConnectionStore(connection, tenant_id, signer)
     run_id = str(event.run.run_id)
     trace_id = event.run.run_id.hex
-    inputs, outputs = _unique(event.inputs), _unique(event.outputs)
+    inputs, declared = _unique(event.inputs), _unique(event.outputs)
+    outputs = declared if event.event_type == "COMPLETE" else []
     known: dict[str, str] = {}
     for dataset in inputs:
         rows = await db.fetch(
@@ -249,6 +263,8 @@ async def record_run_event(
     written = await derive_many(store, derived)
     return RecordedEvent(
         run_id,
+        event.event_type,
         {dataset.source_uri: known[dataset.source_uri] for dataset in inputs},
         {dataset.source_uri: c.context_id for dataset, c in zip(outputs, written, strict=True)},
+        [dataset.source_uri for dataset in declared if not outputs],
     )
