@@ -85,7 +85,8 @@ def test_the_services_use_settings_the_service_knows_and_an_image_built_here() -
         )
         assert services[name]["build"] == "."
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "pip install --no-cache-dir ." in dockerfile
+    # Non-editable, with the OTLP intake's decoder (POST /v1/traces).
+    assert 'pip install --no-cache-dir ".[otlp]"' in dockerfile
     assert ".venv" in (ROOT / ".dockerignore").read_text().split()
 
 
