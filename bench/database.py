@@ -54,9 +54,8 @@ async def load(
         for index in indexes:
             await connection.execute(f'DROP INDEX "{index["indexname"]}"')
 
-        # The bulk DAG stays out of the verifiable log: its sequencer would hash it during the
-        # timings. Records appended by the timed ingest paths are queued as usual.
-        await set_log_queueing(connection, False)
+        # The bulk DAG stays out of the verifiable log (COPY queues nothing): its sequencer would
+        # hash it during the timings. Records appended by the timed ingest paths are queued.
         started = time.perf_counter()
         rows = generator.rows()
         while batch := list(itertools.islice(rows, BATCH)):
@@ -70,8 +69,14 @@ async def load(
                 ],
                 columns=ROOT_COLUMNS,
             )
+        # The parent edges descendant walks probe, as append_contexts writes them.
+        await connection.execute(
+            "INSERT INTO provenance_children (tenant_id, parent_id, context_id) "
+            "SELECT p.tenant_id, parent.id, p.context_id FROM provenance AS p "
+            "CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id) WHERE p.tenant_id = $1",
+            tenant_id,
+        )
         timings["generate_and_copy_s"] = time.perf_counter() - started
-        await set_log_queueing(connection, True)
 
         started = time.perf_counter()
         for index in indexes:
@@ -90,19 +95,12 @@ async def load(
         started = time.perf_counter()
         await connection.execute("VACUUM (ANALYZE) provenance")
         await connection.execute("VACUUM (ANALYZE) root_sources")
+        await connection.execute("VACUUM (ANALYZE) provenance_children")
         timings["vacuum_analyze_s"] = time.perf_counter() - started
         await save_picks(connection, generator.picks)
     finally:
         await connection.close()
     return generator.picks, timings
-
-
-async def set_log_queueing(connection: asyncpg.Connection, enabled: bool) -> None:
-    try:
-        from lineage.verifiable_log.storage import set_queueing
-    except ImportError:
-        return
-    await set_queueing(connection, enabled)
 
 
 def _root_row(row: Row, source_uri: str, depth: int) -> Row:

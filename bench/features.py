@@ -4,15 +4,14 @@ measured beside the product's.
 A feature's cost is measured by turning it off for one measurement and comparing with the same
 measurement with everything on, alternating so that drift on a shared machine falls on both:
 signing and root sources by stubbing their one call in append_records (in this process only),
-the verifiable log by switching its queue trigger off (lineage.verifiable_log.storage
-.set_queueing), row-level security by a pool that stays the superuser (which bypasses it),
+row-level security by a pool that stays the superuser (which bypasses it),
 and auth by a server with LINEAGE_AUTH=keys and a real key against one with none.
 """
 
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -38,7 +37,10 @@ def describe() -> str:
     with contextlib.suppress(ImportError):
         from lineage.verifiable_log import storage  # noqa: F401
 
-        on.append("verifiable log queue (sequencer off during timings: LINEAGE_LOG_INTERVAL_S=0)")
+        on.append(
+            "verifiable log queue (written by the append statement; sequencer off during "
+            "timings: LINEAGE_LOG_INTERVAL_S=0)"
+        )
     return ", ".join(on) + "; HTTP figures with LINEAGE_AUTH=none (auth measured separately below)"
 
 
@@ -59,24 +61,6 @@ def stubbed(module_name: str | None, attribute: str) -> Iterator[bool]:
         yield True
     finally:
         setattr(owner, attribute, original)
-
-
-@contextlib.asynccontextmanager
-async def log_queue_off(url: str) -> AsyncIterator[bool]:
-    try:
-        from lineage.verifiable_log.storage import set_queueing
-    except ImportError:
-        yield False
-        return
-    owner = await asyncpg.connect(url)
-    try:
-        await set_queueing(owner, False)
-        try:
-            yield True
-        finally:
-            await set_queueing(owner, True)
-    finally:
-        await owner.close()
 
 
 async def superuser_pool(url: str) -> asyncpg.Pool:
@@ -131,12 +115,6 @@ async def costs(report: Report, pool: asyncpg.Pool, plan: "Plan", url: str, tena
                 return await append_rate(pool, fresh()) if present else None
 
         await compare(name, without_call)
-
-    async def without_log() -> float | None:
-        async with log_queue_off(url) as present:
-            return await append_rate(pool, fresh()) if present else None
-
-    await compare("verifiable log (queue trigger on append)", without_log)
 
     unrestricted = await superuser_pool(url)
     try:

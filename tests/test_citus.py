@@ -1,17 +1,263 @@
-"""Lineage on Citus: a private coordinator and two workers (tests/citus_cluster.py)."""
+"""Lineage on Citus: a private coordinator and two workers (tests/citus_cluster.py), default
+Citus settings. `lineage distribute` places every table; each named read is a single-shard
+router query and answers what plain PostgreSQL answers on the same data."""
 
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
 import psycopg
 import pytest
+from typer.testing import CliRunner
 
+from bench.run import ingest_rows, proposals
+from lineage import cli, db
+from lineage.db.distribute import NotDistributable, distribute
+from lineage.db.migrate import migrate
+from lineage.db.queries import QUERIES
+from lineage.services import auth
+from lineage.services.demo import TRACE_ID, load_incident
+from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
+TENANTS = ("default", "acme")
+GENERATED = 1500  # records per tenant, besides the demo in each
+WRITES = re.compile(r"\b(INSERT|UPDATE|DELETE)\b")
+# Not reads of one tenant: every tenant's queue, the server version, a key before its tenant is
+# known, tenant deletion (a write, through its function), an advisory lock (no table).
+NOT_A_TENANT_READ = {
+    "log_pending_tenants", "server_version", "key_lookup", "tenant_delete", "trace_span_lock",
+}  # fmt: skip
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+# Values that find demo rows, for every psql variable the reads use.
+VALUES: dict[str, Any] = {
+    "context_id": "answer_1",
+    "context_ids": ["chunk_42", "claim_1", "answer_1", "doc_contractors_v1"],
+    "max_depth": 20,
+    "kind": "any",
+    "source_uri": "s3://policies/contractors.md",
+    "transform_version": "chunker@1.4",
+    "index_snapshot": "idx_2026_08_01",
+    "trace_id": TRACE_ID,
+    "trace_ids": [TRACE_ID],
+    "produced_by": "any",
+    "since": EARLIEST,
+    "until": LATEST,
+    "after_created_at": EARLIEST,
+    "after_context_id": "",
+    "page_size": 1000,
+    "bucket": "1 day",
+    "limit": 1000,
+    "max_spans": 100,
+    "batch_size": 1000,
+    "levels": [0],
+    "node_indexes": [0],
+    "after": 0,
+    "session_id": "any",
+    "tree_size": 0,
+    "content_hashes": [],
+    "source_uris": ["s3://policies/contractors.md"],
+}
+# Columns set by the clock of the server that ran the append, and signatures (which sign
+# created_at): they differ between the two loads.
+CLOCK_COLUMNS = {
+    "created_at", "first_verdict_at", "at", "signed_at", "updated_at", "first_seen", "signature",
+}  # fmt: skip
 
-def test_the_cluster_has_a_coordinator_and_two_workers(citus: CitusCluster) -> None:
-    url = citus.create_database("lineage_citus_smoke")
-    with psycopg.connect(url) as coordinator:
-        workers = coordinator.execute(
-            "SELECT node_name, node_port FROM citus_get_active_worker_nodes() ORDER BY node_port"
+
+def tenant_reads() -> list[str]:
+    body = {name: "\n".join(line for line in q.text.splitlines() if not line.startswith("--"))
+            for name, q in QUERIES.items()}  # fmt: skip
+    return sorted(
+        name
+        for name, text in body.items()
+        if not WRITES.search(text) and name not in NOT_A_TENANT_READ
+        and "tenant_id" in QUERIES[name].parameters
+    )  # fmt: skip
+
+
+async def load(url: str) -> None:
+    """The demo and generated records in each tenant, through the append path."""
+    owner = await db.create_pool(url, max_size=2, as_owner=True)
+    pool = await db.create_pool(url, max_size=2)
+    try:
+        await auth.create_tenant(owner, "acme")
+        for tenant in TENANTS:
+            # The same key for keyed text hashes on both servers, so the records are the same.
+            async with owner.acquire() as connection:
+                await connection.execute(
+                    "UPDATE tenant_settings SET text_hash_key = sha256(convert_to($1, 'UTF8')) "
+                    "WHERE tenant_id = $1",
+                    tenant,
+                )
+        for tenant in TENANTS:
+            store = PostgresStore(pool, tenant)
+            await load_incident(store)
+            generated = proposals(ingest_rows(GENERATED, f"gen_{tenant}", tenant))
+            for start in range(0, len(generated), 500):
+                await store.append(generated[start : start + 500])
+    finally:
+        await pool.close()
+        await owner.close()
+
+
+@pytest.fixture(scope="module")
+def citus_url(citus: CitusCluster) -> str:
+    url = citus.create_database("lineage_citus")
+    migrate(url)
+    return url
+
+
+@pytest.fixture(scope="module")
+def loaded(citus_url: str, template_db: tuple[str, str]) -> Iterator[tuple[str, str]]:
+    """(plain URL, Citus URL), the same records in both."""
+    base, template = template_db
+    from tests.conftest import janitor, url_for
+
+    name = "lineage_citus_plain"
+    with janitor(base, name, template):
+        plain = url_for(base, name)
+        distribute(citus_url)
+        asyncio.run(load(plain))
+        asyncio.run(load(citus_url))
+        yield plain, citus_url
+
+
+def test_distribute_places_every_table_and_says_so_twice_alike(citus_url: str) -> None:
+    first = CliRunner().invoke(cli.app, ["distribute"], env={"LINEAGE_DATABASE_URL": citus_url})
+    assert first.exit_code == 0, first.output
+    assert "provenance: distributed by tenant_id, colocated with tenants" in first.output
+    assert "api_keys: reference table (a copy on every node)" in first.output
+    with psycopg.connect(citus_url) as coordinator:
+        placed: dict[str, str] = dict(
+            coordinator.execute(
+                "SELECT logicalrelid::regclass::text, partmethod::text || ':' || colocationid "
+                "FROM pg_dist_partition"
+            ).fetchall()
+        )
+        tenant_tables = {
+            name
+            for (name,) in coordinator.execute(
+                "SELECT c.relname FROM pg_class AS c JOIN pg_attribute AS a "
+                "ON a.attrelid = c.oid AND a.attname = 'tenant_id' "
+                "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'"
+            ).fetchall()
+        }
+        triggers = coordinator.execute(
+            "SELECT tgrelid::regclass::text FROM pg_trigger "
+            "WHERE NOT tgisinternal AND tgrelid::regclass::text = ANY (%s)",
+            (sorted(tenant_tables),),
         ).fetchall()
-    assert workers == sorted(("127.0.0.1", worker.port) for worker in citus.workers)
+    assert placed["api_keys"].startswith("n:")
+    distributed = {name: how for name, how in placed.items() if name != "api_keys"}
+    assert set(distributed) == tenant_tables - {"api_keys"}
+    assert len(set(distributed.values())) == 1, distributed  # one colocation group
+    assert next(iter(distributed.values())).startswith("h:")
+    assert triggers == []
+    again = CliRunner().invoke(cli.app, ["distribute"], env={"LINEAGE_DATABASE_URL": citus_url})
+    assert again.exit_code == 0, again.output
+    assert "provenance: already distributed by tenant_id" in again.output
+    assert "distributed by tenant_id, colocated" not in again.output
+
+
+def test_distribute_refuses_a_server_without_citus(database_url: str) -> None:
+    with pytest.raises(NotDistributable, match="citus extension is not installed"):
+        distribute(database_url)
+    refused = CliRunner().invoke(
+        cli.app, ["distribute"], env={"LINEAGE_DATABASE_URL": database_url}
+    )
+    assert refused.exit_code == 1
+    assert "citus extension is not installed" in refused.stderr
+
+
+async def app_role_fetch(
+    url: str, tenant: str, sql: str, arguments: list[Any]
+) -> list[asyncpg.Record]:
+    pool = await db.create_pool(url, max_size=1)
+    try:
+        async with db.transaction(pool, tenant) as connection:
+            rows: list[asyncpg.Record] = await connection.fetch(sql, *arguments)
+            return rows
+    finally:
+        await pool.close()
+
+
+def arguments(name: str, tenant: str) -> list[Any]:
+    values = {**VALUES, "tenant_id": tenant}
+    missing = set(QUERIES[name].parameters) - set(values)
+    assert not missing, f"{name}: add values for {sorted(missing)}"
+    return QUERIES[name].arguments(values)
+
+
+def comparable(rows: list[asyncpg.Record]) -> list[str]:
+    return sorted(
+        json.dumps({k: v for k, v in dict(row).items() if k not in CLOCK_COLUMNS}, default=str)
+        for row in rows
+    )
+
+
+@pytest.mark.parametrize("name", tenant_reads())
+def test_each_read_is_a_single_shard_router_query(loaded: tuple[str, str], name: str) -> None:
+    _, citus_url = loaded
+    plan = asyncio.run(
+        app_role_fetch(
+            citus_url, "acme", f"EXPLAIN (COSTS OFF) {QUERIES[name].sql}", arguments(name, "acme")
+        )
+    )
+    text = "\n".join(row[0] for row in plan)
+    assert "Task Count: 1\n" in text + "\n", text
+
+
+@pytest.mark.parametrize("name", tenant_reads())
+def test_each_read_answers_on_citus_what_it_answers_on_postgresql(
+    loaded: tuple[str, str], name: str
+) -> None:
+    plain_url, citus_url = loaded
+    for tenant in TENANTS:
+        query = QUERIES[name]
+        plain = asyncio.run(app_role_fetch(plain_url, tenant, query.sql, arguments(name, tenant)))
+        citus = asyncio.run(app_role_fetch(citus_url, tenant, query.sql, arguments(name, tenant)))
+        assert comparable(citus) == comparable(plain), (name, tenant)
+
+
+def test_the_walks_find_the_demo_on_citus(loaded: tuple[str, str]) -> None:
+    """Not only equal: the comparison must not pass by both answering nothing."""
+    _, citus_url = loaded
+    walked = asyncio.run(
+        app_role_fetch(citus_url, "acme", QUERIES["walk_back"].sql, arguments("walk_back", "acme"))
+    )
+    hops = asyncio.run(
+        app_role_fetch(
+            citus_url, "acme", QUERIES["suspicious_hops"].sql, arguments("suspicious_hops", "acme")
+        )
+    )
+    assert {row["context_id"] for row in walked} >= {"answer_1", "chunk_42", "doc_contractors_v1"}
+    assert {row["reason"] for row in hops} >= {"old_transform_version", "source_changed"}
+
+
+@pytest.fixture
+async def citus_pool(loaded: tuple[str, str]) -> AsyncIterator[asyncpg.Pool]:
+    pool = await db.create_pool(loaded[1], max_size=2)
+    yield pool
+    await pool.close()
+
+
+async def test_a_read_with_no_tenant_set_raises_on_citus_too(citus_pool: asyncpg.Pool) -> None:
+    async with citus_pool.acquire() as connection:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="tenant_id is not set"):
+            await connection.fetch(QUERIES["walk_back"].sql, *arguments("walk_back", "acme"))
+
+
+async def test_another_tenants_records_stay_hidden_on_citus(citus_pool: asyncpg.Pool) -> None:
+    async with db.transaction(citus_pool, "default") as connection:
+        seen = await connection.fetch("SELECT DISTINCT tenant_id FROM provenance")
+        foreign = await connection.fetch(QUERIES["walk_back"].sql, *arguments("walk_back", "acme"))
+    assert [row["tenant_id"] for row in seen] == ["default"]
+    assert foreign == []

@@ -17,15 +17,25 @@ from lineage.services.demo import load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
-# The walk alone: what blast_radius_by_source.sql answered before root_sources existed.
+# An independent oracle: the textbook walk down parent_ids (UNION over (id, depth), then each
+# id's minimal depth), which neither root_sources nor the edge table takes part in.
 WALK_BY_SOURCE = """
-SELECT r.context_id, d.depth, r.kind, d.truncated
-FROM lineage_descendants(
-         $1, ARRAY(SELECT s.context_id FROM provenance AS s
-                   WHERE s.tenant_id = $1 AND s.source_uri = $2), $4) AS d
-JOIN provenance AS r ON r.tenant_id = $1 AND r.context_id = d.context_id
-WHERE r.kind = $3 OR $3 = 'all' OR ($3 = 'any' AND r.kind NOT IN ('verdict', 'tombstone'))
-ORDER BY d.depth, r.context_id
+WITH RECURSIVE down (context_id, depth) AS (
+    SELECT s.context_id, 0 FROM provenance AS s WHERE s.tenant_id = $1 AND s.source_uri = $2
+  UNION
+    SELECT c.context_id, d.depth + 1
+    FROM down AS d JOIN provenance AS c
+      ON c.tenant_id = $1 AND c.parent_ids @> ARRAY[d.context_id]
+    WHERE d.depth <= $4
+),
+best AS (SELECT context_id, min(depth) AS depth FROM down GROUP BY context_id)
+SELECT r.context_id, b.depth, r.kind,
+       EXISTS (SELECT 1 FROM best AS deeper WHERE deeper.depth = $4 + 1) AS truncated
+FROM best AS b
+JOIN provenance AS r ON r.tenant_id = $1 AND r.context_id = b.context_id
+WHERE b.depth <= $4
+  AND (r.kind = $3 OR $3 = 'all' OR ($3 = 'any' AND r.kind NOT IN ('verdict', 'tombstone')))
+ORDER BY b.depth, r.context_id
 """
 SOURCES = ("s3://a.md", "s3://b.md", "s3://c.md")
 Node = tuple[list[int], int | None, str]  # parents (earlier nodes), source index, kind

@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 import httpx
@@ -25,7 +26,7 @@ from lineage.store.postgres import PostgresStore
 
 TENANT_TABLES = (
     "tenants", "provenance", "transform_versions", "context_text", "tenant_settings",
-    "api_keys", "audit_log", "record_signatures",
+    "api_keys", "audit_log", "record_signatures", "provenance_children",
 )  # fmt: skip
 UNKNOWN_ID = "ctx_00000000000000000000000000000000"
 UNKNOWN_TRACE = "0" * 31 + "1"
@@ -274,13 +275,18 @@ async def test_row_security_holds_when_a_query_forgets_its_tenant_filter(
         for table in TENANT_TABLES:
             tenants_seen = await connection.fetch(f"SELECT DISTINCT tenant_id FROM {table}")
             assert {r["tenant_id"] for r in tenants_seen} <= {"rival"}, table
-        # The walk functions take a tenant argument; they answer only for the set tenant.
-        walked = await connection.fetch("SELECT * FROM lineage_ancestors('acme', 'answer_1', 20)")
-        down = await connection.fetch("SELECT * FROM lineage_children('acme', '{chunk_42}')")
-        below = await connection.fetch(
-            "SELECT * FROM lineage_descendants('acme', '{doc_contractors_v1}', 20)"
+        # The walks take a tenant argument; they answer only for the set tenant.
+        walked = await db.fetch(
+            connection, "walk_back", tenant_id="acme", context_id="answer_1", max_depth=20
         )
-        assert walked == down == below == []
+        below = await db.fetch(
+            connection, "blast_radius",
+            tenant_id="acme", context_ids=["doc_contractors_v1"], kind="all", max_depth=20,
+        )  # fmt: skip
+        verdicts = await db.fetch(
+            connection, "claim_verdicts", tenant_id="acme", context_ids=["claim_1"]
+        )
+        assert walked == below == verdicts == []
     async with db.transaction(pool, "rival") as connection:
         with pytest.raises(asyncpg.InsufficientPrivilegeError):  # WITH CHECK
             await connection.execute(
@@ -288,7 +294,10 @@ async def test_row_security_holds_when_a_query_forgets_its_tenant_filter(
                 "VALUES ('acme', 'planted', 'document', 'sha256:00', now())"
             )
     async with db.transaction(pool, "acme") as connection:
-        assert await connection.fetch("SELECT * FROM lineage_children('acme', '{chunk_42}')")
+        assert await db.fetch(
+            connection, "blast_radius",
+            tenant_id="acme", context_ids=["chunk_42"], kind="all", max_depth=20,
+        )  # fmt: skip
 
 
 async def test_a_pooled_connection_never_carries_a_tenant_to_the_next_request(
@@ -303,12 +312,35 @@ async def test_a_pooled_connection_never_carries_a_tenant_to_the_next_request(
                 "SELECT current_setting('lineage.tenant_id', true)"
             )
             assert leftover in ("", None)
-            assert await connection.fetchval("SELECT count(*) FROM provenance") == 0
-            assert await connection.fetch(
-                "SELECT * FROM lineage_children('acme', '{chunk_42}')"
-            ) == []  # fmt: skip
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="tenant_id is not set"):
+                await connection.fetchval("SELECT count(*) FROM provenance")
     finally:
         await single.close()
+
+
+WALKS: dict[str, dict[str, Any]] = {
+    "walk_back": {"context_id": "answer_1"},
+    "suspicious_hops": {"context_id": "answer_1"},
+    "blast_radius": {"context_ids": ["chunk_42"], "kind": "all"},
+    "blast_radius_by_source": {"source_uri": "s3://policies/contractors.md", "kind": "all"},
+    "blast_radius_ids_by_source": {"source_uri": "s3://policies/contractors.md", "kind": "all"},
+    "invalidate_by_transform_version": {"transform_version": "chunker@1.4", "kind": "all"},
+    "invalidate_by_index_snapshot": {"index_snapshot": "idx_2026_08_01", "kind": "all"},
+    "stale_sources": {"source_uri": "any", "kind": "all"},
+}
+
+
+async def test_a_walk_with_no_tenant_set_raises_instead_of_answering_nothing(
+    tenants: Tenants, pool: asyncpg.Pool
+) -> None:
+    """As the application role, a psql recipe that forgot SET LOCAL lineage.tenant_id would
+    otherwise answer 0 rows, as if the record had no lineage: row security raises instead."""
+    for name, values in WALKS.items():
+        async with pool.acquire() as connection:  # the application role, no tenant set
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="tenant_id is not set"):
+                await db.fetch(connection, name, tenant_id="acme", max_depth=20, **values)
+        async with db.transaction(pool, "acme") as connection:
+            assert await db.fetch(connection, name, tenant_id="acme", max_depth=20, **values), name
 
 
 async def test_key_secrets_are_stored_only_as_hashes(

@@ -212,6 +212,8 @@ async def load_wide(owner: asyncpg.Connection) -> None:
         SELECT 'default', 'wide_sink', array_agg('wide_mid_' || m ORDER BY m), 'answer',
                'sha256:' || repeat('1', 64), now()
         FROM generate_series(0, {WIDE // 1000 - 1}) AS m;
+        INSERT INTO provenance_children (tenant_id, parent_id, context_id)
+        SELECT tenant_id, unnest(parent_ids), context_id FROM provenance;
         """
     )
 
@@ -442,61 +444,45 @@ async def test_walks_past_the_statement_timeout_raise_and_answer_503(
 ANY_PARENT_IDS = re.compile(r"=\s*ANY\s*\(\s*(?:\w+\.)?parent_ids\b", re.IGNORECASE)
 
 
-def step_calls(plan: list[dict[str, Any]], function: str) -> list[dict[str, Any]]:
-    return step_nodes(plan, "Function Name", function)
+EDGES = "provenance_children_pkey"
 
 
-async def children_plan(owner: asyncpg.Connection, parent_ids: list[str]) -> list[dict[str, Any]]:
-    """The plan of lineage_children's own query (it runs as the owner, past row security),
-    under the settings the function sets for itself."""
-    function = await owner.fetchrow(
-        "SELECT prosrc, proconfig FROM pg_proc WHERE proname = 'lineage_children'"
-    )
-    sql = function["prosrc"].replace("p_tenant_id", "$1::text")
-    sql = sql.replace("p_parent_ids", "$2::text[]")
-    async with owner.transaction():
-        for setting in function["proconfig"] or []:
-            name, _, value = setting.partition("=")
-            await owner.execute("SELECT set_config($1, $2, true)", name, value)
-        text = await owner.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", "default", parent_ids)
-    document = json.loads(text) if isinstance(text, str) else text
-    return list(plan_nodes(document[0]["Plan"]))
-
-
-async def test_children_are_gin_probes_on_a_tenant_appended_since_the_last_analyze(
+async def test_children_are_edge_probes_on_a_tenant_appended_since_the_last_analyze(
     store: PostgresStore, owner: asyncpg.Connection
 ) -> None:
-    """Statistics from before the tenant's records took its rows for a few dozen: the planner
-    scanned them once per parent id (3,000 chunks: seconds, where the probes take ms)."""
-    await owner.execute("ANALYZE provenance")
+    """Statistics from before the tenant's records took its rows for a few dozen: a walk that
+    scanned them would take seconds where the probes of the tenant's edges take ms."""
+    await owner.execute("ANALYZE provenance, provenance_children")
     await derive_many(store, fan())
-    children = await children_plan(owner, [f"fan_chunk_{i}" for i in range(FAN_CHUNKS)])
-    shapes = [(n["Node Type"], n.get("Index Name")) for n in children]
-    assert ("Bitmap Index Scan", "provenance_parent_ids") in shapes, shapes
-    assert not [n for n in children if n["Node Type"] in {"Seq Scan", "Materialize"}], shapes
-    assert not [
-        n for n in children
-        if n.get("Index Name") not in {None, "provenance_parent_ids", "provenance_pkey"}
-    ], shapes  # fmt: skip
-
-
-async def test_plans_use_the_gin_index_down_and_the_primary_key_up(
-    store: PostgresStore, owner: asyncpg.Connection
-) -> None:
-    await derive_many(store, fan())
-    # VACUUM empties the GIN pending list as autovacuum would; see the pending-list test.
-    await owner.execute("VACUUM ANALYZE provenance")
     down = await explain(
         owner, "blast_radius",
         tenant_id="default", context_ids=["fan_doc"], kind="any", max_depth=20,
     )  # fmt: skip
-    calls = step_calls(down, "lineage_children")
-    assert calls, [(n["Node Type"], n.get("Function Name"), n.get("Filter")) for n in down]
-    children = await children_plan(owner, ["fan_summary_0"])
-    gin = [n for n in children if n.get("Index Name") == "provenance_parent_ids"]
-    assert gin, children
-    assert all(node["Node Type"] == "Bitmap Index Scan" for node in gin)
-    assert all("parent_ids @>" in node["Index Cond"] for node in gin)
+    shapes = [(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in down]
+    probes = step_scans(down, EDGES)
+    assert probes, shapes
+    assert all("tenant_id = " in node["Index Cond"] for node in probes), [
+        node["Index Cond"] for node in probes
+    ]
+    assert all("parent_id = parent.id" in node["Index Cond"] for node in probes), [
+        node["Index Cond"] for node in probes
+    ]
+    assert not [n for n in down if n["Node Type"] == "Seq Scan"], shapes
+
+
+async def test_plans_use_the_tenant_edges_down_and_the_primary_key_up(
+    store: PostgresStore, owner: asyncpg.Connection
+) -> None:
+    await derive_many(store, fan())
+    await owner.execute("VACUUM ANALYZE provenance, provenance_children")
+    down = await explain(
+        owner, "blast_radius",
+        tenant_id="default", context_ids=["fan_doc"], kind="any", max_depth=20,
+    )  # fmt: skip
+    probes = step_scans(down, EDGES)
+    assert probes, [(n["Node Type"], n.get("Index Name"), n.get("Filter")) for n in down]
+    # The edge index leads with tenant_id: a probe reads the tenant's edges only.
+    assert all(node["Node Type"] == "Index Only Scan" for node in probes), probes
 
     up = await explain(
         owner, "walk_back", tenant_id="default", context_id="fan_ans_0", max_depth=20
@@ -510,7 +496,7 @@ async def test_each_walk_level_is_computed_once(
     store: PostgresStore, owner: asyncpg.Connection
 ) -> None:
     await derive_many(store, fan())
-    await owner.execute("VACUUM ANALYZE provenance")
+    await owner.execute("VACUUM ANALYZE provenance, provenance_children")
     down = await explain(
         owner, "blast_radius",
         tenant_id="default", context_ids=["fan_doc"], kind="any", max_depth=20,
@@ -521,12 +507,12 @@ async def test_each_walk_level_is_computed_once(
     # step.ids is read twice per level (frontier, seen || ids); the planner inlines the LATERAL
     # subquery, so unless it is fenced (OFFSET 0) the ARRAY(...) step runs twice per level.
     searches = {
-        "lineage_descendants": len(step_calls(down, "lineage_children")),
-        "lineage_ancestors": len(step_scans(up, "provenance_pkey")),
+        "descendants": len(step_scans(down, EDGES)),
+        "ancestors": len(step_scans(up, "provenance_pkey")),
     }
-    assert searches == {"lineage_descendants": 1, "lineage_ancestors": 1}, (
-        "BUG migrations/versions/0002_security.py: every level of the walk is searched twice "
-        "(two identical SubPlans); add OFFSET 0 to the CROSS JOIN LATERAL (SELECT ARRAY(...)) step"
+    assert searches == {"descendants": 1, "ancestors": 1}, (
+        "BUG lineage/sql: every level of the walk is searched twice (two identical SubPlans); "
+        "add OFFSET 0 to the CROSS JOIN LATERAL (SELECT ARRAY(...)) step"
     )
 
 
@@ -547,18 +533,19 @@ async def test_appends_leave_no_gin_pending_list_for_walks_to_rescan(
     )
 
 
-async def test_no_descendant_walk_scans_parent_ids_with_any(owner: asyncpg.Connection) -> None:
-    # `x = ANY(parent_ids)` cannot use the GIN index; `parent_ids && ARRAY[...]` can.
+def test_no_descendant_walk_scans_parent_ids_with_any() -> None:
+    # `x = ANY(parent_ids)` reads every record of the tenant; the edges are probed instead.
     texts = {path.name: path.read_text() for path in sorted(SQL_DIR.glob("*.sql"))}
-    for function in ("lineage_descendants", "lineage_children"):
-        texts[function] = await owner.fetchval(
-            "SELECT prosrc FROM pg_proc WHERE proname = $1", function
-        )
-    assert "lineage_children(" in texts["lineage_descendants"]
-    assert "parent_ids @> ARRAY[parent.id]" in texts["lineage_children"]
     offenders = {name for name, text in texts.items() if ANY_PARENT_IDS.search(text)}
     assert offenders == set()
     assert ANY_PARENT_IDS.search("WHERE 'x' = ANY (c.parent_ids)")  # the pattern does match
+    downward = {name for name, text in texts.items() if "FROM provenance_children AS" in text}
+    assert downward >= {
+        "blast_radius.sql", "blast_radius_by_source.sql", "blast_radius_ids_by_source.sql",
+        "invalidate_by_transform_version.sql", "invalidate_by_index_snapshot.sql",
+        "stale_sources.sql", "claim_verdicts.sql", "suspicious_hops.sql", "statement_verdicts.sql",
+        "verdict_history.sql",
+    }  # fmt: skip
 
 
 # --- 6. the named-query files ------------------------------------------------------------------

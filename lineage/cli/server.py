@@ -1,4 +1,5 @@
-"""The server's life: migrate the schema, serve the API, stop the embedded PostgreSQL."""
+"""The server's life: migrate (and on Citus distribute) the schema, serve the API, stop the
+embedded PostgreSQL."""
 
 from __future__ import annotations
 
@@ -19,6 +20,20 @@ def migrate(config: ConfigOption = None) -> None:
 
     upgrade(database_url(load(config)))
     console.print("schema is at the newest revision")
+
+
+def distribute(config: ConfigOption = None) -> None:
+    """On a Citus coordinator: distribute every tenant table by tenant_id (colocated), api_keys
+    as a reference table. Idempotent; run `lineage migrate` first. Says what it did."""
+    from lineage.db.distribute import NotDistributable
+    from lineage.db.distribute import distribute as distribute_schema
+
+    try:
+        done = distribute_schema(database_url(load(config)))
+    except NotDistributable as exc:
+        raise fail(str(exc)) from exc
+    for line in done:
+        console.print(line, highlight=False)
 
 
 def stop(config: ConfigOption = None) -> None:

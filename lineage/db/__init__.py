@@ -1,9 +1,11 @@
 """Connections: the asyncpg pool, the application role, and named queries run by name."""
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
@@ -13,6 +15,8 @@ from lineage.settings import Settings
 APP_ROLE = "lineage_app"
 # Row-level security policies compare tenant_id with this setting.
 TENANT_SETTING = "lineage.tenant_id"
+
+log = logging.getLogger(__name__)
 
 
 def database_url(settings: Settings) -> str:
@@ -38,16 +42,55 @@ async def _prepare_owner_connection(connection: asyncpg.Connection) -> None:
     )
 
 
+def set_tenant_sql(tenant_id: str) -> str:
+    """SET LOCAL of the tenant, the one form Citus passes on to the workers that run the
+    transaction's queries, and only after citus.propagate_set_commands = 'local' (set per
+    transaction: the pool's RESET ALL would undo a session setting; on plain PostgreSQL it is an
+    unused placeholder). SET takes no bind parameter, so the id is quoted here as a string
+    literal (standard_conforming_strings)."""
+    if "\x00" in tenant_id:
+        raise ValueError("a tenant id holds no NUL character")
+    quoted = tenant_id.replace("'", "''")
+    return (
+        f"SET LOCAL citus.propagate_set_commands = 'local'; SET LOCAL {TENANT_SETTING} = '{quoted}'"
+    )
+
+
+def app_role_url(url: str) -> str:
+    """The same server and database, logged in as the application role (its password, if it
+    needs one, from ~/.pgpass or PGPASSFILE: never the owner's)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{APP_ROLE}@{host}"))
+
+
+async def _app_role_can_log_in(url: str) -> bool:
+    try:
+        connection = await asyncpg.connect(app_role_url(url))
+    except (OSError, asyncpg.PostgresError) as exc:
+        log.warning(
+            "cannot log in as %s (%s): acting as it with SET ROLE, which RESET ROLE undoes and "
+            "Citus refuses for writes; give %s a login (`lineage migrate` makes it LOGIN, the "
+            "server's pg_hba and ~/.pgpass decide)",
+            APP_ROLE, exc, APP_ROLE,
+        )  # fmt: skip
+        return False
+    await connection.close()
+    return True
+
+
 async def create_pool(
     url: str, *, min_size: int = 1, max_size: int = 10, as_owner: bool = False
 ) -> asyncpg.Pool:
-    """A pool acting as the application role; `as_owner` keeps the connecting user, for the
-    administration only the owner may do (creating tenants)."""
+    """A pool logged in as the application role (so that no RESET ROLE gives a session the
+    owner's rights back, and Citus opens its worker connections as it); `as_owner` keeps the
+    connecting user, for the administration only the owner may do (creating tenants)."""
+    if not as_owner and await _app_role_can_log_in(url):
+        url, init = app_role_url(url), _prepare_owner_connection
+    else:
+        init = _prepare_owner_connection if as_owner else _prepare_connection
     pool: asyncpg.Pool = await asyncpg.create_pool(
-        url,
-        min_size=min_size,
-        max_size=max_size,
-        init=_prepare_owner_connection if as_owner else _prepare_connection,
+        url, min_size=min_size, max_size=max_size, init=init
     )
     return pool
 
@@ -58,12 +101,13 @@ async def transaction(
 ) -> AsyncIterator[asyncpg.Connection]:
     """One transaction confined to one tenant.
 
-    The tenant is set with set_config(..., true), local to the transaction, so a pooled
-    connection never carries it into the next request; row-level security reads it.
+    The tenant is set with SET LOCAL, local to the transaction, so a pooled connection never
+    carries it into the next request; row-level security reads it (on Citus, on the workers
+    too: see set_tenant_sql).
     Walks also set their timeout and turn JIT off for this transaction alone.
     """
     async with pool.acquire() as connection, connection.transaction():
-        await connection.execute(f"SELECT set_config('{TENANT_SETTING}', $1, true)", tenant_id)
+        await connection.execute(set_tenant_sql(tenant_id))
         if statement_timeout_ms is not None:
             await connection.execute(
                 "SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true)",

@@ -1,17 +1,35 @@
 -- name: append_contexts
 -- Appends records given as parallel arrays (one element per record; parent_ids as array
 -- literals). Ids that already exist are left alone and not returned: the caller compares them.
-INSERT INTO provenance (tenant_id, context_id, parent_ids, kind, source_uri, content_hash,
-                        transform, transform_version, produced_by, index_snapshot, trace_id,
-                        created_at, attributes)
-SELECT :'tenant_id', r.context_id, r.parent_ids::text[], r.kind, r.source_uri, r.content_hash,
-       r.transform, r.transform_version, r.produced_by, r.index_snapshot, r.trace_id,
-       r.created_at, r.attributes::jsonb
-FROM unnest(:'context_ids'::text[], :'parent_id_lists'::text[], :'kinds'::text[],
-            :'source_uris'::text[], :'content_hashes'::text[], :'transforms'::text[],
-            :'transform_versions'::text[], :'produced_bys'::text[], :'index_snapshots'::text[],
-            :'trace_ids'::text[], :'created_ats'::timestamptz[], :'attribute_docs'::text[])
-     AS r(context_id, parent_ids, kind, source_uri, content_hash, transform, transform_version,
-          produced_by, index_snapshot, trace_id, created_at, attributes)
-ON CONFLICT (tenant_id, context_id) DO NOTHING
-RETURNING context_id;
+-- The same statement notes each new record's parent edges (provenance_children, for descendant
+-- walks) and queues it for the tenant's verifiable log, so no trigger is needed (Citus runs none
+-- on a distributed table) and a record is never stored without them.
+WITH inserted AS (
+    INSERT INTO provenance (tenant_id, context_id, parent_ids, kind, source_uri, content_hash,
+                            transform, transform_version, produced_by, index_snapshot, trace_id,
+                            created_at, attributes)
+    SELECT :'tenant_id', r.context_id, r.parent_ids::text[], r.kind, r.source_uri,
+           r.content_hash, r.transform, r.transform_version, r.produced_by, r.index_snapshot,
+           r.trace_id, r.created_at, r.attributes::jsonb
+    FROM unnest(:'context_ids'::text[], :'parent_id_lists'::text[], :'kinds'::text[],
+                :'source_uris'::text[], :'content_hashes'::text[], :'transforms'::text[],
+                :'transform_versions'::text[], :'produced_bys'::text[],
+                :'index_snapshots'::text[], :'trace_ids'::text[], :'created_ats'::timestamptz[],
+                :'attribute_docs'::text[])
+         AS r(context_id, parent_ids, kind, source_uri, content_hash, transform,
+              transform_version, produced_by, index_snapshot, trace_id, created_at, attributes)
+    ON CONFLICT (tenant_id, context_id) DO NOTHING
+    RETURNING context_id, parent_ids
+),
+edges AS (
+    INSERT INTO provenance_children (tenant_id, parent_id, context_id)
+    SELECT DISTINCT :'tenant_id', parent.id, i.context_id
+    FROM inserted AS i CROSS JOIN LATERAL unnest(i.parent_ids) AS parent (id)
+    RETURNING context_id
+),
+queued AS (
+    INSERT INTO log_queue (tenant_id, context_id)
+    SELECT :'tenant_id', i.context_id FROM inserted AS i
+    RETURNING queued_id
+)
+SELECT i.context_id FROM inserted AS i;

@@ -1,15 +1,47 @@
 -- name: blast_radius
 -- Every descendant of the contexts in :context_ids (an array literal: '{ctx_a,ctx_b}') once,
--- at its minimal depth (the starts are depth 0). Walks down through the GIN index on
--- parent_ids. :kind is a kind, 'any' (every kind but the bookkeeping verdict and tombstone)
--- or 'all'. :max_depth is inclusive; `truncated` is true when descendants lie beyond it.
+-- at its minimal depth (the starts are depth 0). Walks down the tenant's edge table
+-- provenance_children by primary key. :kind is a kind, 'any' (every kind but the bookkeeping
+-- verdict and tombstone) or 'all'. :max_depth is inclusive; `truncated` is true when
+-- descendants lie beyond it. Each step expands only the frontier and drops what was seen, so
+-- diamonds cost their nodes, not their paths.
 --   psql -v tenant_id=default -v context_ids='{ctx_...}' -v kind=answer -v max_depth=20 \
 --        -f sql/blast_radius.sql
+WITH RECURSIVE walk (depth, frontier, seen) AS (
+    SELECT 0, start.ids, start.ids
+    FROM (SELECT ARRAY(SELECT p.context_id FROM provenance AS p
+                       WHERE p.tenant_id = :'tenant_id'
+                         AND p.context_id = ANY (:'context_ids'::text[])) AS ids) AS start
+  UNION ALL
+    SELECT w.depth + 1, step.ids, w.seen || step.ids
+    FROM walk AS w
+    CROSS JOIN LATERAL (
+        SELECT ARRAY(
+            -- Downward: children of the frontier, one probe of the tenant's edges per id
+            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE).
+            SELECT e.context_id
+            FROM unnest(w.frontier) AS parent (id)
+            CROSS JOIN LATERAL (
+                SELECT x.context_id FROM provenance_children AS x
+                WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
+                OFFSET 0
+            ) AS e
+            EXCEPT
+            SELECT unnest(w.seen)
+        ) AS ids
+        OFFSET 0  -- evaluate the step once, not once per use of its result
+    ) AS step
+    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+)
 SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
-       r.attributes, d.truncated
-FROM lineage_descendants(:'tenant_id', :'context_ids'::text[], :max_depth) AS d
-JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = d.context_id
-WHERE r.kind = :'kind' OR :'kind' = 'all'
-   OR (:'kind' = 'any' AND r.kind NOT IN ('verdict', 'tombstone'))
+       r.attributes,
+       coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
+                 WHERE b.depth = :max_depth + 1), false) AS truncated
+FROM walk AS d
+CROSS JOIN LATERAL unnest(d.frontier) AS node (id)
+JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
+WHERE d.depth <= :max_depth
+  AND (r.kind = :'kind' OR :'kind' = 'all'
+       OR (:'kind' = 'any' AND r.kind NOT IN ('verdict', 'tombstone')))
 ORDER BY d.depth, r.context_id;

@@ -1,9 +1,78 @@
 -- name: blast_radius_ids_by_source
 -- The ids in the blast radius of a document, with kind and depth, without reading a record:
 -- the listing a deletion or cache-invalidation job needs, and counts by kind. The same rows,
--- in the same order, as sql/blast_radius_by_source.sql.
+-- in the same order, as sql/blast_radius_by_source.sql (whose comment says how they are found).
 --   psql -v tenant_id=default -v source_uri=s3://policies/contractors.md -v kind=answer \
 --        -v max_depth=20 -f sql/blast_radius_ids_by_source.sql
+WITH RECURSIVE start AS MATERIALIZED (
+    -- Every record with the source, and whether it is a root known to root_sources.
+    SELECT s.context_id,
+           s.parent_ids = '{}'
+           AND EXISTS (SELECT 1 FROM root_sources AS own
+                       WHERE own.tenant_id = :'tenant_id' AND own.source_uri = :'source_uri'
+                         AND own.kind = s.kind AND own.context_id = s.context_id) AS root
+    FROM provenance AS s
+    WHERE s.tenant_id = :'tenant_id' AND s.source_uri = :'source_uri'
+),
+roots_only AS MATERIALIZED (
+    SELECT bool_and(start.root) AS yes FROM start
+),
+walk (depth, frontier, seen) AS (
+    -- Only when a record with the source is not a known root: the walk down the edges.
+    SELECT 0, ids.ids, ids.ids
+    FROM (SELECT ARRAY(SELECT start.context_id FROM start) AS ids) AS ids
+    WHERE NOT (SELECT yes FROM roots_only)
+  UNION ALL
+    SELECT w.depth + 1, step.ids, w.seen || step.ids
+    FROM walk AS w
+    CROSS JOIN LATERAL (
+        SELECT ARRAY(
+            -- Downward: children of the frontier, one probe of the tenant's edges per id
+            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE).
+            SELECT e.context_id
+            FROM unnest(w.frontier) AS parent (id)
+            CROSS JOIN LATERAL (
+                SELECT x.context_id FROM provenance_children AS x
+                WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
+                OFFSET 0
+            ) AS e
+            EXCEPT
+            SELECT unnest(w.seen)
+        ) AS ids
+        OFFSET 0  -- evaluate the step once, not once per use of its result
+    ) AS step
+    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+),
+radius AS (
+    SELECT listed.context_id, listed.kind, listed.depth, listed.truncated
+    FROM (
+        -- Truncated when records of the kinds asked for lie deeper than :max_depth, read in
+        -- the same range: a check over every kind of a source read all of a hot document's
+        -- 1.2M rows to list its 206k answers (3.3 of 3.6 s at 10M records).
+        SELECT rs.context_id, rs.kind, rs.depth,
+               bool_or(rs.depth > :max_depth) OVER () AS truncated
+        FROM root_sources AS rs
+        WHERE (SELECT yes FROM roots_only)
+          AND rs.tenant_id = :'tenant_id' AND rs.source_uri = :'source_uri'
+          AND (rs.kind = :'kind' OR :'kind' = 'all'
+               OR (:'kind' = 'any' AND rs.kind NOT IN ('verdict', 'tombstone')))
+    ) AS listed
+    WHERE listed.depth <= :max_depth
+  UNION ALL
+    SELECT node.id, r.kind, w.depth,
+           coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
+                     WHERE b.depth = :max_depth + 1), false)
+    FROM walk AS w
+    CROSS JOIN LATERAL unnest(w.frontier) AS node (id)
+    CROSS JOIN LATERAL (
+        SELECT p.kind FROM provenance AS p
+        WHERE p.tenant_id = :'tenant_id' AND p.context_id = node.id
+        OFFSET 0  -- a primary-key probe per walked record, never a scan of the tenant
+    ) AS r
+    WHERE w.depth <= :max_depth
+      AND (r.kind = :'kind' OR :'kind' = 'all'
+           OR (:'kind' = 'any' AND r.kind NOT IN ('verdict', 'tombstone')))
+)
 SELECT d.context_id, d.kind, d.depth, d.truncated
-FROM lineage_source_radius(:'tenant_id', :'source_uri', :'kind', :max_depth) AS d
+FROM radius AS d
 ORDER BY d.depth, d.context_id;

@@ -17,8 +17,10 @@ SELECT DISTINCT ON (v.parent_ids[1], v.attributes ->> 'judge')
        v.created_at,
        count(*) OVER pair AS verdicts,
        min(v.created_at) OVER pair AS first_verdict_at
-FROM lineage_children(:'tenant_id', :'context_ids'::text[]) AS v
-WHERE v.kind = 'verdict'
+FROM provenance_children AS e
+JOIN provenance AS v ON v.tenant_id = :'tenant_id' AND v.context_id = e.context_id
+WHERE e.tenant_id = :'tenant_id' AND e.parent_id = ANY (:'context_ids'::text[])
+  AND v.kind = 'verdict'
   AND cardinality(v.parent_ids) = 1
   AND v.attributes ->> 'check' = 'claim'
 WINDOW pair AS (PARTITION BY v.parent_ids[1], v.attributes ->> 'judge')

@@ -3,7 +3,13 @@
 -- parallel arrays. Derived from parent_ids, never part of a record. Only records this
 -- transaction inserted get rows, so none can exist yet: no ON CONFLICT, which would cost every
 -- row an index probe and a WAL record more.
-INSERT INTO root_sources (tenant_id, source_uri, kind, context_id, depth)
-SELECT :'tenant_id', r.source_uri, r.kind, r.context_id, r.depth
-FROM unnest(:'context_ids'::text[], :'kinds'::text[], :'source_uris'::text[],
-            :'depths'::int[]) AS r(context_id, kind, source_uri, depth);
+-- Counted through RETURNING: Citus runs an INSERT ... SELECT without one as a COPY,
+-- which row-level security refuses.
+WITH inserted AS (
+    INSERT INTO root_sources (tenant_id, source_uri, kind, context_id, depth)
+    SELECT :'tenant_id', r.source_uri, r.kind, r.context_id, r.depth
+    FROM unnest(:'context_ids'::text[], :'kinds'::text[], :'source_uris'::text[],
+                :'depths'::int[]) AS r(context_id, kind, source_uri, depth)
+    RETURNING 1
+)
+SELECT count(*) AS inserted FROM inserted;

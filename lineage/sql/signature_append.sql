@@ -2,7 +2,13 @@
 -- Signs records just appended (parallel arrays, one element per record): the HMAC-SHA256 of
 -- each record's canonical form and the id of the key that made it, beside the record.
 -- Append-only: a record is signed once, in the transaction that inserts it.
-INSERT INTO record_signatures (tenant_id, context_id, key_id, signature)
-SELECT :'tenant_id', s.context_id, s.key_id, s.signature
-FROM unnest(:'context_ids'::text[], :'key_ids'::text[], :'signatures'::bytea[])
-     AS s (context_id, key_id, signature);
+-- Counted through RETURNING: Citus runs an INSERT ... SELECT without one as a COPY,
+-- which row-level security refuses.
+WITH inserted AS (
+    INSERT INTO record_signatures (tenant_id, context_id, key_id, signature)
+    SELECT :'tenant_id', s.context_id, s.key_id, s.signature
+    FROM unnest(:'context_ids'::text[], :'key_ids'::text[], :'signatures'::bytea[])
+         AS s (context_id, key_id, signature)
+    RETURNING 1
+)
+SELECT count(*) AS inserted FROM inserted;

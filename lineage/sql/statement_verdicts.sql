@@ -13,8 +13,10 @@ SELECT DISTINCT ON (v.parent_ids[1], v.attributes ->> 'statement', v.attributes 
        v.attributes ->> 'reason' AS reason, v.attributes -> 'merged_ids' AS merged_ids,
        v.attributes -> 'merged_sources' AS merged_sources, v.created_at,
        count(*) OVER pair AS verdicts
-FROM lineage_children(:'tenant_id', :'context_ids'::text[]) AS v
-WHERE v.kind = 'verdict'
+FROM provenance_children AS e
+JOIN provenance AS v ON v.tenant_id = :'tenant_id' AND v.context_id = e.context_id
+WHERE e.tenant_id = :'tenant_id' AND e.parent_id = ANY (:'context_ids'::text[])
+  AND v.kind = 'verdict'
   AND cardinality(v.parent_ids) = 1
   AND v.attributes ->> 'check' = 'statement'
 WINDOW pair AS (PARTITION BY v.parent_ids[1], v.attributes ->> 'statement',

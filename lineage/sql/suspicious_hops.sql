@@ -19,10 +19,45 @@
 --                               not say it; the detail names the statements and judges.
 -- The demo, the CLI and the explorer all mark hops with this query.
 --   psql -v tenant_id=default -v context_id=ctx_... -v max_depth=20 -f sql/suspicious_hops.sql
-WITH hop AS MATERIALIZED (
+WITH RECURSIVE walk (depth, frontier, seen) AS (
+    -- The walk-back of sql/walk_back.sql: each ancestor once, at its minimal depth.
+    SELECT 0, start.ids, start.ids
+    FROM (SELECT ARRAY(SELECT p.context_id FROM provenance AS p
+                       WHERE p.tenant_id = :'tenant_id'
+                         AND p.context_id = :'context_id') AS ids) AS start
+    WHERE cardinality(start.ids) > 0
+  UNION ALL
+    SELECT w.depth + 1, step.ids, w.seen || step.ids
+    FROM walk AS w
+    CROSS JOIN LATERAL (
+        SELECT ARRAY(
+            SELECT parent.id
+            FROM provenance AS c CROSS JOIN LATERAL unnest(c.parent_ids) AS parent (id)
+            WHERE c.tenant_id = :'tenant_id' AND c.context_id = ANY (w.frontier)
+            EXCEPT
+            SELECT unnest(w.seen)
+        ) AS ids
+        OFFSET 0  -- evaluate the step once, not once per use of its result
+    ) AS step
+    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+),
+hop AS MATERIALIZED (
     SELECT r.*, a.depth
-    FROM lineage_ancestors(:'tenant_id', :'context_id', :max_depth) AS a
-    JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = a.context_id
+    FROM walk AS a
+    CROSS JOIN LATERAL unnest(a.frontier) AS node (id)
+    JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
+    WHERE a.depth <= :max_depth
+),
+hop_ancestor (origin, context_id, depth) AS (
+    -- For each snapshot-carrying hop, the hops it derives from (itself included), up to
+    -- :max_depth above it. Within the walk-back: the ancestors of a hop are hops.
+    SELECT h.context_id, h.context_id, 0 FROM hop AS h WHERE h.index_snapshot IS NOT NULL
+  UNION
+    SELECT u.origin, parent.id, u.depth + 1
+    FROM hop_ancestor AS u
+    JOIN hop AS c ON c.context_id = u.context_id
+    CROSS JOIN LATERAL unnest(c.parent_ids) AS parent (id)
+    WHERE u.depth < :max_depth
 ),
 newest_version AS (
     -- The newest version of each transform among the walk's own hops, and one hop it made.
@@ -47,19 +82,20 @@ snapshot_root AS (
             WHERE s.tenant_id = :'tenant_id' AND s.index_snapshot = h.index_snapshot)
                AS snapshot_first_seen
     FROM hop AS h
-    CROSS JOIN LATERAL lineage_ancestors(:'tenant_id', h.context_id, :max_depth) AS up
-    JOIN provenance AS root ON root.tenant_id = :'tenant_id' AND root.context_id = up.context_id
-    WHERE h.index_snapshot IS NOT NULL AND root.kind = 'document' AND root.parent_ids = '{}'
-      AND root.source_uri IS NOT NULL
+    JOIN (SELECT DISTINCT up.origin, up.context_id FROM hop_ancestor AS up) AS up
+      ON up.origin = h.context_id
+    JOIN hop AS root ON root.context_id = up.context_id
+    WHERE root.kind = 'document' AND root.parent_ids = '{}' AND root.source_uri IS NOT NULL
 ),
 claim_verdict AS (
     SELECT DISTINCT ON (v.parent_ids[1], v.attributes ->> 'judge')
            v.parent_ids[1] AS claim_id, v.attributes ->> 'judge' AS judge,
            v.attributes ->> 'verdict' AS verdict, v.attributes ->> 'reason' AS reason
-    FROM provenance AS v
-    WHERE v.tenant_id = :'tenant_id' AND v.kind = 'verdict'
-      AND v.parent_ids && ARRAY(SELECT context_id FROM hop WHERE kind = 'claim')
-      AND cardinality(v.parent_ids) = 1
+    FROM provenance_children AS e
+    JOIN provenance AS v ON v.tenant_id = :'tenant_id' AND v.context_id = e.context_id
+    WHERE e.tenant_id = :'tenant_id'
+      AND e.parent_id IN (SELECT context_id FROM hop WHERE kind = 'claim')
+      AND v.kind = 'verdict' AND cardinality(v.parent_ids) = 1
       AND v.attributes ->> 'check' = 'claim'
     ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.attributes ->> 'verdict' = 'unknown',
              v.created_at DESC, v.context_id DESC
@@ -98,8 +134,9 @@ SELECT DISTINCT sr.context_id, h.depth, h.kind, 'snapshot_predates_revision',
 FROM snapshot_root AS sr
 JOIN hop AS h ON h.context_id = sr.context_id
 JOIN newest_root AS nr ON nr.source_uri = sr.source_uri
-WHERE nr.created_at > sr.snapshot_first_seen AND nr.context_id <> ALL (
-    SELECT up.context_id FROM lineage_ancestors(:'tenant_id', sr.context_id, :max_depth) AS up)
+WHERE nr.created_at > sr.snapshot_first_seen
+  AND NOT EXISTS (SELECT 1 FROM hop_ancestor AS up
+                  WHERE up.origin = sr.context_id AND up.context_id = nr.context_id)
 UNION ALL
 SELECT h.context_id, h.depth, h.kind, cv.verdict,
        string_agg(format('judge %s found it %s: %s', cv.judge, cv.verdict, cv.reason), '; '

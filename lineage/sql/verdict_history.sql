@@ -6,8 +6,10 @@ SELECT v.context_id, v.parent_ids[1] AS subject_id, v.attributes ->> 'check' AS 
        v.attributes -> 'statement' AS statement, v.attributes ->> 'judge' AS judge,
        v.attributes ->> 'judge_version' AS judge_version, v.attributes ->> 'verdict' AS verdict,
        v.attributes ->> 'reason' AS reason, v.created_at
-FROM lineage_children(:'tenant_id', :'context_ids'::text[]) AS v
-WHERE v.kind = 'verdict'
+FROM provenance_children AS e
+JOIN provenance AS v ON v.tenant_id = :'tenant_id' AND v.context_id = e.context_id
+WHERE e.tenant_id = :'tenant_id' AND e.parent_id = ANY (:'context_ids'::text[])
+  AND v.kind = 'verdict'
   AND cardinality(v.parent_ids) = 1
   AND v.attributes ->> 'check' IN ('claim', 'statement')
 ORDER BY v.parent_ids[1], v.created_at DESC, v.context_id DESC;

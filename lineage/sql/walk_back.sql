@@ -1,11 +1,39 @@
 -- name: walk_back
 -- Every ancestor of :context_id once, at its minimal depth (the start is depth 0), with its
 -- parent_ids (the edges) and what made it. Walks up by primary key; :max_depth is inclusive;
--- `truncated` is true when ancestors lie beyond it.
+-- `truncated` is true when ancestors lie beyond it. Each step expands only the frontier and
+-- drops what was seen (EXCEPT hashes both sides), so diamonds cost their nodes, not their
+-- paths. One statement confined to the tenant, so Citus sends it whole to the tenant's shard.
 --   psql -v tenant_id=default -v context_id=ctx_... -v max_depth=20 -f sql/walk_back.sql
+WITH RECURSIVE walk (depth, frontier, seen) AS (
+    SELECT 0, start.ids, start.ids
+    FROM (SELECT ARRAY(SELECT p.context_id FROM provenance AS p
+                       WHERE p.tenant_id = :'tenant_id'
+                         AND p.context_id = :'context_id') AS ids) AS start
+    WHERE cardinality(start.ids) > 0
+  UNION ALL
+    SELECT w.depth + 1, step.ids, w.seen || step.ids
+    FROM walk AS w
+    CROSS JOIN LATERAL (
+        SELECT ARRAY(
+            -- Upward: parents of the frontier, found by primary key.
+            SELECT parent.id
+            FROM provenance AS c CROSS JOIN LATERAL unnest(c.parent_ids) AS parent (id)
+            WHERE c.tenant_id = :'tenant_id' AND c.context_id = ANY (w.frontier)
+            EXCEPT
+            SELECT unnest(w.seen)
+        ) AS ids
+        OFFSET 0  -- evaluate the step once, not once per use of its result
+    ) AS step
+    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+)
 SELECT r.context_id, a.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
-       r.attributes, a.truncated
-FROM lineage_ancestors(:'tenant_id', :'context_id', :max_depth) AS a
-JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = a.context_id
+       r.attributes,
+       coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
+                 WHERE b.depth = :max_depth + 1), false) AS truncated
+FROM walk AS a
+CROSS JOIN LATERAL unnest(a.frontier) AS node (id)
+JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
+WHERE a.depth <= :max_depth
 ORDER BY a.depth, r.context_id;

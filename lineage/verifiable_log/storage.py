@@ -1,10 +1,10 @@
 """Each tenant's log in PostgreSQL: sequencing, proofs from stored subtrees, signed checkpoints.
 
-Append path. A statement-level trigger on `provenance` (migration 0003) queues the ids of the
-inserted rows in `log_queue`, inside the appending transaction. That, rather than a call in
-`append_records`, because it costs the writer no round trip and no hashing (one INSERT inside
-the server, about 5-8% of the append INSERT's own execution time), and because no record can
-be committed unqueued, whichever path inserted it.
+Append path. The statement that inserts records (sql/append_contexts.sql) queues their ids in
+`log_queue` in a data-modifying CTE: no round trip and no hashing for the writer, and no record
+appended by the service is committed unqueued. Not a trigger (it was one until migration 0012):
+Citus keeps no trigger on a distributed table with its default settings, and no transition
+table works on a shard.
 
 Sequencer (as Trillian's, behind the append, in batches). Under the row lock of the tenant's
 `log_heads` row, it takes the oldest committed queue entries, hashes each record's canonical
@@ -29,9 +29,9 @@ root, that the last checkpoint was signed by this same key, and that a consisten
 it verifies: if the stored tree no longer extends what was signed, nothing is signed
 (`LogIntegrityError`). So the service never signs two inconsistent checkpoints.
 
-Measuring the cost: `set_queueing(owner_connection, False)` (the table owner only) turns the
-queue trigger off, so records are appended without the log; `log_interval_s = 0` turns the
-background rounds off.
+Records are queued by the statement that appends them (sql/append_contexts.sql); a record
+COPYed in around it (the benchmark's bulk load) never joins the log. `log_interval_s = 0` turns
+the background rounds off.
 """
 
 import asyncio
@@ -354,10 +354,3 @@ async def background(pool: asyncpg.Pool, settings: Settings) -> AsyncIterator[No
         task.cancel()
         with suppress(asyncio.CancelledError):
             await task
-
-
-async def set_queueing(owner: asyncpg.Connection, enabled: bool) -> None:
-    """Turn the append-path queue trigger on or off, as the table owner: for measuring what the
-    log costs the writer. Records appended while it is off never join the log."""
-    action = "ENABLE" if enabled else "DISABLE"
-    await owner.execute(f"ALTER TABLE provenance {action} TRIGGER provenance_log_queue")

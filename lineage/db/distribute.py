@@ -1,0 +1,173 @@
+"""Distribute a migrated schema on a Citus coordinator, with Citus's default settings.
+
+Every table with a `tenant_id` column becomes a distributed table, sharded by it and colocated
+with `tenants`, so each tenant's rows of every table share a shard and each tenant's query is
+a single-shard router query. `api_keys`, read by key id before any tenant is known, becomes a
+reference table (a copy on every node). The other tables (alembic's, the operator's audit)
+stay on the coordinator. Idempotent: what is distributed already is left as it is.
+
+Citus refuses to distribute a table with triggers (unless `citus.enable_unsafe_triggers`), so
+the append-only triggers are dropped first: on Citus the owner's revoked UPDATE and TRUNCATE
+(migration 0012) keep the tables append-only, and the application role never had them.
+"""
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+COLOCATION_TABLE = "tenants"
+REFERENCE_TABLES = ("api_keys",)
+# The triggers migrations made that Citus cannot keep; any other trigger stops distribute.
+APPEND_ONLY_TRIGGERS = {
+    "provenance": ("provenance_append_only", "provenance_no_truncate"),
+    "audit_log": ("audit_log_append_only", "audit_log_no_truncate"),
+    "record_signatures": ("record_signatures_append_only",),
+}
+
+
+class NotDistributable(Exception):
+    """The database is not a Citus coordinator, or its schema has something Citus refuses."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    distributed: tuple[str, ...]  # by tenant_id, in an order foreign keys allow
+    reference: tuple[str, ...]
+    local: tuple[str, ...]
+
+
+def plan(connection: psycopg.Connection) -> Plan:
+    """Which table goes where, from the catalog of the current schema."""
+    rows = connection.execute(
+        """
+        SELECT c.relname,
+               EXISTS (SELECT 1 FROM pg_attribute AS a
+                       WHERE a.attrelid = c.oid AND a.attname = 'tenant_id'
+                         AND NOT a.attisdropped) AS has_tenant
+        FROM pg_class AS c
+        WHERE c.relnamespace = to_regnamespace(current_schema())
+          AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+        ORDER BY c.relname
+        """
+    ).fetchall()
+    tenant_tables = [name for name, has_tenant in rows if has_tenant]
+    reference = tuple(name for name in REFERENCE_TABLES if name in tenant_tables)
+    local = tuple(name for name, has_tenant in rows if not has_tenant)
+    distributed = [name for name in tenant_tables if name not in reference]
+    if COLOCATION_TABLE not in distributed:
+        raise NotDistributable(f"no {COLOCATION_TABLE} table: run `lineage migrate` first")
+    return Plan(tuple(_referenced_first(connection, distributed)), reference, local)
+
+
+def _referenced_first(connection: psycopg.Connection, tables: list[str]) -> list[str]:
+    """`tenants` first, then each table after those its foreign keys reference."""
+    references: dict[str, set[str]] = {name: set() for name in tables}
+    for referencing, referenced in connection.execute(
+        """
+        SELECT f.conrelid::regclass::text, f.confrelid::regclass::text
+        FROM pg_constraint AS f
+        WHERE f.contype = 'f' AND f.conrelid <> f.confrelid
+          AND f.connamespace = to_regnamespace(current_schema())
+        """
+    ).fetchall():
+        if referencing in references and referenced in references:
+            references[referencing].add(referenced)
+    ordered = [COLOCATION_TABLE]
+    while len(ordered) < len(tables):
+        ready = sorted(
+            name for name in tables if name not in ordered and references[name] <= set(ordered)
+        )
+        if not ready:
+            raise NotDistributable(
+                f"foreign keys among {sorted(set(tables) - set(ordered))} form a cycle"
+            )
+        ordered.extend(ready)
+    return ordered
+
+
+def distribute(url: str) -> list[str]:
+    """Distribute the schema at `url` (a Citus coordinator); returns what was done, one line
+    per table. Raises NotDistributable, naming the reason, before changing anything."""
+    done: list[str] = []
+    with psycopg.connect(url, autocommit=True) as connection:
+        _check_coordinator(connection)
+        layout = plan(connection)
+        placed: dict[str, str] = dict(
+            connection.execute(
+                "SELECT logicalrelid::regclass::text, partmethod FROM pg_dist_partition"
+            ).fetchall()
+        )
+        _check_triggers(connection, [*layout.distributed, *layout.reference], placed)
+        for table, triggers in APPEND_ONLY_TRIGGERS.items():
+            for trigger in triggers:
+                if _has_trigger(connection, table, trigger):
+                    connection.execute(
+                        sql.SQL("DROP TRIGGER {} ON {}").format(
+                            sql.Identifier(trigger), sql.Identifier(table)
+                        )
+                    )
+                    done.append(
+                        f"dropped trigger {trigger} on {table} (Citus keeps no trigger on a "
+                        "distributed table; UPDATE and TRUNCATE stay revoked from the owner)"
+                    )
+        for table in layout.distributed:
+            if placed.get(table) == "h":
+                done.append(f"{table}: already distributed by tenant_id")
+                continue
+            colocate = "none" if table == COLOCATION_TABLE else COLOCATION_TABLE
+            connection.execute(
+                "SELECT create_distributed_table(%s, 'tenant_id', colocate_with => %s)",
+                (table, colocate),
+            )
+            done.append(f"{table}: distributed by tenant_id, colocated with {COLOCATION_TABLE}")
+        for table in layout.reference:
+            if placed.get(table) == "n":
+                done.append(f"{table}: already a reference table")
+                continue
+            connection.execute("SELECT create_reference_table(%s)", (table,))
+            done.append(f"{table}: reference table (a copy on every node)")
+        done.extend(f"{table}: left on the coordinator (no tenant_id)" for table in layout.local)
+    return done
+
+
+def _check_coordinator(connection: psycopg.Connection) -> None:
+    if connection.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is None:
+        raise NotDistributable(
+            "the citus extension is not installed in this database (CREATE EXTENSION citus on "
+            "the coordinator and every worker, then citus_add_node for each worker)"
+        )
+    row = connection.execute("SELECT citus_is_coordinator()").fetchone()
+    if row is None or not row[0]:
+        raise NotDistributable("this is not the Citus coordinator: run distribute against it")
+    workers = connection.execute("SELECT count(*) FROM citus_get_active_worker_nodes()").fetchone()
+    if workers is None or workers[0] == 0:
+        raise NotDistributable("the coordinator has no active workers (citus_add_node first)")
+
+
+def _has_trigger(connection: psycopg.Connection, table: str, trigger: str) -> bool:
+    row = connection.execute(
+        "SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s",
+        (table, trigger),
+    ).fetchone()
+    return row is not None
+
+
+def _check_triggers(
+    connection: psycopg.Connection, tables: list[str], placed: dict[str, str]
+) -> None:
+    """Refuse, before any change, a trigger distribute does not know to drop."""
+    unknown = [
+        f"{trigger} on {table}"
+        for table, trigger in connection.execute(
+            "SELECT tgrelid::regclass::text, tgname FROM pg_trigger "
+            "WHERE NOT tgisinternal AND tgrelid::regclass::text = ANY (%s)",
+            (tables,),
+        ).fetchall()
+        if trigger not in APPEND_ONLY_TRIGGERS.get(table, ()) and table not in placed
+    ]
+    if unknown:
+        raise NotDistributable(
+            "Citus distributes no table with triggers (with its default settings): "
+            + ", ".join(unknown)
+        )
