@@ -262,10 +262,10 @@ async def test_a_log_that_lists_a_child_before_its_parent_still_imports(
 ) -> None:
     """Leaf order need not put parents first (records logged by migration 0003 were queued by
     time, then id): the import holds a record back until its parent is written."""
-    await storage.set_queueing(owner, False)
     doc = await derive(store, [], "a doc", "document", source_uri="s3://x", context_id="doc_1")
     await derive(store, [doc], "a chunk", "chunk", "chunker", "1", context_id="chunk_1")
-    await storage.set_queueing(owner, True)
+    # Queued in append order by append_contexts; requeued child first.
+    await owner.execute("DELETE FROM log_queue WHERE tenant_id = 'default'")
     await owner.execute(
         "INSERT INTO log_queue (tenant_id, context_id) "
         "VALUES ('default', 'chunk_1'), ('default', 'doc_1')"
