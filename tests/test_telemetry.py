@@ -183,7 +183,12 @@ def test_lineage_serve_logs_json_lines_that_carry_the_trace_id(database_url: str
                 later.append(server.stderr.readline())
         finally:
             server.terminate()
-    for line in startup + later[:-1]:
+    # serve's notes to the operator (where it serves, whether keys are on) come before any log
+    # line; from the first log line on, every line is a JSON object.
+    lines = startup + later[:-1]
+    first_log = next(i for i, line in enumerate(lines) if line.startswith("{"))
+    assert all(not line.startswith("{") for line in lines[:first_log])
+    for line in lines[first_log:]:
         assert json.loads(line)["level"] in {"info", "warning"}
     logged = json.loads(later[-1])
     assert logged["trace_id"] == TRACE and logged["path"] == "/healthz"
