@@ -6,6 +6,8 @@ errors: the one error printer (stderr) and the "exactly one of" check
 render: walks, hops and node lists on a terminal or as JSON, dot, ndjson
 """
 
+import inspect
+
 import typer
 
 from lineage.cli import (
@@ -56,3 +58,18 @@ for group, name in (
     (signing.signing_key_app, "signing-key"),
 ):
     app.add_typer(group, name=name)
+
+
+def _help_as_paragraphs(group: typer.Typer) -> None:
+    """Each command's help from its docstring, one line per paragraph: typer keeps a
+    docstring's line breaks in a group's command list, where they cut sentences short."""
+    for info in group.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            paragraphs = inspect.cleandoc(info.callback.__doc__).split("\n\n")
+            info.help = "\n\n".join(" ".join(paragraph.split()) for paragraph in paragraphs)
+    for subgroup in group.registered_groups:
+        if subgroup.typer_instance is not None:
+            _help_as_paragraphs(subgroup.typer_instance)
+
+
+_help_as_paragraphs(app)
