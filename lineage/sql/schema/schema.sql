@@ -1,0 +1,635 @@
+-- The schema of a database migrated to the newest revision (pg_dump --schema-only,
+-- normalised by lineage/db/schema_dump.py). After any migration, regenerate it:
+--     python -m lineage.db.schema_dump > lineage/sql/schema/schema.sql
+
+CREATE FUNCTION public.lineage_captures(p_tenant_id text, p_context_id text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT coalesce((
+        SELECT CASE
+                   WHEN p.kind = 'query' THEN s.capture_query_text
+                   WHEN p.kind IN ('claim', 'answer') THEN s.capture_answer_text
+                   ELSE s.capture_source_text
+               END
+        FROM provenance AS p
+        JOIN tenant_settings AS s ON s.tenant_id = p.tenant_id
+        WHERE p.tenant_id = p_tenant_id AND p.context_id = p_context_id
+    ), false)
+$$;
+
+CREATE FUNCTION public.lineage_delete_tenant(p_tenant_id text) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    remaining regclass[];
+    chosen regclass;
+    deleted bigint;
+    counts jsonb := '{}';
+    last_checkpoint jsonb;
+    receipt jsonb;
+BEGIN
+    PERFORM set_config('lineage.tenant_id', p_tenant_id, true);
+    IF NOT EXISTS (SELECT 1 FROM tenants WHERE tenant_id = p_tenant_id) THEN
+        RAISE EXCEPTION 'no tenant %', p_tenant_id USING ERRCODE = 'no_data_found';
+    END IF;
+    SELECT jsonb_build_object('tree_size', c.tree_size,
+                              'root_hash', encode(c.root_hash, 'base64'),
+                              'signed_at', c.signed_at, 'note', c.note)
+    INTO last_checkpoint
+    FROM log_checkpoints AS c WHERE c.tenant_id = p_tenant_id
+    ORDER BY c.tree_size DESC LIMIT 1;
+    INSERT INTO tenant_deleting (tenant_id) VALUES (p_tenant_id);
+    remaining := ARRAY(
+        SELECT c.oid::regclass
+        FROM pg_class AS c
+        JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attname = 'tenant_id'
+                              AND NOT a.attisdropped
+        WHERE c.relnamespace = to_regnamespace(current_schema())
+          AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+          AND c.oid <> 'tenant_deleting'::regclass
+    );
+    WHILE cardinality(remaining) > 0 LOOP
+        SELECT t INTO chosen
+        FROM unnest(remaining) AS t
+        WHERE NOT EXISTS (SELECT 1 FROM pg_constraint AS f
+                          WHERE f.contype = 'f' AND f.confrelid = t AND f.conrelid <> t
+                            AND f.conrelid = ANY (remaining))
+        ORDER BY t::text LIMIT 1;
+        IF chosen IS NULL THEN
+            RAISE EXCEPTION 'the foreign keys among % form a cycle', remaining;
+        END IF;
+        EXECUTE format('DELETE FROM %s WHERE tenant_id = $1', chosen) USING p_tenant_id;
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        counts := counts || jsonb_build_object(chosen::text, deleted);
+        remaining := array_remove(remaining, chosen);
+    END LOOP;
+    DELETE FROM tenant_deleting WHERE tenant_id = p_tenant_id;
+    receipt := jsonb_build_object('tenant_id', p_tenant_id, 'rows', counts,
+                                  'last_checkpoint', last_checkpoint,
+                                  'deleted_at', clock_timestamp());
+    INSERT INTO operator_audit (action, target, detail)
+    VALUES ('tenant_delete', p_tenant_id, receipt);
+    RETURN receipt;
+END
+$_$;
+
+CREATE FUNCTION public.lineage_key(p_key_id text) RETURNS TABLE(tenant_id text, scope text, key_hash bytea, revoked boolean)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT k.tenant_id, k.scope, k.key_hash, k.revoked_at IS NOT NULL
+    FROM public.api_keys AS k WHERE k.key_id OPERATOR(pg_catalog.=) p_key_id;
+END
+$$;
+
+CREATE FUNCTION public.lineage_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- to_jsonb: a table without tenant_id (operator_audit) is never deleted from.
+    IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM tenant_deleting AS d
+                                    WHERE d.tenant_id = to_jsonb(OLD) ->> 'tenant_id') THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION '% is append-only: % is refused', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+
+CREATE FUNCTION public.lineage_session_tenant() RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    tenant text := current_setting('lineage.tenant_id', true);
+BEGIN
+    IF coalesce(tenant, '') = '' AND current_user = 'lineage_app' THEN
+        RAISE EXCEPTION 'lineage.tenant_id is not set: row security hides every record'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'BEGIN; SET LOCAL lineage.tenant_id = ''<tenant>''; then the query';
+    END IF;
+    RETURN tenant;
+END
+$$;
+
+CREATE FUNCTION public.log_pending_tenants() RETURNS SETOF text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY SELECT DISTINCT q.tenant_id FROM public.log_queue AS q;
+END
+$$;
+
+CREATE FUNCTION public.provenance_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'DELETE'
+       AND EXISTS (SELECT 1 FROM tenant_deleting AS d WHERE d.tenant_id = OLD.tenant_id) THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'provenance is append-only: % is refused', TG_OP
+        USING ERRCODE = 'insufficient_privilege',
+              HINT = 'record what changed as a new record derived from the old one';
+END
+$$;
+
+CREATE TABLE public.alembic_version (
+    version_num character varying(32) NOT NULL
+);
+
+CREATE TABLE public.api_keys (
+    key_id text NOT NULL,
+    tenant_id text NOT NULL,
+    scope text NOT NULL,
+    key_hash bytea NOT NULL,
+    label text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT api_keys_scope_check CHECK ((scope = ANY (ARRAY['ingest'::text, 'read'::text, 'verify'::text, 'admin'::text])))
+);
+
+ALTER TABLE ONLY public.api_keys FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.audit_log (
+    tenant_id text NOT NULL,
+    audit_id bigint NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    key_id text,
+    action text NOT NULL,
+    target text,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+ALTER TABLE ONLY public.audit_log FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.context_text (
+    tenant_id text NOT NULL,
+    context_id text NOT NULL,
+    text text NOT NULL,
+    captured_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.context_text FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.events (
+    tenant_id text NOT NULL,
+    "position" bigint NOT NULL,
+    context_id text NOT NULL,
+    CONSTRAINT events_position_check CHECK (("position" > 0))
+);
+
+ALTER TABLE ONLY public.events FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.log_checkpoints (
+    tenant_id text NOT NULL,
+    tree_size bigint NOT NULL,
+    root_hash bytea NOT NULL,
+    signed_at timestamp with time zone NOT NULL,
+    note text NOT NULL
+);
+
+ALTER TABLE ONLY public.log_checkpoints FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.log_heads (
+    tenant_id text NOT NULL,
+    tree_size bigint DEFAULT 0 NOT NULL,
+    root_hash bytea DEFAULT sha256('\x'::bytea) NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.log_heads FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.log_leaves (
+    tenant_id text NOT NULL,
+    leaf_index bigint NOT NULL,
+    context_id text NOT NULL,
+    CONSTRAINT log_leaves_leaf_index_check CHECK ((leaf_index >= 0))
+);
+
+ALTER TABLE ONLY public.log_leaves FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.log_nodes (
+    tenant_id text NOT NULL,
+    level smallint NOT NULL,
+    node_index bigint NOT NULL,
+    hash bytea NOT NULL,
+    CONSTRAINT log_nodes_hash_check CHECK ((length(hash) = 32)),
+    CONSTRAINT log_nodes_level_check CHECK (((level >= 0) AND (level <= 62))),
+    CONSTRAINT log_nodes_node_index_check CHECK ((node_index >= 0))
+);
+
+ALTER TABLE ONLY public.log_nodes FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.log_queue (
+    tenant_id text NOT NULL,
+    queued_id bigint NOT NULL,
+    context_id text NOT NULL
+);
+
+ALTER TABLE ONLY public.log_queue FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE public.log_queue ALTER COLUMN queued_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.log_queue_queued_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.operator_audit (
+    audit_id bigint NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    operator text DEFAULT SESSION_USER NOT NULL,
+    action text NOT NULL,
+    target text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+ALTER TABLE public.operator_audit ALTER COLUMN audit_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.operator_audit_audit_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.provenance (
+    tenant_id text NOT NULL,
+    context_id text NOT NULL,
+    parent_ids text[] DEFAULT '{}'::text[] NOT NULL,
+    kind text NOT NULL,
+    source_uri text,
+    content_hash text NOT NULL,
+    transform text,
+    transform_version text,
+    produced_by text,
+    index_snapshot text,
+    trace_id text,
+    created_at timestamp with time zone NOT NULL,
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+ALTER TABLE ONLY public.provenance FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.provenance_children (
+    tenant_id text NOT NULL,
+    parent_id text NOT NULL,
+    context_id text NOT NULL
+);
+
+ALTER TABLE ONLY public.provenance_children FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.record_signatures (
+    tenant_id text NOT NULL,
+    context_id text NOT NULL,
+    key_id text NOT NULL,
+    signature bytea NOT NULL
+);
+
+ALTER TABLE ONLY public.record_signatures FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.root_sources (
+    tenant_id text NOT NULL,
+    source_uri text NOT NULL,
+    kind text NOT NULL,
+    context_id text NOT NULL,
+    depth integer NOT NULL
+);
+
+ALTER TABLE ONLY public.root_sources FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.spans (
+    tenant_id text NOT NULL,
+    trace_id text NOT NULL,
+    span_id text NOT NULL,
+    parent_span_id text,
+    name text NOT NULL,
+    span_kind text NOT NULL,
+    service_name text,
+    start_time timestamp with time zone NOT NULL,
+    end_time timestamp with time zone NOT NULL,
+    status_code text NOT NULL,
+    status_message text,
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.spans FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.tenant_counters (
+    tenant_id text NOT NULL,
+    counter text NOT NULL,
+    last_value bigint NOT NULL,
+    CONSTRAINT tenant_counters_counter_check CHECK ((counter = ANY (ARRAY['events'::text, 'audit'::text]))),
+    CONSTRAINT tenant_counters_last_value_check CHECK ((last_value >= 0))
+);
+
+ALTER TABLE ONLY public.tenant_counters FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.tenant_deleting (
+    tenant_id text NOT NULL
+);
+
+CREATE TABLE public.tenant_settings (
+    tenant_id text NOT NULL,
+    capture_source_text boolean DEFAULT false NOT NULL,
+    capture_query_text boolean DEFAULT false NOT NULL,
+    capture_answer_text boolean DEFAULT false NOT NULL,
+    text_hash_key bytea DEFAULT sha256(convert_to(((gen_random_uuid())::text || (gen_random_uuid())::text), 'UTF8'::name)) NOT NULL
+);
+
+ALTER TABLE ONLY public.tenant_settings FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.tenants (
+    tenant_id text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.tenants FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.transform_versions (
+    tenant_id text NOT NULL,
+    transform text NOT NULL,
+    transform_version text NOT NULL,
+    version_key text COLLATE pg_catalog."C",
+    first_seen timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY public.transform_versions FORCE ROW LEVEL SECURITY;
+
+ALTER TABLE ONLY public.alembic_version
+    ADD CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num);
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_pkey PRIMARY KEY (key_id);
+
+ALTER TABLE ONLY public.audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (tenant_id, audit_id);
+
+ALTER TABLE ONLY public.context_text
+    ADD CONSTRAINT context_text_pkey PRIMARY KEY (tenant_id, context_id);
+
+ALTER TABLE ONLY public.events
+    ADD CONSTRAINT events_pkey1 PRIMARY KEY (tenant_id, "position");
+
+ALTER TABLE ONLY public.log_checkpoints
+    ADD CONSTRAINT log_checkpoints_pkey PRIMARY KEY (tenant_id, tree_size);
+
+ALTER TABLE ONLY public.log_heads
+    ADD CONSTRAINT log_heads_pkey PRIMARY KEY (tenant_id);
+
+ALTER TABLE ONLY public.log_leaves
+    ADD CONSTRAINT log_leaves_pkey PRIMARY KEY (tenant_id, leaf_index);
+
+ALTER TABLE ONLY public.log_leaves
+    ADD CONSTRAINT log_leaves_tenant_id_context_id_key UNIQUE (tenant_id, context_id);
+
+ALTER TABLE ONLY public.log_nodes
+    ADD CONSTRAINT log_nodes_pkey PRIMARY KEY (tenant_id, level, node_index);
+
+ALTER TABLE ONLY public.log_queue
+    ADD CONSTRAINT log_queue_pkey PRIMARY KEY (tenant_id, queued_id);
+
+ALTER TABLE ONLY public.operator_audit
+    ADD CONSTRAINT operator_audit_pkey PRIMARY KEY (audit_id);
+
+ALTER TABLE ONLY public.provenance_children
+    ADD CONSTRAINT provenance_children_pkey PRIMARY KEY (tenant_id, parent_id, context_id);
+
+ALTER TABLE ONLY public.provenance
+    ADD CONSTRAINT provenance_pkey PRIMARY KEY (tenant_id, context_id);
+
+ALTER TABLE ONLY public.record_signatures
+    ADD CONSTRAINT record_signatures_pkey PRIMARY KEY (tenant_id, context_id);
+
+ALTER TABLE ONLY public.root_sources
+    ADD CONSTRAINT root_sources_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id) INCLUDE (depth);
+
+ALTER TABLE ONLY public.spans
+    ADD CONSTRAINT spans_pkey PRIMARY KEY (tenant_id, trace_id, span_id);
+
+ALTER TABLE ONLY public.tenant_counters
+    ADD CONSTRAINT tenant_counters_pkey PRIMARY KEY (tenant_id, counter);
+
+ALTER TABLE ONLY public.tenant_deleting
+    ADD CONSTRAINT tenant_deleting_pkey PRIMARY KEY (tenant_id);
+
+ALTER TABLE ONLY public.tenant_settings
+    ADD CONSTRAINT tenant_settings_pkey PRIMARY KEY (tenant_id);
+
+ALTER TABLE ONLY public.tenants
+    ADD CONSTRAINT tenants_pkey PRIMARY KEY (tenant_id);
+
+ALTER TABLE ONLY public.transform_versions
+    ADD CONSTRAINT transform_versions_pkey PRIMARY KEY (tenant_id, transform, transform_version);
+
+CREATE INDEX api_keys_tenant ON public.api_keys USING btree (tenant_id, created_at);
+
+CREATE INDEX provenance_content_hash ON public.provenance USING btree (tenant_id, content_hash, created_at);
+
+CREATE INDEX provenance_created_at ON public.provenance USING btree (tenant_id, created_at, context_id);
+
+CREATE INDEX provenance_index_snapshot ON public.provenance USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
+
+CREATE INDEX provenance_parent_ids ON public.provenance USING gin (parent_ids) WITH (fastupdate=off);
+
+CREATE INDEX provenance_produced_by ON public.provenance USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
+
+CREATE INDEX provenance_source_uri ON public.provenance USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
+
+CREATE INDEX provenance_trace_id ON public.provenance USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
+
+CREATE INDEX provenance_transform ON public.provenance USING btree (tenant_id, transform, transform_version);
+
+CREATE INDEX provenance_transform_version ON public.provenance USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
+
+CREATE INDEX root_sources_context_id ON public.root_sources USING btree (tenant_id, context_id);
+
+CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH ROW EXECUTE FUNCTION public.lineage_refuse_change();
+
+ALTER TABLE public.audit_log ENABLE ALWAYS TRIGGER audit_log_append_only;
+
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON public.audit_log FOR EACH STATEMENT EXECUTE FUNCTION public.lineage_refuse_change();
+
+ALTER TABLE public.audit_log ENABLE ALWAYS TRIGGER audit_log_no_truncate;
+
+CREATE TRIGGER operator_audit_append_only BEFORE DELETE OR UPDATE ON public.operator_audit FOR EACH ROW EXECUTE FUNCTION public.lineage_refuse_change();
+
+ALTER TABLE public.operator_audit ENABLE ALWAYS TRIGGER operator_audit_append_only;
+
+CREATE TRIGGER operator_audit_no_truncate BEFORE TRUNCATE ON public.operator_audit FOR EACH STATEMENT EXECUTE FUNCTION public.lineage_refuse_change();
+
+ALTER TABLE public.operator_audit ENABLE ALWAYS TRIGGER operator_audit_no_truncate;
+
+CREATE TRIGGER provenance_append_only BEFORE DELETE OR UPDATE ON public.provenance FOR EACH ROW EXECUTE FUNCTION public.provenance_refuse_change();
+
+ALTER TABLE public.provenance ENABLE ALWAYS TRIGGER provenance_append_only;
+
+CREATE TRIGGER provenance_no_truncate BEFORE TRUNCATE ON public.provenance FOR EACH STATEMENT EXECUTE FUNCTION public.provenance_refuse_change();
+
+ALTER TABLE public.provenance ENABLE ALWAYS TRIGGER provenance_no_truncate;
+
+CREATE TRIGGER record_signatures_append_only BEFORE DELETE OR UPDATE ON public.record_signatures FOR EACH ROW EXECUTE FUNCTION public.lineage_refuse_change();
+
+ALTER TABLE public.record_signatures ENABLE ALWAYS TRIGGER record_signatures_append_only;
+
+ALTER TABLE ONLY public.audit_log
+    ADD CONSTRAINT audit_log_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+ALTER TABLE ONLY public.context_text
+    ADD CONSTRAINT context_text_tenant_id_context_id_fkey FOREIGN KEY (tenant_id, context_id) REFERENCES public.provenance(tenant_id, context_id);
+
+ALTER TABLE ONLY public.provenance
+    ADD CONSTRAINT provenance_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+ALTER TABLE ONLY public.record_signatures
+    ADD CONSTRAINT record_signatures_tenant_id_context_id_fkey FOREIGN KEY (tenant_id, context_id) REFERENCES public.provenance(tenant_id, context_id);
+
+ALTER TABLE ONLY public.spans
+    ADD CONSTRAINT spans_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+ALTER TABLE ONLY public.tenant_settings
+    ADD CONSTRAINT tenant_settings_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+ALTER TABLE public.api_keys ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY api_keys_tenant ON public.api_keys USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.audit_log ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY audit_log_tenant ON public.audit_log USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.context_text ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY context_text_captured ON public.context_text AS RESTRICTIVE FOR INSERT WITH CHECK (public.lineage_captures(tenant_id, context_id));
+
+CREATE POLICY context_text_tenant ON public.context_text USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.events ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY events_tenant ON public.events USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.log_checkpoints ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY log_checkpoints_tenant ON public.log_checkpoints USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.log_heads ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY log_heads_tenant ON public.log_heads USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.log_leaves ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY log_leaves_tenant ON public.log_leaves USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.log_nodes ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY log_nodes_tenant ON public.log_nodes USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.log_queue ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY log_queue_pending ON public.log_queue FOR SELECT TO postgres USING (true);
+
+CREATE POLICY log_queue_tenant ON public.log_queue USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.provenance ENABLE ROW LEVEL SECURITY;
+
+ALTER TABLE public.provenance_children ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY provenance_children_tenant ON public.provenance_children USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+CREATE POLICY provenance_tenant ON public.provenance USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.record_signatures ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY record_signatures_tenant ON public.record_signatures USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.root_sources ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY root_sources_tenant ON public.root_sources USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.spans ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY spans_tenant ON public.spans USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.tenant_counters ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY tenant_counters_tenant ON public.tenant_counters USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.tenant_settings ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY tenant_settings_tenant ON public.tenant_settings USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.tenants ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY tenants_tenant ON public.tenants USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.transform_versions ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY transform_versions_tenant ON public.transform_versions USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+GRANT USAGE ON SCHEMA public TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_delete_tenant(p_tenant_id text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.lineage_key(p_key_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_key(p_key_id text) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.log_pending_tenants() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.log_pending_tenants() TO lineage_app;
+
+GRANT SELECT,INSERT ON TABLE public.api_keys TO lineage_app;
+
+GRANT UPDATE(revoked_at) ON TABLE public.api_keys TO lineage_app;
+
+REVOKE ALL ON TABLE public.audit_log FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.audit_log TO CURRENT_USER;
+GRANT SELECT,INSERT ON TABLE public.audit_log TO lineage_app;
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.context_text TO lineage_app;
+
+GRANT SELECT,INSERT ON TABLE public.events TO lineage_app;
+
+GRANT SELECT,INSERT ON TABLE public.log_checkpoints TO lineage_app;
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.log_heads TO lineage_app;
+
+GRANT SELECT,INSERT ON TABLE public.log_leaves TO lineage_app;
+
+GRANT SELECT,INSERT ON TABLE public.log_nodes TO lineage_app;
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.log_queue TO lineage_app;
+
+REVOKE ALL ON TABLE public.provenance FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance TO CURRENT_USER;
+GRANT SELECT,INSERT ON TABLE public.provenance TO lineage_app;
+
+GRANT SELECT,INSERT ON TABLE public.provenance_children TO lineage_app;
+
+REVOKE ALL ON TABLE public.record_signatures FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures TO CURRENT_USER;
+GRANT SELECT,INSERT ON TABLE public.record_signatures TO lineage_app;
+
+GRANT SELECT,INSERT ON TABLE public.root_sources TO lineage_app;
+
+GRANT SELECT,INSERT ON TABLE public.spans TO lineage_app;
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.tenant_counters TO lineage_app;
+
+GRANT SELECT ON TABLE public.tenant_settings TO lineage_app;
+
+GRANT UPDATE(capture_source_text) ON TABLE public.tenant_settings TO lineage_app;
+
+GRANT UPDATE(capture_query_text) ON TABLE public.tenant_settings TO lineage_app;
+
+GRANT UPDATE(capture_answer_text) ON TABLE public.tenant_settings TO lineage_app;
+
+GRANT SELECT ON TABLE public.tenants TO lineage_app;
+
+GRANT SELECT,INSERT ON TABLE public.transform_versions TO lineage_app;
