@@ -170,7 +170,7 @@ async def test_a_tenants_appends_are_numbered_in_commit_order(
 
 async def append_in_own_transaction(connection: asyncpg.Connection, name: str) -> str:
     async with connection.transaction():
-        await connection.execute("SELECT set_config('lineage.tenant_id', $1, true)", TENANT)
+        await db.set_tenant(connection, TENANT)
         return await append(connection, name)
 
 

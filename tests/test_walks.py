@@ -700,7 +700,7 @@ async def test_every_sql_file_prepares_and_runs_on_an_empty_database(
             chosen = owner if query.name in OWNER_ONLY else connection
             transaction = chosen.transaction()
             await transaction.start()
-            await chosen.execute("SELECT set_config('lineage.tenant_id', 'default', true)")
+            await db.set_tenant(chosen, "default")
             try:
                 statement = await chosen.prepare(query.sql)
                 assert len(statement.get_parameters()) == len(query.parameters), path.name

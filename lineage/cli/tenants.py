@@ -26,6 +26,23 @@ def tenant_create(name: str, config: ConfigOption = None) -> None:
     console.print(f"tenant {name} " + ("created" if created else "exists already"))
 
 
+@tenant_app.command("token")
+def tenant_token(name: str, config: ConfigOption = None) -> None:
+    """Print the token that vouches for a tenant as lineage_app in psql (SET LOCAL
+    lineage.tenant_token), read as the owner: lineage_app itself cannot make one."""
+    from lineage import db
+
+    async def token(pool: Any) -> str | None:
+        async with pool.acquire() as connection:
+            key = await db.fetch_vouching_key(connection)
+        return None if key is None else db.tenant_token(key, name)
+
+    made = run(load(config), token, as_owner=True)
+    if made is None:
+        raise fail("this database has no tenant vouching key yet: run `lineage migrate`")
+    print(made)
+
+
 def _switch(name: str, what: str) -> Any:
     return typer.Option(f"--{name}/--no-{name}", help=f"Capture {what} (default: unchanged).")
 

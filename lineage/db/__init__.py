@@ -1,5 +1,7 @@
 """Connections: the asyncpg pool, the application role, and named queries run by name."""
 
+import hashlib
+import hmac
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -15,6 +17,8 @@ from lineage.settings import Settings
 APP_ROLE = "lineage_app"
 # Row-level security policies compare tenant_id with this setting.
 TENANT_SETTING = "lineage.tenant_id"
+# ...which, as the application role, counts only with its HMAC under the owner's vouching key.
+TENANT_TOKEN_SETTING = "lineage.tenant_token"
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +32,29 @@ def database_url(settings: Settings) -> str:
     return start_embedded(settings.data_dir)
 
 
+class TenantConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A connection that knows the key it vouches for its transactions' tenants with."""
+
+    __slots__ = ("vouching_key",)
+
+
+async def fetch_vouching_key(connection: asyncpg.Connection) -> bytes | None:
+    """The owner's tenant vouching key (migration 0013); None before that migration."""
+    try:
+        key = await connection.fetchval("SELECT key FROM tenant_vouching_key")
+    except asyncpg.UndefinedTableError:
+        return None
+    return bytes(key) if key is not None else None
+
+
+def tenant_token(key: bytes, tenant_id: str) -> str:
+    """What lineage_tenant_vouched accepts for `tenant_id`: HMAC-SHA256 under the key, hex."""
+    return hmac.new(key, tenant_id.encode(), hashlib.sha256).hexdigest()
+
+
 async def _prepare_connection(connection: asyncpg.Connection) -> None:
     await _prepare_owner_connection(connection)
+    connection.vouching_key = await fetch_vouching_key(connection)
     # The service works as the append-only role; where it could not be made, only the trigger
     # protects the table (see `lineage migrate`).
     if await connection.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", APP_ROLE):
@@ -42,18 +67,32 @@ async def _prepare_owner_connection(connection: asyncpg.Connection) -> None:
     )
 
 
-def set_tenant_sql(tenant_id: str) -> str:
+def set_tenant_sql(tenant_id: str, vouching_key: bytes | None = None) -> str:
     """SET LOCAL of the tenant, the one form Citus passes on to the workers that run the
     transaction's queries, and only after citus.propagate_set_commands = 'local' (set per
     transaction: the pool's RESET ALL would undo a session setting; on plain PostgreSQL it is an
     unused placeholder). SET takes no bind parameter, so the id is quoted here as a string
-    literal (standard_conforming_strings)."""
+    literal (standard_conforming_strings). With the vouching key, the tenant's token too (it
+    is hex)."""
     if "\x00" in tenant_id:
         raise ValueError("a tenant id holds no NUL character")
     quoted = tenant_id.replace("'", "''")
-    return (
-        f"SET LOCAL citus.propagate_set_commands = 'local'; SET LOCAL {TENANT_SETTING} = '{quoted}'"
-    )
+    statements = [
+        "SET LOCAL citus.propagate_set_commands = 'local'",
+        f"SET LOCAL {TENANT_SETTING} = '{quoted}'",
+    ]
+    if vouching_key is not None:
+        statements.append(
+            f"SET LOCAL {TENANT_TOKEN_SETTING} = '{tenant_token(vouching_key, tenant_id)}'"
+        )
+    return "; ".join(statements)
+
+
+async def set_tenant(connection: asyncpg.Connection, tenant_id: str) -> None:
+    """Confine the connection's open transaction to the tenant, vouched for when the pool
+    holds the key."""
+    key = getattr(connection, "vouching_key", None)
+    await connection.execute(set_tenant_sql(tenant_id, key))
 
 
 def app_role_url(url: str) -> str:
@@ -85,14 +124,42 @@ async def create_pool(
     """A pool logged in as the application role (so that no RESET ROLE gives a session the
     owner's rights back, and Citus opens its worker connections as it); `as_owner` keeps the
     connecting user, for the administration only the owner may do (creating tenants)."""
-    if not as_owner and await _app_role_can_log_in(url):
-        url, init = app_role_url(url), _prepare_owner_connection
+    if as_owner:
+        init = _prepare_owner_vouching_connection
+    elif await _app_role_can_log_in(url):
+        key = await _owner_vouching_key(url)
+
+        async def init(connection: asyncpg.Connection) -> None:
+            await _prepare_owner_connection(connection)
+            connection.vouching_key = key
+
+        url = app_role_url(url)
     else:
-        init = _prepare_owner_connection if as_owner else _prepare_connection
+        init = _prepare_connection
     pool: asyncpg.Pool = await asyncpg.create_pool(
-        url, min_size=min_size, max_size=max_size, init=init
+        url, min_size=min_size, max_size=max_size, init=init, connection_class=TenantConnection
     )
     return pool
+
+
+async def _prepare_owner_vouching_connection(connection: asyncpg.Connection) -> None:
+    await _prepare_owner_connection(connection)
+    connection.vouching_key = await fetch_vouching_key(connection)
+
+
+async def _owner_vouching_key(url: str) -> bytes | None:
+    """The vouching key, read as the user `url` names (the owner): the application role the
+    pool then logs in as cannot read it."""
+    connection = await asyncpg.connect(url)
+    try:
+        return await fetch_vouching_key(connection)
+    except asyncpg.InsufficientPrivilegeError as exc:
+        raise RuntimeError(
+            "the tenant vouching key is the owner's: give the service the owner's database URL "
+            "(it logs in as lineage_app for its queries)"
+        ) from exc
+    finally:
+        await connection.close()
 
 
 @asynccontextmanager
@@ -107,7 +174,7 @@ async def transaction(
     Walks also set their timeout and turn JIT off for this transaction alone.
     """
     async with pool.acquire() as connection, connection.transaction():
-        await connection.execute(set_tenant_sql(tenant_id))
+        await set_tenant(connection, tenant_id)
         if statement_timeout_ms is not None:
             await connection.execute(
                 "SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true)",

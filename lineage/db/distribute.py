@@ -6,6 +6,9 @@ a single-shard router query. `api_keys`, read by key id before any tenant is kno
 reference table (a copy on every node). The other tables (alembic's, the operator's audit)
 stay on the coordinator. Idempotent: what is distributed already is left as it is.
 
+The owner's `tenant_vouching_key`, which the row-security policies check each session's tenant
+token against on whichever node runs the query, is copied to every worker as a local table.
+
 Citus refuses to distribute a table with triggers (unless `citus.enable_unsafe_triggers`), so
 the append-only triggers are dropped first: on Citus the owner's revoked UPDATE and TRUNCATE
 (migration 0012) keep the tables append-only, and the application role never had them.
@@ -24,6 +27,21 @@ APPEND_ONLY_TRIGGERS = {
     "audit_log": ("audit_log_append_only", "audit_log_no_truncate"),
     "record_signatures": ("record_signatures_append_only",),
 }
+
+
+# On each worker, as the owner: the coordinator's key, in a table lineage_app cannot read.
+WORKER_VOUCHING_KEY = """
+CREATE TABLE IF NOT EXISTS tenant_vouching_key (
+    only_row  boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    key       bytea   NOT NULL CHECK (length(key) = 32),
+    inner_pad bytea   NOT NULL CHECK (length(inner_pad) = 64),
+    outer_pad bytea   NOT NULL CHECK (length(outer_pad) = 64)
+);
+REVOKE ALL ON tenant_vouching_key FROM PUBLIC;
+INSERT INTO tenant_vouching_key (key, inner_pad, outer_pad) VALUES ({}, {}, {})
+ON CONFLICT (only_row) DO UPDATE
+    SET key = excluded.key, inner_pad = excluded.inner_pad, outer_pad = excluded.outer_pad
+"""
 
 
 class NotDistributable(Exception):
@@ -128,7 +146,26 @@ def distribute(url: str) -> list[str]:
             connection.execute("SELECT create_reference_table(%s)", (table,))
             done.append(f"{table}: reference table (a copy on every node)")
         done.extend(f"{table}: left on the coordinator (no tenant_id)" for table in layout.local)
+        done.append(_copy_vouching_key(connection))
     return done
+
+
+def _copy_vouching_key(connection: psycopg.Connection) -> str:
+    key = connection.execute("SELECT key, inner_pad, outer_pad FROM tenant_vouching_key").fetchone()
+    if key is None:
+        raise NotDistributable("no tenant vouching key: run `lineage migrate` first")
+    command = sql.SQL(WORKER_VOUCHING_KEY).format(*(sql.Literal(bytes(part)) for part in key))
+    failed = [
+        f"{node}:{port}: {result}"
+        for node, port, success, result in connection.execute(
+            "SELECT nodename, nodeport, success, result FROM run_command_on_workers(%s)",
+            (command.as_string(connection),),
+        ).fetchall()
+        if not success
+    ]
+    if failed:
+        raise NotDistributable("could not copy the tenant vouching key: " + "; ".join(failed))
+    return "tenant_vouching_key: copied to every worker (local there, the owner's only)"
 
 
 def _check_coordinator(connection: psycopg.Connection) -> None:

@@ -1,15 +1,5 @@
 -- name: key_revoke
--- Revoke one of the tenant's keys; a revoked key stays revoked (the first time is kept).
---   psql -v tenant_id=default -v key_id=k1 -f sql/key_revoke.sql
-WITH revoked AS (
-    UPDATE api_keys
-    SET revoked_at = now()
-    WHERE tenant_id = :'tenant_id' AND key_id = :'key_id' AND revoked_at IS NULL
-    RETURNING key_id, revoked_at
-)
-SELECT key_id, revoked_at FROM revoked
-UNION ALL
-SELECT k.key_id, k.revoked_at
-FROM api_keys AS k
-WHERE k.tenant_id = :'tenant_id' AND k.key_id = :'key_id' AND k.revoked_at IS NOT NULL
-
+-- Revoke one of the transaction's (vouched) tenant's keys, through lineage_key_revoke; a
+-- revoked key stays revoked (the first time is kept). No row: no such key for this tenant.
+--   psql -v key_id=k1 -f sql/key_revoke.sql
+SELECT k.key_id, k.revoked_at FROM lineage_key_revoke(:'key_id') AS k

@@ -1,0 +1,110 @@
+"""What the application role may do, tried as an SQL injection would: the service's pool logs
+in as lineage_app (no SET ROLE to undo), a tenant it sets for itself is not vouched for and
+reads nothing, and keys are made and revoked only through the definer functions, for the
+vouched tenant only, never un-revoked."""
+
+import asyncpg
+import pytest
+
+from lineage import db
+from lineage.services import auth
+from lineage.services.demo import load_incident
+from lineage.store.postgres import PostgresStore
+
+
+@pytest.fixture
+async def two_tenants(database_url: str, pool: asyncpg.Pool) -> None:
+    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
+    try:
+        for tenant in ("acme", "rival"):
+            assert await auth.create_tenant(owner_pool, tenant)
+    finally:
+        await owner_pool.close()
+    await load_incident(PostgresStore(pool, "acme"))
+
+
+async def test_the_pool_logs_in_as_the_application_role(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as connection:
+        assert await connection.fetchval("SELECT session_user") == "lineage_app"
+        await connection.execute("RESET ROLE")
+        assert await connection.fetchval("SELECT current_user") == "lineage_app"
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await connection.execute("SET ROLE postgres")
+
+
+async def test_a_tenant_set_by_an_injection_reads_nothing_foreign(
+    pool: asyncpg.Pool, two_tenants: None
+) -> None:
+    async with db.transaction(pool, "acme") as connection:
+        assert await connection.fetchval("SELECT count(*) FROM provenance") > 0
+    # The rival's transaction, vouched for, is hijacked to name acme.
+    for injected in (
+        "SELECT set_config('lineage.tenant_id', 'acme', true)",
+        "SET LOCAL lineage.tenant_id = 'acme'",
+    ):
+        async with pool.acquire() as connection, connection.transaction():
+            await db.set_tenant(connection, "rival")
+            await connection.execute(injected)
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched for"):
+                await connection.fetchval("SELECT count(*) FROM provenance")
+    # A session of its own that sets the tenant and borrows the rival's token.
+    async with pool.acquire() as connection, connection.transaction():
+        await db.set_tenant(connection, "rival")
+        token = await connection.fetchval("SELECT current_setting('lineage.tenant_token')")
+        await connection.execute("SELECT set_config('lineage.tenant_id', 'acme', true)")
+        await connection.execute("SELECT set_config('lineage.tenant_token', $1, true)", token)
+        for table in ("provenance", "api_keys", "tenant_settings", "audit_log"):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
+                async with connection.transaction():
+                    await connection.fetchval(f"SELECT count(*) FROM {table}")
+    # Nor can it read the key the tokens are made with.
+    async with pool.acquire() as connection:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await connection.fetchval("SELECT key FROM tenant_vouching_key")
+
+
+async def test_a_revoked_key_cannot_be_unrevoked(pool: asyncpg.Pool, two_tenants: None) -> None:
+    token, described = await auth.create_key(pool, "acme", "admin", "to revoke")
+    await auth.revoke_key(pool, "acme", described["key_id"])
+    async with db.transaction(pool, "acme") as connection:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await connection.execute(
+                "UPDATE api_keys SET revoked_at = NULL WHERE key_id = $1", described["key_id"]
+            )
+    async with db.transaction(pool, "acme") as connection:
+        [row] = await db.fetch(connection, "key_revoke", key_id=described["key_id"])
+        first = row["revoked_at"]
+    await auth.revoke_key(pool, "acme", described["key_id"])
+    async with db.transaction(pool, "acme") as connection:
+        [row] = await db.fetch(connection, "key_revoke", key_id=described["key_id"])
+        assert row["revoked_at"] == first
+    assert await auth.authenticate(pool, token) is None
+
+
+async def test_no_key_can_be_minted_for_another_tenant(
+    pool: asyncpg.Pool, two_tenants: None
+) -> None:
+    async with db.transaction(pool, "rival") as connection:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            async with connection.transaction():
+                await connection.execute(
+                    "INSERT INTO api_keys (key_id, tenant_id, scope, key_hash) "
+                    "VALUES ('minted', 'acme', 'admin', '\\x00')"
+                )
+        # The definer function takes the transaction's vouched tenant, whatever it is told.
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
+            await as_acme_unvouched(
+                connection, "key_create", key_id="minted", scope="admin", key_hash=b"\x00", label=""
+            )
+        [row] = await db.fetch(
+            connection, "key_create", key_id="own", scope="admin", key_hash=b"\x00", label=""
+        )
+        assert row["tenant_id"] == "rival"
+    async with db.transaction(pool, "acme") as connection:
+        assert await connection.fetchval("SELECT count(*) FROM api_keys") == 0
+
+
+async def as_acme_unvouched(connection: asyncpg.Connection, query: str, **values: object) -> None:
+    async with connection.transaction():
+        await connection.execute("SELECT set_config('lineage.tenant_id', 'acme', true)")
+        await db.fetch(connection, query, **values)
