@@ -76,12 +76,46 @@ $_$;
 
 CREATE FUNCTION public.lineage_key(p_key_id text) RETURNS TABLE(tenant_id text, scope text, key_hash bytea, revoked boolean)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     RETURN QUERY
     SELECT k.tenant_id, k.scope, k.key_hash, k.revoked_at IS NOT NULL
     FROM public.api_keys AS k WHERE k.key_id OPERATOR(pg_catalog.=) p_key_id;
+END
+$$;
+
+CREATE FUNCTION public.lineage_key_create(p_key_id text, p_scope text, p_key_hash bytea, p_label text) RETURNS TABLE(key_id text, tenant_id text, scope text, label text, created_at timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    tenant text := public.lineage_vouched_tenant();
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM public.tenants AS t
+                   WHERE t.tenant_id OPERATOR(pg_catalog.=) tenant) THEN
+        RAISE EXCEPTION 'no tenant %', tenant USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    RETURN QUERY
+    INSERT INTO public.api_keys AS k (key_id, tenant_id, scope, key_hash, label)
+    VALUES (p_key_id, tenant, p_scope, p_key_hash, nullif(p_label, ''))
+    RETURNING k.key_id, k.tenant_id, k.scope, k.label, k.created_at;
+END
+$$;
+
+CREATE FUNCTION public.lineage_key_revoke(p_key_id text) RETURNS TABLE(key_id text, revoked_at timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    tenant text := public.lineage_vouched_tenant();
+BEGIN
+    UPDATE public.api_keys AS k SET revoked_at = pg_catalog.now()
+    WHERE k.tenant_id OPERATOR(pg_catalog.=) tenant AND k.key_id OPERATOR(pg_catalog.=) p_key_id
+      AND k.revoked_at IS NULL;
+    RETURN QUERY
+    SELECT k.key_id, k.revoked_at FROM public.api_keys AS k
+    WHERE k.tenant_id OPERATOR(pg_catalog.=) tenant AND k.key_id OPERATOR(pg_catalog.=) p_key_id;
 END
 $$;
 
@@ -106,10 +140,55 @@ CREATE FUNCTION public.lineage_session_tenant() RETURNS text
 DECLARE
     tenant text := current_setting('lineage.tenant_id', true);
 BEGIN
-    IF coalesce(tenant, '') = '' AND current_user = 'lineage_app' THEN
-        RAISE EXCEPTION 'lineage.tenant_id is not set: row security hides every record'
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'BEGIN; SET LOCAL lineage.tenant_id = ''<tenant>''; then the query';
+    IF current_user = 'lineage_app' THEN
+        IF coalesce(tenant, '') = '' THEN
+            RAISE EXCEPTION 'lineage.tenant_id is not set: row security hides every record'
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = 'BEGIN; SET LOCAL lineage.tenant_id = ''<tenant>''; '
+                             'SET LOCAL lineage.tenant_token = ''<token>''; then the query';
+        END IF;
+        IF NOT public.lineage_tenant_vouched(tenant, current_setting('lineage.tenant_token', true))
+        THEN
+            RAISE EXCEPTION 'lineage.tenant_id is not vouched for by lineage.tenant_token'
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = 'the service sets both; `lineage tenant token <tenant>` prints '
+                             'the token for psql';
+        END IF;
+    END IF;
+    RETURN tenant;
+END
+$$;
+
+CREATE FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) RETURNS boolean
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    pads record;
+BEGIN
+    SELECT k.inner_pad, k.outer_pad INTO pads FROM public.tenant_vouching_key AS k;
+    IF pads IS NULL OR p_token IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN sha256(convert_to(p_token, 'UTF8')) OPERATOR(pg_catalog.=) sha256(convert_to(
+        encode(sha256(pads.outer_pad OPERATOR(pg_catalog.||) sha256(
+            pads.inner_pad OPERATOR(pg_catalog.||) convert_to(p_tenant, 'UTF8'))), 'hex'),
+        'UTF8'));
+END
+$$;
+
+CREATE FUNCTION public.lineage_vouched_tenant() RETURNS text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    tenant text := current_setting('lineage.tenant_id', true);
+BEGIN
+    IF coalesce(tenant, '') = ''
+       OR NOT public.lineage_tenant_vouched(tenant, current_setting('lineage.tenant_token', true))
+    THEN
+        RAISE EXCEPTION 'lineage.tenant_id is not set or not vouched for by lineage.tenant_token'
+            USING ERRCODE = 'insufficient_privilege';
     END IF;
     RETURN tenant;
 END
@@ -117,7 +196,7 @@ $$;
 
 CREATE FUNCTION public.log_pending_tenants() RETURNS SETOF text
     LANGUAGE plpgsql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     RETURN QUERY SELECT DISTINCT q.tenant_id FROM public.log_queue AS q;
@@ -347,6 +426,17 @@ CREATE TABLE public.tenant_settings (
 
 ALTER TABLE ONLY public.tenant_settings FORCE ROW LEVEL SECURITY;
 
+CREATE TABLE public.tenant_vouching_key (
+    only_row boolean DEFAULT true NOT NULL,
+    key bytea NOT NULL,
+    inner_pad bytea NOT NULL,
+    outer_pad bytea NOT NULL,
+    CONSTRAINT tenant_vouching_key_inner_pad_check CHECK ((length(inner_pad) = 64)),
+    CONSTRAINT tenant_vouching_key_key_check CHECK ((length(key) = 32)),
+    CONSTRAINT tenant_vouching_key_only_row_check CHECK (only_row),
+    CONSTRAINT tenant_vouching_key_outer_pad_check CHECK ((length(outer_pad) = 64))
+);
+
 CREATE TABLE public.tenants (
     tenant_id text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL
@@ -423,6 +513,9 @@ ALTER TABLE ONLY public.tenant_deleting
 
 ALTER TABLE ONLY public.tenant_settings
     ADD CONSTRAINT tenant_settings_pkey PRIMARY KEY (tenant_id);
+
+ALTER TABLE ONLY public.tenant_vouching_key
+    ADD CONSTRAINT tenant_vouching_key_pkey PRIMARY KEY (only_row);
 
 ALTER TABLE ONLY public.tenants
     ADD CONSTRAINT tenants_pkey PRIMARY KEY (tenant_id);
@@ -581,12 +674,22 @@ REVOKE ALL ON FUNCTION public.lineage_delete_tenant(p_tenant_id text) FROM PUBLI
 REVOKE ALL ON FUNCTION public.lineage_key(p_key_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_key(p_key_id text) TO lineage_app;
 
+REVOKE ALL ON FUNCTION public.lineage_key_create(p_key_id text, p_scope text, p_key_hash bytea, p_label text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_key_create(p_key_id text, p_scope text, p_key_hash bytea, p_label text) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_key_revoke(p_key_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_key_revoke(p_key_id text) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_vouched_tenant() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_vouched_tenant() TO lineage_app;
+
 REVOKE ALL ON FUNCTION public.log_pending_tenants() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.log_pending_tenants() TO lineage_app;
 
-GRANT SELECT,INSERT ON TABLE public.api_keys TO lineage_app;
-
-GRANT UPDATE(revoked_at) ON TABLE public.api_keys TO lineage_app;
+GRANT SELECT ON TABLE public.api_keys TO lineage_app;
 
 REVOKE ALL ON TABLE public.audit_log FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.audit_log TO CURRENT_USER;
