@@ -20,7 +20,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from playwright.async_api import Page, expect
 
-from lineage.core.derive import Derivation, derive, derive_many
+from bench.suspicious import load_thousand_record_walk
+from lineage.core.derive import derive
 from lineage.interop.span_processor import span_payload
 from lineage.services import auth
 from lineage.services.demo import CONTRACTOR_POLICY, load_incident
@@ -170,41 +171,10 @@ async def test_the_example_walk_reads_by_layers_with_no_false_marks(
     assert errors == [], errors
 
 
-async def load_big_walk(store: PostgresStore) -> str:
-    """40 documents, 800 chunks, a query, 150 retrievals of 6 chunks each, 5 summaries of 30
-    retrievals, 3 claims and an answer: 1,000 records in one walk-back."""
-    items = [Derivation([], f"doc {d}", "document", "loader", "1", source_uri=f"s3://big/{d}",
-                        context_id=f"big_doc_{d}") for d in range(40)]  # fmt: skip
-    items += [Derivation([f"big_doc_{c // 20}"], f"chunk {c}", "chunk", "chunker", "2",
-                         index_snapshot="idx_big", context_id=f"big_chunk_{c}")
-              for c in range(800)]  # fmt: skip
-    items.append(Derivation([], "the question", "query", source_uri="chat://big",
-                            context_id="big_query"))  # fmt: skip
-    # Six neighbouring chunks each (all 800 between them) and one from across the corpus.
-    picked = [list(dict.fromkeys(f"big_chunk_{i % 800}" for i in [*range(r * 6, r * 6 + 6),
-                                                                  r * 37 + 400]))
-              for r in range(150)]  # fmt: skip
-    items += [Derivation(["big_query", *picked[r]],
-                         f"retrieval {r}", "retrieval", "retriever", "1", index_snapshot="idx_big",
-                         context_id=f"big_retrieval_{r}") for r in range(150)]  # fmt: skip
-    items += [Derivation([f"big_retrieval_{r}" for r in range(s, 150, 5)], f"summary {s}",
-                         "summary", "summarise", "1", produced_by="agent/summarise@v1",
-                         context_id=f"big_summary_{s}") for s in range(5)]  # fmt: skip
-    items += [Derivation([f"big_summary_{c}", f"big_summary_{c + 2}"], f"claim {c}", "claim",
-                         "answer", "1", produced_by="agent/answer@v1", context_id=f"big_claim_{c}")
-              for c in range(3)]  # fmt: skip
-    items.append(Derivation(["big_claim_0", "big_claim_1", "big_claim_2", "big_query"], "answer",
-                            "answer", "answer", "1", produced_by="agent/answer@v1",
-                            context_id="big_answer"))  # fmt: skip
-    assert len(items) == 1000
-    await derive_many(store, items)
-    return "big_answer"
-
-
 async def test_a_walk_of_a_thousand_records_stays_usable(
     store: PostgresStore, client: httpx.AsyncClient, served: str, chromium: str, artifacts: Path
 ) -> None:
-    answer = await load_big_walk(store)
+    answer = await load_thousand_record_walk(store)
     walk = (await client.get(f"/v1/contexts/{answer}/lineage")).json()
     assert len(walk["nodes"]) == 1000
     errors: list[str] = []

@@ -48,18 +48,13 @@ hop AS MATERIALIZED (
     JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
     WHERE a.depth <= :max_depth
 ),
-hop_ancestor (origin, context_id, depth) AS (
-    -- For each snapshot-carrying hop, the hops it derives from (itself included), up to
-    -- :max_depth above it. Within the walk-back: the ancestors of a hop are hops.
-    SELECT h.context_id, h.context_id, 0 FROM hop AS h WHERE h.index_snapshot IS NOT NULL
-  UNION
-    SELECT u.origin, parent.id, u.depth + 1
-    FROM hop_ancestor AS u
-    JOIN hop AS c ON c.context_id = u.context_id
-    CROSS JOIN LATERAL unnest(c.parent_ids) AS parent (id)
-    WHERE u.depth < :max_depth
+hop_edge AS MATERIALIZED (
+    -- The walk's links, child to parent, with what the marks need of the child (a hop; so is a
+    -- parent within reach), so that following them down needs no join with hop.
+    SELECT parent.id AS parent, h.context_id, h.depth, h.kind, h.index_snapshot
+    FROM hop AS h CROSS JOIN LATERAL unnest(h.parent_ids) AS parent (id)
 ),
-newest_version AS (
+newest_version AS MATERIALIZED (
     -- The newest version of each transform among the walk's own hops, and one hop it made.
     SELECT DISTINCT ON (h.transform) h.transform, h.transform_version, h.context_id
     FROM hop AS h
@@ -68,24 +63,52 @@ newest_version AS (
     ORDER BY h.transform, (v.version_key IS NOT NULL) DESC, v.version_key DESC,
              v.first_seen DESC, h.context_id
 ),
-newest_root AS (
+newest_root AS MATERIALIZED (
     SELECT DISTINCT ON (n.source_uri) n.source_uri, n.context_id, n.content_hash, n.created_at
     FROM provenance AS n
     WHERE n.tenant_id = :'tenant_id' AND n.kind = 'document' AND n.parent_ids = '{}'
       AND n.source_uri IN (SELECT source_uri FROM hop)
     ORDER BY n.source_uri, n.created_at DESC, n.context_id DESC
 ),
-snapshot_root AS (
-    -- The roots each snapshot-carrying hop derives from, and when the snapshot was first seen.
-    SELECT h.context_id, h.index_snapshot, root.source_uri, root.created_at AS root_created_at,
-           (SELECT min(s.created_at) FROM provenance AS s
-            WHERE s.tenant_id = :'tenant_id' AND s.index_snapshot = h.index_snapshot)
-               AS snapshot_first_seen
-    FROM hop AS h
-    JOIN (SELECT DISTINCT up.origin, up.context_id FROM hop_ancestor AS up) AS up
-      ON up.origin = h.context_id
-    JOIN hop AS root ON root.context_id = up.context_id
-    WHERE root.kind = 'document' AND root.parent_ids = '{}' AND root.source_uri IS NOT NULL
+snapshot_seen AS MATERIALIZED (
+    -- When each index snapshot of the walk was first seen: one aggregate per snapshot.
+    SELECT s.index_snapshot, min(s.created_at) AS first_seen
+    FROM provenance AS s
+    WHERE s.tenant_id = :'tenant_id'
+      AND s.index_snapshot IN (SELECT index_snapshot FROM hop)
+    GROUP BY s.index_snapshot
+),
+revised_root AS MATERIALIZED (
+    -- The walk's document roots whose source has a revision newer than the first sighting of
+    -- one of the walk's snapshots (that revision among them, if the walk reaches it): only
+    -- these can mark a hop, so only these are followed down.
+    SELECT r.context_id, r.depth, r.kind, r.index_snapshot, r.source_uri,
+           nr.context_id AS newest_id, nr.created_at AS revised_at
+    FROM hop AS r
+    JOIN newest_root AS nr ON nr.source_uri = r.source_uri
+    WHERE r.kind = 'document' AND r.parent_ids = '{}'
+      AND nr.created_at > (SELECT min(first_seen) FROM snapshot_seen)
+),
+revised_descendant (root_id, below, context_id, depth, kind, index_snapshot) AS (
+    -- Each of those roots and the hops derived from it, up to :max_depth below it.
+    SELECT r.context_id, 0, r.context_id, r.depth, r.kind, r.index_snapshot
+    FROM revised_root AS r
+  UNION
+    SELECT d.root_id, d.below + 1, e.context_id, e.depth, e.kind, e.index_snapshot
+    FROM revised_descendant AS d
+    JOIN hop_edge AS e ON e.parent = d.context_id
+    WHERE d.below < :max_depth
+),
+snapshot_source AS (
+    -- Per snapshot-carrying hop and source revised since its snapshot was first seen: whether
+    -- the hop derives from the newest revision too.
+    SELECT d.context_id, d.depth, d.kind, d.index_snapshot, r.source_uri, r.newest_id,
+           bool_or(r.context_id = r.newest_id) AS has_newest
+    FROM revised_descendant AS d
+    JOIN revised_root AS r ON r.context_id = d.root_id
+    JOIN snapshot_seen AS seen ON seen.index_snapshot = d.index_snapshot
+    WHERE r.revised_at > seen.first_seen
+    GROUP BY d.context_id, d.depth, d.kind, d.index_snapshot, r.source_uri, r.newest_id
 ),
 claim_verdict AS (
     SELECT DISTINCT ON (v.parent_ids[1], v.attributes ->> 'judge')
@@ -128,15 +151,11 @@ FROM hop AS h
 JOIN newest_root AS nr ON nr.source_uri = h.source_uri
 WHERE h.kind = 'document' AND h.parent_ids = '{}' AND h.content_hash <> nr.content_hash
 UNION ALL
-SELECT DISTINCT sr.context_id, h.depth, h.kind, 'snapshot_predates_revision',
+SELECT s.context_id, s.depth, s.kind, 'snapshot_predates_revision',
        format('index snapshot %s was first seen before %s was revised (newest revision %s)',
-              sr.index_snapshot, sr.source_uri, nr.context_id)
-FROM snapshot_root AS sr
-JOIN hop AS h ON h.context_id = sr.context_id
-JOIN newest_root AS nr ON nr.source_uri = sr.source_uri
-WHERE nr.created_at > sr.snapshot_first_seen
-  AND NOT EXISTS (SELECT 1 FROM hop_ancestor AS up
-                  WHERE up.origin = sr.context_id AND up.context_id = nr.context_id)
+              s.index_snapshot, s.source_uri, s.newest_id)
+FROM snapshot_source AS s
+WHERE NOT s.has_newest
 UNION ALL
 SELECT h.context_id, h.depth, h.kind, cv.verdict,
        string_agg(format('judge %s found it %s: %s', cv.judge, cv.verdict, cv.reason), '; '
@@ -153,4 +172,4 @@ FROM hop AS h
 JOIN statement_verdict AS sv ON sv.record_id = h.context_id
 WHERE sv.verdict IN ('cross_source_merge', 'unsupported')
 GROUP BY h.context_id, h.depth, h.kind, sv.verdict
-ORDER BY 2, 1, 4;
+ORDER BY 2, 1, 4, 5;
