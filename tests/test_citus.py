@@ -5,6 +5,7 @@ router query and answers what plain PostgreSQL answers on the same data."""
 import asyncio
 import json
 import re
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 
 from bench.run import ingest_rows, proposals
 from lineage import cli, db
+from lineage.core.derive import Context, derive
 from lineage.db.distribute import NotDistributable, distribute
 from lineage.db.migrate import migrate
 from lineage.db.queries import QUERIES
@@ -23,6 +25,7 @@ from lineage.services import auth
 from lineage.services.demo import TRACE_ID, load_incident
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster
+from tests.test_privacy import check_text_is_captured_only_when_switched_on
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
@@ -30,9 +33,11 @@ TENANTS = ("default", "acme")
 GENERATED = 1500  # records per tenant, besides the demo in each
 WRITES = re.compile(r"\b(INSERT|UPDATE|DELETE)\b")
 # Not reads of one tenant: every tenant's queue, the server version, a key before its tenant is
-# known, tenant deletion (a write, through its function), an advisory lock (no table).
+# known, tenant deletion and text capture (writes, through their functions), an advisory lock
+# (no table).
 NOT_A_TENANT_READ = {
     "log_pending_tenants", "server_version", "key_lookup", "tenant_delete", "trace_span_lock",
+    "claim_capture_text", "bundle_import_texts",
 }  # fmt: skip
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
@@ -121,7 +126,7 @@ def loaded(citus_url: str, template_db: tuple[str, str]) -> Iterator[tuple[str, 
     base, template = template_db
     from tests.conftest import janitor, url_for
 
-    name = "lineage_citus_plain"
+    name = f"lineage_citus_plain_{uuid.uuid4().hex[:8]}"
     with janitor(base, name, template):
         plain = url_for(base, name)
         distribute(citus_url)
@@ -261,3 +266,82 @@ async def test_another_tenants_records_stay_hidden_on_citus(citus_pool: asyncpg.
         foreign = await connection.fetch(QUERIES["walk_back"].sql, *arguments("walk_back", "acme"))
     assert [row["tenant_id"] for row in seen] == ["default"]
     assert foreign == []
+
+
+def a_tenant_on_each_shard(url: str, table: str) -> dict[int, str]:
+    """A tenant id hashed to each shard of the table: {shard id: tenant}."""
+    with psycopg.connect(url) as coordinator:
+        shards = {
+            shard
+            for (shard,) in coordinator.execute(
+                "SELECT shardid FROM pg_dist_shard WHERE logicalrelid = %s::regclass", (table,)
+            ).fetchall()
+        }
+        found: dict[int, str] = {}
+        for number in range(100 * len(shards)):
+            name = f"shard_{number}"
+            row = coordinator.execute(
+                "SELECT get_shard_id_for_distribution_column(%s, %s::text)", (table, name)
+            ).fetchone()
+            assert row is not None
+            found.setdefault(row[0], name)
+            if set(found) == shards:
+                return found
+    raise AssertionError(f"no tenant id found for some shards of {table}")
+
+
+async def insert_text_on_the_worker(
+    citus_url: str, port: int, shard_name: str, tenant: str, query: Context
+) -> None:
+    """As the application role, straight into the shard on the worker that holds it."""
+    worker = await asyncpg.connect(
+        f"postgresql://{db.APP_ROLE}@127.0.0.1:{port}/{citus_url.rsplit('/', 1)[1]}"
+    )
+    try:
+        async with worker.transaction():
+            await worker.execute(db.set_tenant_sql(tenant))
+            await worker.execute(
+                f"INSERT INTO {shard_name} (tenant_id, context_id, text) VALUES ($1, $2, $3)",
+                tenant, query.context_id, query.text,
+            )  # fmt: skip
+    finally:
+        await worker.close()
+
+
+async def test_the_captured_text_rule_holds_on_every_shard(loaded: tuple[str, str]) -> None:
+    """A restrictive policy becomes permissive on Citus's shards: text was captured with capture
+    off. The rule holds on every shard of context_text, through the coordinator and on the
+    worker holding the shard."""
+    citus_url = loaded[1]
+    tenants = a_tenant_on_each_shard(citus_url, "context_text")
+    with psycopg.connect(citus_url) as coordinator:
+        placements = coordinator.execute(
+            "SELECT shardid, shard_name, nodeport FROM citus_shards "
+            "WHERE table_name = 'context_text'::regclass"
+        ).fetchall()
+    assert len({port for _, _, port in placements}) == 2  # both workers hold shards
+    owner = await db.create_pool(citus_url, max_size=2, as_owner=True)
+    pool = await db.create_pool(citus_url, max_size=2)
+    try:
+        for shard, shard_name, port in placements:
+            tenant = tenants[shard]
+            assert await auth.create_tenant(owner, tenant)
+            query = await derive(
+                PostgresStore(pool, tenant), [], f"{tenant}'s salary?", "query",
+                source_uri="chat://citus",
+            )  # fmt: skip
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+                await insert_text_on_the_worker(citus_url, port, shard_name, tenant, query)
+
+            async def switch_on(switch: str, tenant: str = tenant) -> None:
+                # As the owner: the service's switch update needs a column-level grant, which
+                # Citus does not carry to the shards.
+                async with owner.acquire() as connection:
+                    await connection.execute(
+                        f"UPDATE tenant_settings SET {switch} = true WHERE tenant_id = $1", tenant
+                    )
+
+            await check_text_is_captured_only_when_switched_on(pool, tenant, query, switch_on)
+    finally:
+        await pool.close()
+        await owner.close()

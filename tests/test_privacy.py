@@ -2,7 +2,7 @@
 hashes per tenant, and the right-to-be-forgotten flow (CLI, API, audit, scopes)."""
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,22 +124,34 @@ async def test_each_switch_captures_only_its_class_of_text(
     assert {privacy.capture_switch(k) for k in records} == set(privacy.CAPTURE_SWITCHES)
 
 
-async def test_the_database_refuses_text_the_tenant_does_not_capture(
-    store: PostgresStore, pool: asyncpg.Pool
+async def check_text_is_captured_only_when_switched_on(
+    pool: asyncpg.Pool, tenant: str, query: Context, switch_on: Callable[[str], Awaitable[object]]
 ) -> None:
-    """Behind the service's check, for an INSERT that skips it: the application role is refused."""
+    """Behind the service's check, for an INSERT that skips it: as the application role, a
+    query's text is refused until capture_query_text is on (capture_source_text is not enough)."""
+    insert = "INSERT INTO context_text (tenant_id, context_id, text) VALUES ($1, $2, $3)"
+    for switch in (None, "capture_source_text"):
+        if switch:
+            await switch_on(switch)
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+            async with db.transaction(pool, tenant) as connection:
+                await connection.execute(insert, tenant, query.context_id, query.text)
+    await switch_on("capture_query_text")
+    async with db.transaction(pool, tenant) as connection:
+        await connection.execute(insert, tenant, query.context_id, query.text)
+
+
+async def test_the_database_refuses_text_the_tenant_does_not_capture(
+    store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
+) -> None:
+    """(tests/test_citus.py checks it on every shard.)"""
     query = await derive(store, [], "my salary?", "query", source_uri="chat://2")
-    insert = "INSERT INTO context_text (tenant_id, context_id, text) VALUES ('default', $1, $2)"
-    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
-        async with db.transaction(pool, "default") as connection:
-            await connection.execute(insert, query.context_id, query.text)
-    await privacy.update_settings(pool, ADMIN, {"capture_source_text": True})
-    with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        async with db.transaction(pool, "default") as connection:
-            await connection.execute(insert, query.context_id, query.text)
-    await privacy.update_settings(pool, ADMIN, {"capture_query_text": True})
-    async with db.transaction(pool, "default") as connection:
-        await connection.execute(insert, query.context_id, query.text)
+
+    async def switch_on(switch: str) -> None:
+        await privacy.update_settings(pool, ADMIN, {switch: True})
+
+    await check_text_is_captured_only_when_switched_on(pool, "default", query, switch_on)
+    assert await captured(owner) == {query.context_id}
 
 
 async def test_the_application_role_may_change_the_switches_but_never_the_key(
