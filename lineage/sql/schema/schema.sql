@@ -3,19 +3,23 @@
 --     python -m lineage.db.schema_dump > lineage/sql/schema/schema.sql
 
 CREATE FUNCTION public.lineage_captures(p_tenant_id text, p_context_id text) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET "citus.allow_nested_distributed_execution" TO 'on'
     AS $$
-    SELECT coalesce((
+BEGIN
+    RETURN coalesce((
         SELECT CASE
-                   WHEN p.kind = 'query' THEN s.capture_query_text
+                   WHEN p.kind OPERATOR(pg_catalog.=) 'query' THEN s.capture_query_text
                    WHEN p.kind IN ('claim', 'answer') THEN s.capture_answer_text
                    ELSE s.capture_source_text
                END
-        FROM provenance AS p
-        JOIN tenant_settings AS s ON s.tenant_id = p.tenant_id
-        WHERE p.tenant_id = p_tenant_id AND p.context_id = p_context_id
-    ), false)
+        FROM public.provenance AS p
+        JOIN public.tenant_settings AS s ON s.tenant_id OPERATOR(pg_catalog.=) p.tenant_id
+        WHERE p.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+          AND p.context_id OPERATOR(pg_catalog.=) p_context_id
+    ), false);
+END
 $$;
 
 CREATE FUNCTION public.lineage_delete_tenant(p_tenant_id text) RETURNS jsonb
@@ -601,9 +605,7 @@ CREATE POLICY audit_log_tenant ON public.audit_log USING ((tenant_id = public.li
 
 ALTER TABLE public.context_text ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY context_text_captured ON public.context_text AS RESTRICTIVE FOR INSERT WITH CHECK (public.lineage_captures(tenant_id, context_id));
-
-CREATE POLICY context_text_tenant ON public.context_text USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY context_text_tenant ON public.context_text USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK (((tenant_id = public.lineage_session_tenant()) AND public.lineage_captures(tenant_id, context_id)));
 
 ALTER TABLE public.events ENABLE ROW LEVEL SECURITY;
 
