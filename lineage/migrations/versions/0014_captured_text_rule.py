@@ -6,14 +6,14 @@ on the shards (so text was captured with capture off). Now the one permissive po
 CHECK asks both: the row is the transaction's tenant's, and its record's class of text is
 captured for that tenant.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 """
 
 from alembic import op
 
-revision = "0013"
-down_revision = "0012"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
