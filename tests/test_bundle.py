@@ -13,17 +13,16 @@ from typer.testing import CliRunner
 
 from lineage import cli, db, derive
 from lineage.bundle.export import export_bundle
-from lineage.bundle.format import BundleError
 from lineage.bundle.load import import_bundle
 from lineage.claims.answers import capture_texts
-from lineage.core.errors import Conflict
+from lineage.core.errors import BundleError, CheckpointError, Conflict
 from lineage.services import privacy, signing, walks
 from lineage.services.auth import Caller
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, INCIDENT, load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, get_records
 from lineage.verifiable_log import merkle, storage
-from lineage.verifiable_log.checkpoint import CheckpointError, generate_signing_key
+from lineage.verifiable_log.checkpoint import generate_signing_key
 
 CHUNK_TEXT = next(item.text for item in INCIDENT if item.context_id == "chunk_42")
 

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from bench.run import ingest_rows, proposals
 from lineage import cli, db
 from lineage.core.derive import Context, derive
-from lineage.db.distribute import NotDistributable, distribute
+from lineage.core.errors import NotDistributable
+from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.db.queries import QUERIES
 from lineage.services import auth

@@ -13,6 +13,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from lineage import db, derive
+from lineage.core.errors import LogIntegrityError, NotConsistent, ProofError
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext
 from lineage.db.migrate import downgrade, migrate
@@ -22,7 +23,7 @@ from lineage.settings import Settings
 from lineage.store import PostgresStore
 from lineage.store.postgres import get_records
 from lineage.verifiable_log import merkle, storage
-from lineage.verifiable_log.audit import DatabaseSource, NotConsistent, monitor, verify_walk
+from lineage.verifiable_log.audit import DatabaseSource, monitor, verify_walk
 from lineage.verifiable_log.checkpoint import Checkpoint
 from tests.test_merkle import _consistency_shape, _inclusion_shape
 from tests.test_walks import plan_nodes
@@ -253,7 +254,7 @@ def _inclusion_verifies(
 ) -> bool:
     try:
         merkle.verify_inclusion(leaf, index, size, proof, root)
-    except merkle.ProofError:
+    except ProofError:
         return False
     return True
 
@@ -263,7 +264,7 @@ def _consistency_verifies(
 ) -> bool:
     try:
         merkle.verify_consistency(first, second, root1, root2, proof)
-    except merkle.ProofError:
+    except ProofError:
         return False
     return True
 
@@ -381,12 +382,12 @@ async def test_the_service_refuses_to_sign_a_tree_that_does_not_extend_its_last_
         "UPDATE log_nodes SET hash = $1 WHERE level = 2 AND node_index = 0", bytes(32)
     )
     await store.append(documents(2, tag="b"))
-    with pytest.raises(storage.LogIntegrityError, match="does not extend its checkpoint of size 5"):
+    with pytest.raises(LogIntegrityError, match="does not extend its checkpoint of size 5"):
         await storage.checkpoint(pool, settings, "default")
     assert await owner.fetchval("SELECT count(*) FROM log_checkpoints") == 1
 
     await owner.execute("UPDATE log_heads SET root_hash = $1", bytes(32))
-    with pytest.raises(storage.LogIntegrityError, match="does not hash to its head's root"):
+    with pytest.raises(LogIntegrityError, match="does not hash to its head's root"):
         await storage.checkpoint(pool, settings, "default")
     assert await owner.fetchval("SELECT note FROM log_checkpoints") == signed.note
 

@@ -13,10 +13,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lineage.core.errors import CheckpointError
 from lineage.verifiable_log import merkle
 from lineage.verifiable_log.checkpoint import (
     Checkpoint,
-    CheckpointError,
     SigningKey,
     VerifierKey,
     generate_signing_key,

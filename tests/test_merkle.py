@@ -12,10 +12,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from lineage.core.errors import ProofError
 from lineage.verifiable_log.merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
-    ProofError,
     consistency_proof,
     consistency_proof_nodes,
     fold_subtrees,

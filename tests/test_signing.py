@@ -18,15 +18,9 @@ from typer.testing import CliRunner, Result
 from lineage import cli, db
 from lineage.api.app import create_app
 from lineage.core.derive import Derivation, derive, derive_many
+from lineage.core.errors import SigningKeyError, UnknownSigningKey
 from lineage.services import selftest, signing
-from lineage.services.signing import (
-    KeyringSigner,
-    SignatureCheck,
-    SigningKeyError,
-    UnknownSigningKey,
-    load_keyring,
-    rotate_keyring,
-)
+from lineage.services.signing import KeyringSigner, SignatureCheck, load_keyring, rotate_keyring
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, get_records
 

@@ -21,7 +21,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lineage.api import problems
 from lineage.api.deps import caller_of, verified_caller
-from lineage.core.errors import StoreUnavailable
+from lineage.core.errors import (
+    BodyTooLarge,
+    Overloaded,
+    RequestTimeout,
+    StoreUnavailable,
+    TooManyRequests,
+)
 from lineage.store.postgres import is_outage
 
 # Answers that mean the caller sent something wrong; 404 is left out (a walk of an unknown
@@ -103,11 +109,12 @@ class CapBadRequests:
         who = await identity(scope)
         wait = self.cap.retry_after(who)
         if wait is not None:
-            response = problems.problem(
-                429,
-                "TooManyRequests",
-                f"more than {self.cap.limit} bad requests in {self.cap.window_s:g} s from this "
-                "key or address; fix the requests (see the earlier 4xx details) and retry later",
+            response = problems.answer(
+                TooManyRequests(
+                    f"more than {self.cap.limit} bad requests in {self.cap.window_s:g} s from "
+                    "this key or address; fix the requests (see the earlier 4xx details) and "
+                    "retry later"
+                ),
                 {"Retry-After": str(wait)},
             )
             await response(scope, receive, send)
@@ -157,11 +164,11 @@ class LimitBody:
                     if not message.get("more_body", False):
                         break
         except TimeoutError:
-            timed_out = problems.problem(
-                408,
-                "RequestTimeout",
-                f"the body did not arrive within {self.read_timeout_s:g} s "
-                "(LINEAGE_BODY_READ_TIMEOUT_S); nothing was done: send it again, whole",
+            timed_out = problems.answer(
+                RequestTimeout(
+                    f"the body did not arrive within {self.read_timeout_s:g} s "
+                    "(LINEAGE_BODY_READ_TIMEOUT_S); nothing was done: send it again, whole"
+                ),
                 CLOSE,
             )
             await timed_out(scope, receive, send)
@@ -179,11 +186,11 @@ class LimitBody:
         await self.app(scope, replay, send)
 
     def _too_large(self, what: str) -> ASGIApp:
-        return problems.problem(
-            413,
-            "BodyTooLarge",
-            f"{what}; at most {self.max_body_bytes} bytes (LINEAGE_MAX_BODY_BYTES): split the "
-            "batch",
+        return problems.answer(
+            BodyTooLarge(
+                f"{what}; at most {self.max_body_bytes} bytes (LINEAGE_MAX_BODY_BYTES): split "
+                "the batch"
+            ),
             CLOSE,
         )
 
@@ -208,12 +215,12 @@ class ShedOverload:
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.limit:
-            response = problems.problem(
-                429,
-                "Overloaded",
-                f"this server process is at its limit of {self.limit} requests in progress "
-                "(LINEAGE_MAX_CONCURRENT_REQUESTS); nothing was done: send the same request "
-                f"again after {SHED_RETRY_AFTER_S} s",
+            response = problems.answer(
+                Overloaded(
+                    f"this server process is at its limit of {self.limit} requests in progress "
+                    "(LINEAGE_MAX_CONCURRENT_REQUESTS); nothing was done: send the same request "
+                    f"again after {SHED_RETRY_AFTER_S} s"
+                ),
                 {"Retry-After": str(SHED_RETRY_AFTER_S)},
             )
             await response(scope, receive, send)

@@ -1,40 +1,21 @@
-"""Errors as application/problem+json, mapped from error classes in one place."""
+"""Every error the API answers, as application/problem+json, in one place: a LineageError carries
+its status, title and rule (lineage/core/errors.py); what the framework, the driver or Python
+raise for bad input or an outage is first turned into one."""
 
+from http import HTTPStatus
 from typing import Any
 
 import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from lineage.core import telemetry
-from lineage.core.errors import (
-    BadParameter,
-    Conflict,
-    Forbidden,
-    InvalidRecord,
-    LineageError,
-    NotFound,
-    StoreUnavailable,
-    Unauthorized,
-    WalkTimeout,
-)
+from lineage.core.errors import InvalidRequest, LineageError, StoreUnavailable
 from lineage.store.postgres import OUTAGE_ERRORS, is_outage
 
-STATUS = {
-    InvalidRecord: 422,
-    BadParameter: 422,
-    NotFound: 404,
-    Conflict: 409,
-    WalkTimeout: 503,
-    StoreUnavailable: 503,
-    Unauthorized: 401,
-    Forbidden: 403,
-}
-HEADERS: dict[type[LineageError], dict[str, str]] = {
-    Unauthorized: {"WWW-Authenticate": 'Bearer realm="lineage"'},
-    StoreUnavailable: {"Retry-After": "1"},
-}
+PROBLEM = "application/problem+json"
 
 
 def problem(
@@ -44,28 +25,35 @@ def problem(
     # The request's trace id (lineage.api.logs), so a reported error can be found in the logs.
     if (trace_id := telemetry.current_trace_id()) is not None:
         body.setdefault("trace_id", trace_id)
-    return JSONResponse(
-        body, status_code=status, media_type="application/problem+json", headers=headers
+    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+
+
+def answer(exc: LineageError, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The problem for an error; `headers` add to the class's own (a Retry-After, a close)."""
+    return problem(
+        exc.status,
+        exc.title or type(exc).__name__,
+        exc.detail,
+        {**exc.headers, **(headers or {})} or None,
+        rule=exc.rule,
     )
 
 
 async def lineage_error(request: Request, exc: Exception) -> JSONResponse:
-    status = next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 500)
-    extra = {"rule": exc.rule} if isinstance(exc, InvalidRecord) else {}
-    detail = exc.message if isinstance(exc, InvalidRecord) else str(exc)
-    headers = next((h for cls, h in HEADERS.items() if isinstance(exc, cls)), None)
-    return problem(status, type(exc).__name__, detail, headers, **extra)
+    assert isinstance(exc, LineageError)
+    return answer(exc)
 
 
 async def database_outage(request: Request, exc: Exception) -> JSONResponse:
     """The database is down or restarting: a 503 the client may retry, never a 500."""
     if not is_outage(exc):
         raise exc  # a bug, not an outage: the server's own 500, logged
-    detail = (
-        f"the database is unavailable ({type(exc).__name__}); retry shortly. Sending a record "
-        "again with the same context_id is safe: an identical replay is a no-op"
+    return answer(
+        StoreUnavailable(
+            f"the database is unavailable ({type(exc).__name__}); retry shortly. Sending a "
+            "record again with the same context_id is safe: an identical replay is a no-op"
+        )
     )
-    return problem(503, "StoreUnavailable", detail, HEADERS[StoreUnavailable])
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -73,13 +61,26 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     where = "; ".join(
         f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
     )
-    return problem(422, "InvalidRequest", where or "the request is malformed", rule="bad_request")
+    return answer(InvalidRequest("bad_request", where or "the request is malformed"))
+
+
+async def no_route(request: Request, exc: Exception) -> JSONResponse:
+    """A path or method the API does not have (the router's own 404 and 405)."""
+    assert isinstance(exc, HTTPException)
+    phrase = HTTPStatus(exc.status_code).phrase
+    return problem(
+        exc.status_code,
+        phrase.title().replace(" ", ""),
+        f"{request.method} {request.url.path}: {exc.detail}",
+        dict(exc.headers or {}) or None,
+        rule=phrase.lower().replace(" ", "_"),
+    )
 
 
 async def unstorable_text(request: Request, exc: Exception) -> JSONResponse:
     """A NUL (or a character the database encoding lacks) in a parameter: the caller's to fix."""
     detail = "a parameter holds a character PostgreSQL cannot store (such as \\u0000): remove it"
-    return problem(422, "InvalidRequest", detail, rule="unstorable_character")
+    return answer(InvalidRequest("unstorable_character", detail))
 
 
 # Bad input that reaches code which cannot take it: each a 422 naming the rule, raised before
@@ -101,7 +102,7 @@ INPUT_ERRORS: dict[type[Exception], tuple[str, str]] = {
 
 async def unusable_input(request: Request, exc: Exception) -> JSONResponse:
     rule, detail = next(found for cls, found in INPUT_ERRORS.items() if isinstance(exc, cls))
-    return problem(422, "InvalidRequest", detail, rule=rule)
+    return answer(InvalidRequest(rule, detail))
 
 
 async def unencodable_argument(request: Request, exc: Exception) -> JSONResponse:
@@ -110,14 +111,15 @@ async def unencodable_argument(request: Request, exc: Exception) -> JSONResponse
     cause = exc.__cause__ or exc.__context__
     for cls, (rule, detail) in INPUT_ERRORS.items():
         if isinstance(cause, cls) or (cls is OverflowError and "out of range" in str(exc)):
-            return problem(422, "InvalidRequest", detail, rule=rule)
+            return answer(InvalidRequest(rule, detail))
     reason = str(exc).rpartition("(")[2].rstrip(")") or "a value cannot be stored"
-    return problem(422, "InvalidRequest", reason[:200], rule="unstorable_value")
+    return answer(InvalidRequest("unstorable_value", reason[:200]))
 
 
 def install(app: FastAPI) -> None:
     app.add_exception_handler(LineageError, lineage_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, no_route)
     for unusable in INPUT_ERRORS:
         app.add_exception_handler(unusable, unusable_input)
     app.add_exception_handler(asyncpg.DataError, unencodable_argument)

@@ -10,7 +10,7 @@ import asyncpg
 
 from lineage import db
 from lineage.bundle import format as bundle
-from lineage.core.errors import NotFound
+from lineage.core.errors import LogIntegrityError, NotFound
 from lineage.db.queries import QUERIES
 from lineage.services import audit
 from lineage.services.auth import Caller
@@ -73,7 +73,7 @@ async def export_bundle(
                         }
                     canonical = record_from_row(row).canonical_bytes()
                     if merkle.leaf_hash(canonical) != row["leaf_hash"]:
-                        raise storage.LogIntegrityError(
+                        raise LogIntegrityError(
                             f"record {row['context_id']} of tenant {tenant_id} was altered "
                             f"after it was logged (leaf {row['leaf_index']}): nothing exported"
                         )
@@ -84,7 +84,7 @@ async def export_bundle(
                     )
                     written += 1
                 if written != tree_size:
-                    raise storage.LogIntegrityError(
+                    raise LogIntegrityError(
                         f"the log of tenant {tenant_id} lists {written} of the {tree_size} "
                         "records its checkpoint covers: its tables were altered"
                     )

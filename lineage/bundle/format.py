@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any, Final
 
-from lineage.core.errors import LineageError
+from lineage.core.errors import BundleError
 from lineage.core.record import CANONICAL_VERSION, ContextRecord
 from lineage.verifiable_log import merkle
 from lineage.verifiable_log.checkpoint import Checkpoint, VerifierKey
@@ -33,10 +33,6 @@ from lineage.verifiable_log.checkpoint import Checkpoint, VerifierKey
 FORMAT: Final = "lineage-tenant"
 VERSION: Final = 1
 SETTINGS: Final = ("capture_source_text", "capture_query_text", "capture_answer_text")
-
-
-class BundleError(LineageError):
-    """A bundle is malformed, incomplete or altered; nothing was written."""
 
 
 def b64(data: bytes) -> str:

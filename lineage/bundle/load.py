@@ -20,7 +20,7 @@ import asyncpg
 
 from lineage import db
 from lineage.bundle import format as bundle
-from lineage.core.errors import BadParameter, Conflict
+from lineage.core.errors import BadParameter, BundleError, Conflict, UnknownSigningKey
 from lineage.core.record import ContextRecord, check_id
 from lineage.services import audit, signing
 from lineage.services.auth import Caller
@@ -64,11 +64,11 @@ def _check_signature(
     signature = bundle.unb64(entry.signature["signature"], f"leaf {entry.leaf_index}: signature")
     try:
         ok = signer.verify(key_id, entry.record.canonical_bytes(), signature)
-    except signing.UnknownSigningKey:
+    except UnknownSigningKey:
         verified.signatures_unchecked += 1
         return
     if not ok:
-        raise bundle.BundleError(
+        raise BundleError(
             f"record {entry.record.context_id} (leaf {entry.leaf_index}) does not match its "
             f"signature under key {key_id}: it was altered"
         )
@@ -104,7 +104,7 @@ def check_bundle(
 
 def _check_root(root: bundle.RootBuilder, expected: bytes) -> None:
     if root.root() != expected:
-        raise bundle.BundleError(
+        raise BundleError(
             f"the {root.size} records do not hash to the checkpoint's root: records were "
             "altered, reordered, added or removed"
         )
@@ -174,7 +174,7 @@ async def _write(
     with _opened(path) as stream:
         header, checkpoint = bundle.read_header(stream, verifier)
         if checkpoint != verified.checkpoint:
-            raise bundle.BundleError("the bundle changed while it was being imported")
+            raise BundleError("the bundle changed while it was being imported")
         root = bundle.RootBuilder()
         batch: list[ContextRecord] = []
         waiting: list[ContextRecord] = []
@@ -200,7 +200,7 @@ async def _write(
             left = await _write_records(connection, tenant_id, waiting, signer)
             if len(left) == len(waiting):
                 shown = ", ".join(record.context_id for record in left[:5])
-                raise bundle.BundleError(
+                raise BundleError(
                     f"{len(left)} records name parents that are not in the bundle: {shown}"
                 )
             waiting = left
@@ -237,7 +237,7 @@ async def _write_records(
         waiting = still
     inserted = await insert_records(connection, tenant_id, ready, signer)
     if len(inserted) != len(ready):
-        raise bundle.BundleError("the bundle lists a record twice")
+        raise BundleError("the bundle lists a record twice")
     return waiting
 
 
@@ -257,4 +257,4 @@ async def _write_texts(
     if len(rows) != len(texts):
         written = {row["context_id"] for row in rows}
         missing = [text.context_id for text in texts if text.context_id not in written]
-        raise bundle.BundleError(f"captured text for records not in the bundle: {missing[:5]}")
+        raise BundleError(f"captured text for records not in the bundle: {missing[:5]}")

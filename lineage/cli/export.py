@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lineage.cli.errors import fail
+from lineage.cli.errors import fail, reported
 from lineage.cli.runner import ConfigOption, DepthOption, TenantOption, load, run
 
 export_app = typer.Typer(
@@ -35,10 +35,8 @@ def export_prov(
     found = run(
         settings, lambda pool: walks.walk_back(pool, settings, tenant, context_id, max_depth)
     )
-    try:
+    with reported():
         print(prov.serialize(prov.prov_document(found, tenant), output))
-    except prov.UnavailableFormat as exc:
-        raise fail(str(exc)) from exc
 
 
 @export_app.command("header")

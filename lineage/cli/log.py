@@ -10,6 +10,7 @@ import typer
 
 from lineage.cli.errors import reported
 from lineage.cli.runner import ConfigOption, console, load, run, traced
+from lineage.core.errors import CheckpointError
 
 if TYPE_CHECKING:
     from lineage.settings import Settings
@@ -66,7 +67,7 @@ def _log_run(
 
 
 def verifier_key(settings: Settings, key: str | None) -> VerifierKey:
-    from lineage.verifiable_log.checkpoint import CheckpointError, VerifierKey, load_signing_key
+    from lineage.verifiable_log.checkpoint import VerifierKey, load_signing_key
 
     with reported():
         if key is not None:

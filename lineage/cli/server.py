@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lineage.cli.errors import diagnostics, fail
+from lineage.cli.errors import diagnostics, fail, reported
 from lineage.cli.runner import ConfigOption, console, database_url, load
 
 if TYPE_CHECKING:
@@ -25,13 +25,10 @@ def migrate(config: ConfigOption = None) -> None:
 def distribute(config: ConfigOption = None) -> None:
     """On a Citus coordinator: distribute every tenant table by tenant_id (colocated), api_keys
     as a reference table. Idempotent; run `lineage migrate` first. Says what it did."""
-    from lineage.db.distribute import NotDistributable
     from lineage.db.distribute import distribute as distribute_schema
 
-    try:
+    with reported():
         done = distribute_schema(database_url(load(config)))
-    except NotDistributable as exc:
-        raise fail(str(exc)) from exc
     for line in done:
         console.print(line, highlight=False)
 

@@ -1,42 +1,231 @@
-"""Errors a caller can act on; the HTTP layer maps each class to one status in one place."""
+"""Every error a caller can act on, in one table: each class names the HTTP status it is
+answered with and the `rule` a caller can branch on. lineage/api/problems.py sends any of them
+as application/problem+json; lineage/cli/errors.py prints any of them as one line."""
+
+from collections.abc import Mapping
+from typing import ClassVar
 
 
 class LineageError(Exception):
     """Base class: the message says what went wrong and what to fix."""
 
+    status: ClassVar[int] = 500
+    rule: str = "internal_error"
+    # The problem's title; the class name when None.
+    title: ClassVar[str | None] = None
+    headers: ClassVar[Mapping[str, str]] = {}
+
+    @property
+    def detail(self) -> str:
+        return str(self)
+
+
+# --- the caller's request ----------------------------------------------------------------------
+
 
 class InvalidRecord(LineageError):
     """A record breaks a rule; `rule` names it so callers can branch on it. Nothing was written."""
+
+    status = 422
 
     def __init__(self, rule: str, message: str) -> None:
         super().__init__(f"{rule}: {message}")
         self.rule = rule
         self.message = message
 
-
-class NotFound(LineageError):
-    """The id is unknown to this tenant (another tenant's id looks exactly the same)."""
-
-
-class Conflict(LineageError):
-    """The id exists with other content; records are append-only."""
+    @property
+    def detail(self) -> str:
+        return self.message
 
 
-class WalkTimeout(LineageError):
-    """A walk ran past the statement timeout and has no complete answer."""
+class InvalidRequest(InvalidRecord):
+    """The request itself cannot be taken: a malformed body or parameter, or a value the
+    database cannot store (a NUL, a lone surrogate, a date past 9999)."""
+
+    title = "InvalidRequest"
 
 
-class StoreUnavailable(LineageError):
-    """The store itself failed (database or API down); the record was not written."""
+class InvalidExport(InvalidRequest):
+    """Not a well-formed OTLP ExportTraceServiceRequest: OTLP/HTTP answers it with 400."""
+
+    status = 400
+
+
+class ExportTooLarge(InvalidExport):
+    """An OTLP export of more spans than one request may carry."""
+
+    status = 413
 
 
 class BadParameter(LineageError):
     """A query parameter is out of range or malformed."""
 
+    status = 422
+    rule = "bad_parameter"
+
+
+class UnavailableFormat(LineageError):
+    """The prov package cannot write this format here (its optional extra is missing)."""
+
+    status = 422
+    rule = "prov_format"
+
+
+class NotFound(LineageError):
+    """The id is unknown to this tenant (another tenant's id looks exactly the same)."""
+
+    status = 404
+    rule = "not_found"
+
+
+class Conflict(LineageError):
+    """The id exists with other content; records are append-only."""
+
+    status = 409
+    rule = "append_only"
+
+
+class BodyTooLarge(LineageError):
+    """The body, as sent or decompressed, is larger than the service accepts."""
+
+    status = 413
+    rule = "body_too_large"
+
+
+class UnsupportedEncoding(LineageError):
+    """A Content-Encoding other than gzip."""
+
+    status = 415
+    rule = "unsupported_encoding"
+
+
+class UnsupportedMediaType(LineageError):
+    """A Content-Type the route does not read."""
+
+    status = 415
+    rule = "unsupported_media_type"
+
+
+# --- the caller ------------------------------------------------------------------------------
+
 
 class Unauthorized(LineageError):
     """No key, or a key that is malformed, unknown or revoked."""
 
+    status = 401
+    rule = "unauthenticated"
+    headers: ClassVar[Mapping[str, str]] = {"WWW-Authenticate": 'Bearer realm="lineage"'}
+
 
 class Forbidden(LineageError):
     """A valid key whose scope does not cover the request; says nothing about data."""
+
+    status = 403
+    rule = "out_of_scope"
+
+
+class RequestTimeout(LineageError):
+    """The body did not arrive within the read deadline; nothing was done."""
+
+    status = 408
+    rule = "body_read_timeout"
+
+
+class TooManyRequests(LineageError):
+    """A key or address that sent too many bad requests lately."""
+
+    status = 429
+    rule = "too_many_bad_requests"
+
+
+class Overloaded(LineageError):
+    """This process has as many requests in progress as it takes; nothing was done."""
+
+    status = 429
+    rule = "overloaded"
+
+
+# --- the service -------------------------------------------------------------------------------
+
+
+class WalkTimeout(LineageError):
+    """A walk ran past the statement timeout and has no complete answer."""
+
+    status = 503
+    rule = "walk_timeout"
+
+
+class StoreUnavailable(LineageError):
+    """The store itself failed (database or API down); the record was not written."""
+
+    status = 503
+    rule = "store_unavailable"
+    headers: ClassVar[Mapping[str, str]] = {"Retry-After": "1"}
+
+
+class OtlpUnavailable(LineageError):
+    """opentelemetry-proto is not installed (`pip install 'lineage[otlp]'`)."""
+
+    status = 501
+    rule = "otlp_unavailable"
+    title = "NotImplemented"
+
+
+class SigningKeyError(LineageError):
+    """The keyring is missing, malformed, or open to other users."""
+
+    rule = "signing_keyring"
+
+
+class UnknownSigningKey(LineageError):
+    """A signature names a key id that the signer does not hold."""
+
+    rule = "unknown_signing_key"
+
+
+class LogIntegrityError(LineageError):
+    """The stored tree does not match what was signed: its tables were altered."""
+
+    rule = "log_integrity"
+
+
+class NotDistributable(LineageError):
+    """The database is not a Citus coordinator, or its schema has something Citus refuses."""
+
+    rule = "not_distributable"
+
+
+class StepFailed(LineageError):
+    """A selftest step did not go as it must; the message says what happened instead."""
+
+    rule = "selftest_step"
+
+
+# --- what a verifier finds (the CLI's log and bundle commands) ---------------------------------
+# A 500 when the service finds it in its own checkpoints and proofs.
+
+
+class ProofError(LineageError):
+    """A proof did not verify; the message says which check failed."""
+
+    rule = "proof"
+
+
+class CheckpointError(LineageError):
+    """A checkpoint or verifier key is malformed, or its signature does not verify."""
+
+    rule = "checkpoint"
+
+
+class NotConsistent(LineageError):
+    """A newer checkpoint does not extend the saved one: the log was rewritten or forked."""
+
+    status = 409
+    rule = "not_consistent"
+
+
+class BundleError(LineageError):
+    """A bundle is malformed, incomplete or altered; nothing was written."""
+
+    status = 422
+    rule = "bundle"

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+from lineage.core.errors import NotDistributable
+
 COLOCATION_TABLE = "tenants"
 REFERENCE_TABLES = ("api_keys",)
 # The triggers migrations made that Citus cannot keep; any other trigger stops distribute.
@@ -42,10 +44,6 @@ INSERT INTO tenant_vouching_key (key, inner_pad, outer_pad) VALUES ({}, {}, {})
 ON CONFLICT (only_row) DO UPDATE
     SET key = excluded.key, inner_pad = excluded.inner_pad, outer_pad = excluded.outer_pad
 """
-
-
-class NotDistributable(Exception):
-    """The database is not a Citus coordinator, or its schema has something Citus refuses."""
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lineage import db
 from lineage.core.derive import Derivation, derive_many
-from lineage.core.errors import BadParameter, InvalidRecord
+from lineage.core.errors import BadParameter, BodyTooLarge, InvalidRecord, UnsupportedEncoding
 from lineage.services.signing import Signer
 from lineage.store.postgres import ConnectionStore
 
@@ -52,14 +52,6 @@ __all__ = [
 ]
 
 ENCODINGS = ("gzip", "identity")
-
-
-class BodyTooLarge(Exception):
-    """The decompressed body is larger than the service accepts."""
-
-
-class UnsupportedEncoding(Exception):
-    """A Content-Encoding other than gzip."""
 
 
 class Dataset(BaseModel):

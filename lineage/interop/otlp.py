@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lineage.core.errors import InvalidRecord
+from lineage.core.errors import ExportTooLarge, InvalidExport, OtlpUnavailable
 
 try:
     from google.protobuf import json_format
@@ -49,18 +49,14 @@ _STATUS_CODES = {0: "UNSET", 1: "OK", 2: "ERROR"}
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 
-class OtlpUnavailable(Exception):
-    """opentelemetry-proto is not installed (`pip install 'lineage[otlp]'`)."""
-
-
 def media_type(content_type: str | None) -> str | None:
     """PROTOBUF or JSON for a Content-Type header (parameters such as charset aside), else None."""
     base = (content_type or "").split(";")[0].strip().lower()
     return base if base in (PROTOBUF, JSON) else None
 
 
-def _malformed(detail: str) -> InvalidRecord:
-    return InvalidRecord("otlp_malformed", detail)
+def _malformed(detail: str) -> InvalidExport:
+    return InvalidExport("otlp_malformed", detail)
 
 
 def _hex_ids_as_base64(message: Any, where: str) -> None:
@@ -176,11 +172,12 @@ class DecodedSpan:
 
 def decode_spans(body: bytes, kind: str, max_spans: int) -> list[DecodedSpan]:
     """Every span of the request, checked as `POST /v1/spans` checks its spans; raises
-    InvalidRecord (`otlp_malformed`, `batch_too_large`) naming the first span at fault."""
+    InvalidExport (`otlp_malformed`) or ExportTooLarge (`batch_too_large`) naming the first
+    span at fault."""
     request = _parse(body, kind)
     count = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
     if count > max_spans:
-        raise InvalidRecord(
+        raise ExportTooLarge(
             "batch_too_large", f"{count} spans; send at most {max_spans} per request"
         )
     spans: list[DecodedSpan] = []

@@ -21,7 +21,7 @@ import rfc8785
 from prov.model import ProvDocument, ProvEntity
 from prov.serializers import DoNotExist
 
-from lineage.core.errors import BadParameter
+from lineage.core.errors import BadParameter, UnavailableFormat
 from lineage.services.walks import Walk
 
 __all__ = ["MEDIA_TYPES", "UnavailableFormat", "prov_document", "serialize"]
@@ -36,10 +36,6 @@ MEDIA_TYPES = {
 RECORD_FIELDS = ("content_hash", "source_uri", "index_snapshot", "trace_id")
 # Kept as typed in identifiers; everything else is percent-encoded.
 _SAFE = "@:._-~/"
-
-
-class UnavailableFormat(Exception):
-    """The prov package cannot write this format here (its optional extra is missing)."""
 
 
 def _local(name: str) -> str:

@@ -18,6 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from lineage import db
 from lineage.core.derive import derive
+from lineage.core.errors import StepFailed
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord
 from lineage.db.migrate import migrate
@@ -27,10 +28,6 @@ from lineage.store.postgres import PostgresStore, get_records
 TENANT = "default"
 # Step reports: whether it went as it must, and what happened.
 Report = Callable[[bool, str], None]
-
-
-class StepFailed(Exception):
-    """A step did not go as it must; the message says what happened instead."""
 
 
 def throwaway_url(server_url: str, name: str) -> str:

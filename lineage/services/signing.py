@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 import asyncpg
 
 from lineage import db
-from lineage.core.errors import LineageError
+from lineage.core.errors import SigningKeyError, UnknownSigningKey
 from lineage.core.record import ID_PATTERN, ContextRecord, format_timestamp
 from lineage.settings import Settings
 
@@ -39,14 +39,6 @@ KEYRING_NAME = "signing-keys.json"
 SECRET_BYTES = 32  # 256 bits: no shorter than SHA-256's output, as RFC 2104 advises
 
 Reason = Literal["ok", "unsigned", "mismatch", "unknown_key"]
-
-
-class SigningKeyError(LineageError):
-    """The keyring is missing, malformed, or open to other users."""
-
-
-class UnknownSigningKey(LineageError):
-    """A signature names a key id that the signer does not hold."""
 
 
 class Signer(Protocol):

@@ -23,16 +23,12 @@ from typing import Any, Protocol
 import asyncpg
 import httpx
 
-from lineage.core.errors import BadParameter, LineageError, NotFound, StoreUnavailable
+from lineage.core.errors import BadParameter, NotConsistent, NotFound, ProofError, StoreUnavailable
 from lineage.core.record import ContextRecord
 from lineage.settings import Settings
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.checkpoint import Checkpoint, VerifierKey
 from lineage.verifiable_log.storage import InclusionProof
-
-
-class NotConsistent(LineageError):
-    """A newer checkpoint does not extend the saved one: the log was rewritten or forked."""
 
 
 class LogSource(Protocol):
@@ -178,7 +174,7 @@ def _check_inclusion(checkpoint: Checkpoint, context_id: str, found: InclusionPr
         merkle.verify_inclusion(
             leaf, found.leaf_index, checkpoint.tree_size, found.proof, checkpoint.root_hash
         )
-    except merkle.ProofError as exc:
+    except ProofError as exc:
         if leaf != found.leaf_hash:
             return (
                 f"the record was changed after it was logged: it hashes to {leaf.hex()}, "
@@ -213,7 +209,7 @@ async def monitor(source: LogSource, key: VerifierKey, old_note: str) -> Consist
             merkle.verify_consistency(
                 old.tree_size, new.tree_size, old.root_hash, new.root_hash, proof
             )
-        except merkle.ProofError as exc:
+        except ProofError as exc:
             raise NotConsistent(
                 f"the log was rewritten: the checkpoint of size {new.tree_size} does not "
                 f"extend the saved one of size {old.tree_size} ({exc})"

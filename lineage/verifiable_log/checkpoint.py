@@ -33,17 +33,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from lineage.core.errors import LineageError
+from lineage.core.errors import CheckpointError
 from lineage.core.record import ID_PATTERN, format_timestamp
 from lineage.verifiable_log.merkle import HASH_SIZE
 
 ED25519: Final = b"\x01"  # the signed-note signature type byte
 _SIGNATURE_PREFIX: Final = "\u2014 "  # em dash, space
 _TIME_PREFIX: Final = "time "
-
-
-class CheckpointError(LineageError):
-    """A checkpoint or verifier key is malformed, or its signature does not verify."""
 
 
 def origin_for(log_origin: str, tenant_id: str) -> str:

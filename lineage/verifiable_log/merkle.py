@@ -26,15 +26,13 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from lineage.core.errors import ProofError
+
 HASH_SIZE: Final = 32
 EMPTY_ROOT: Final = hashlib.sha256(b"").digest()
 
 _LEAF_PREFIX: Final = b"\x00"
 _NODE_PREFIX: Final = b"\x01"
-
-
-class ProofError(Exception):
-    """A proof did not verify; the message says which check failed."""
 
 
 def leaf_hash(data: bytes) -> bytes:

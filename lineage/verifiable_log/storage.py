@@ -45,28 +45,25 @@ from typing import Any
 import asyncpg
 
 from lineage import db
-from lineage.core.errors import BadParameter, LineageError, NotFound
+from lineage.core.errors import (
+    BadParameter,
+    CheckpointError,
+    LineageError,
+    LogIntegrityError,
+    NotFound,
+    ProofError,
+)
 from lineage.core.record import ContextRecord
 from lineage.settings import Settings
 from lineage.store.postgres import record_from_row
 from lineage.verifiable_log import merkle
-from lineage.verifiable_log.checkpoint import (
-    Checkpoint,
-    CheckpointError,
-    SigningKey,
-    load_signing_key,
-    origin_for,
-)
+from lineage.verifiable_log.checkpoint import Checkpoint, SigningKey, load_signing_key, origin_for
 
 BATCH_SIZE = 2000  # leaves per sequencing transaction: bounds how long the lock is held
 
 log = logging.getLogger(__name__)
 
 Node = tuple[int, int]
-
-
-class LogIntegrityError(LineageError):
-    """The stored tree does not match what was signed: its tables were altered."""
 
 
 @dataclass(frozen=True)
@@ -301,7 +298,7 @@ async def _check_extends(
     )
     try:
         merkle.verify_consistency(old_size, head.tree_size, old_root, head.root_hash, proof)
-    except merkle.ProofError as exc:
+    except ProofError as exc:
         raise LogIntegrityError(
             f"the stored tree of tenant {tenant_id} does not extend its checkpoint of size "
             f"{old_size} ({exc}); refusing to sign a checkpoint"

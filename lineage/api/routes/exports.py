@@ -6,7 +6,6 @@ from typing import Literal
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from lineage.api import problems
 from lineage.api.deps import AppSettings, Read, ReadPool
 from lineage.interop import headers, prov
 from lineage.services import walks
@@ -26,12 +25,9 @@ async def get_prov(
     """The walk-back as a PROV document: contexts as entities, transforms as activities,
     produced_by as agents (see lineage/interop/prov.py)."""
     walk = await walks.walk_back(pool, settings, caller.tenant_id, context_id, max_depth)
-    try:
-        # Seconds of CPU for a large walk: in a worker thread, so the event loop (every other
-        # request, of every tenant) goes on meanwhile.
-        body = await asyncio.to_thread(_prov_body, walk, caller.tenant_id, format)
-    except prov.UnavailableFormat as exc:
-        return problems.problem(422, "UnavailableFormat", str(exc), rule="prov_format")
+    # Seconds of CPU for a large walk: in a worker thread, so the event loop (every other
+    # request, of every tenant) goes on meanwhile.
+    body = await asyncio.to_thread(_prov_body, walk, caller.tenant_id, format)
     return Response(body, media_type=prov.MEDIA_TYPES[format])
 
 

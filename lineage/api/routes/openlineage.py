@@ -4,15 +4,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from lineage import db
-from lineage.api import problems
 from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool
-from lineage.interop.openlineage import (
-    BodyTooLarge,
-    UnsupportedEncoding,
-    decode_body,
-    parse_run_event,
-    record_run_event,
-)
+from lineage.interop.openlineage import decode_body, parse_run_event, record_run_event
 
 router = APIRouter(prefix="/api/v1", tags=["openlineage"])
 
@@ -24,14 +17,9 @@ async def post_lineage(
     """Record one OpenLineage RunEvent (JSON, optionally `Content-Encoding: gzip`): each dataset
     becomes a record, outputs derived from inputs (see lineage/interop/openlineage.py). Replays
     record nothing new. Returns which record each dataset is."""
-    try:
-        body = decode_body(
-            await request.body(), request.headers.get("content-encoding"), settings.max_body_bytes
-        )
-    except UnsupportedEncoding as exc:
-        return problems.problem(415, "UnsupportedEncoding", str(exc))
-    except BodyTooLarge as exc:
-        return problems.problem(413, "BodyTooLarge", str(exc))
+    body = decode_body(
+        await request.body(), request.headers.get("content-encoding"), settings.max_body_bytes
+    )
     event = parse_run_event(body)
     async with db.transaction(pool, caller.tenant_id) as connection:
         recorded = await record_run_event(connection, caller.tenant_id, event, signer)

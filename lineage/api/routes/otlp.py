@@ -10,20 +10,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from lineage import db
-from lineage.api import problems
 from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool
 from lineage.api.routes.spans import store_spans
 from lineage.core.derive import derive_many
-from lineage.core.errors import InvalidRecord
+from lineage.core.errors import UnsupportedMediaType
 from lineage.core.metrics import OTLP_UNKNOWN_IDS
 from lineage.interop import otlp, otlp_lineage
-from lineage.interop.openlineage import BodyTooLarge, UnsupportedEncoding, decode_body
+from lineage.interop.openlineage import decode_body
 from lineage.services.signing import Signer
 from lineage.store.postgres import ConnectionStore
 
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
-
-OVERSIZED_RULES = frozenset({"batch_too_large"})
 
 
 async def _stored_retrievals(
@@ -96,26 +93,14 @@ async def export_traces(
     A replayed export records nothing twice. All or nothing: a bad span refuses the request."""
     kind = otlp.media_type(request.headers.get("content-type"))
     if kind is None:
-        return problems.problem(
-            415,
-            "UnsupportedMediaType",
+        raise UnsupportedMediaType(
             f"Content-Type {request.headers.get('content-type')!r}: send {otlp.PROTOBUF} or "
-            f"{otlp.JSON}",
+            f"{otlp.JSON}"
         )
-    try:
-        body = decode_body(
-            await request.body(), request.headers.get("content-encoding"), settings.max_body_bytes
-        )
-        spans = otlp.decode_spans(body, kind, settings.max_spans_per_request)
-    except UnsupportedEncoding as exc:
-        return problems.problem(415, "UnsupportedEncoding", str(exc))
-    except BodyTooLarge as exc:
-        return problems.problem(413, "BodyTooLarge", str(exc))
-    except otlp.OtlpUnavailable as exc:
-        return problems.problem(501, "NotImplemented", str(exc))
-    except InvalidRecord as exc:
-        status = 413 if exc.rule in OVERSIZED_RULES else 400
-        return problems.problem(status, "InvalidRequest", exc.message, rule=exc.rule)
+    body = decode_body(
+        await request.body(), request.headers.get("content-encoding"), settings.max_body_bytes
+    )
+    spans = otlp.decode_spans(body, kind, settings.max_spans_per_request)
     async with db.transaction(pool, caller.tenant_id) as connection:
         report = await record_export(
             connection, caller.tenant_id, spans, signer, settings.max_spans_per_trace
