@@ -18,6 +18,7 @@ from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext
 from lineage.db.migrate import downgrade, migrate
 from lineage.db.queries import QUERIES
+from lineage.services import signing
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store import PostgresStore
@@ -32,7 +33,12 @@ from tests.test_walks import plan_nodes
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """The signing key in the test's own folder; no background rounds unless a test asks."""
-    return Settings(statement_timeout_ms=5000, data_dir=tmp_path, log_interval_s=0)
+    return Settings(
+        statement_timeout_ms=5000,
+        data_dir=tmp_path,
+        log_interval_s=0,
+        signing_keys_file=signing.keyring_path(Settings()),  # the records' keyring
+    )
 
 
 def documents(count: int, tag: str = "") -> list[NewContext]:
@@ -109,9 +115,14 @@ async def test_records_from_before_the_log_join_it(
             content_hash(f"old {i}"),
         )
     migrate(database_url)
-    signed = await storage.checkpoint(pool, settings, "default")
-    assert signed.checkpoint.tree_size == 3
-    assert signed.checkpoint.root_hash == merkle.root_hash(await logged_leaves(pool))
+    # Migrating again made a new tenant vouching key: a pool made before holds the old one.
+    migrated = await db.create_pool(database_url, max_size=2)
+    try:
+        signed = await storage.checkpoint(migrated, settings, "default")
+        assert signed.checkpoint.tree_size == 3
+        assert signed.checkpoint.root_hash == merkle.root_hash(await logged_leaves(migrated))
+    finally:
+        await migrated.close()
 
 
 async def test_the_log_is_per_tenant(
@@ -382,7 +393,7 @@ async def test_the_service_refuses_to_sign_a_tree_that_does_not_extend_its_last_
         "UPDATE log_nodes SET hash = $1 WHERE level = 2 AND node_index = 0", bytes(32)
     )
     await store.append(documents(2, tag="b"))
-    with pytest.raises(LogIntegrityError, match="does not extend its checkpoint of size 5"):
+    with pytest.raises(LogIntegrityError, match="does not extend the checkpoint of size 5"):
         await storage.checkpoint(pool, settings, "default")
     assert await owner.fetchval("SELECT count(*) FROM log_checkpoints") == 1
 

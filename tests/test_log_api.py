@@ -12,7 +12,7 @@ import pytest
 from lineage import db
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord, NewContext
-from lineage.services import auth
+from lineage.services import auth, signing
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store import PostgresStore
@@ -26,7 +26,13 @@ DOC = {"kind": "document", "source_uri": "s3://policies/a.md", "text": "Policy A
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(statement_timeout_ms=5000, auth="keys", data_dir=tmp_path, log_interval_s=0)
+    return Settings(
+        statement_timeout_ms=5000,
+        auth="keys",
+        data_dir=tmp_path,
+        log_interval_s=0,
+        signing_keys_file=signing.keyring_path(Settings()),  # the records' keyring
+    )
 
 
 @pytest.fixture

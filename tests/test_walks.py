@@ -640,6 +640,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     "log_advance_head": {"tree_size": 0, "root_hash": bytes(32)},
     "log_dequeue": {"queued_ids": []},
     "log_nodes": {"levels": [0], "node_indexes": [0]},
+    "log_checkpoints": {"after": 0, "limit": 10},
     "log_save_checkpoint": {
         "tree_size": 0,
         "root_hash": bytes(32),

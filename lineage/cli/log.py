@@ -135,7 +135,9 @@ def log_verify(
     config: ConfigOption = None,
 ) -> None:
     """Check, without trusting the server, that a record and its whole walk-back are in the
-    log under a saved checkpoint, unchanged. Exits 1 if any is not."""
+    log under a saved checkpoint, unchanged, and that each carries a valid record signature
+    (checked with the keyring on this machine; with --url, the server's word). Exits 1 if any
+    is not."""
     from lineage.verifiable_log.audit import verify_walk
 
     settings = load(config)
@@ -168,8 +170,8 @@ def log_monitor(
     api_key: ApiKeyOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Check that the log's newest checkpoint extends a saved older one: nothing was rewritten
-    or removed. Exits 1 if it does not."""
+    """Check that every checkpoint the log published since a saved older one, the newest
+    included, extends it: nothing was rewritten, removed or forked. Exits 1 if one does not."""
     from lineage.verifiable_log.audit import monitor
 
     settings = load(config)
@@ -182,7 +184,9 @@ def log_monitor(
     before, after = checked.old.tree_size, checked.new.tree_size
     change = f"grew from {before} to {after}" if after > before else f"still has {before}"
     console.print(
-        f"consistent: {checked.new.origin} {change} records, append-only", highlight=False
+        f"consistent: {checked.new.origin} {change} records, append-only "
+        f"({checked.checked} published checkpoints checked against the saved one)",
+        highlight=False,
     )
     if out is not None:
         out.write_text(checked.new_note)

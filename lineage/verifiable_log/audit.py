@@ -40,6 +40,17 @@ class LogSource(Protocol):
 
     async def consistency(self, first: int, second: int) -> list[bytes]: ...
 
+    async def history(self, after: int) -> list[str]:
+        """Signed checkpoint notes larger than `after`, oldest first (one page)."""
+        ...
+
+    async def signature(self, context_id: str) -> dict[str, Any]:
+        """The record's signature check: signed, verified, key_id, reason, and by whom."""
+        ...
+
+
+HISTORY_PAGE = 100
+
 
 class DatabaseSource:
     """The service's own functions, straight on the database, confined to one tenant."""
@@ -58,6 +69,24 @@ class DatabaseSource:
 
     async def consistency(self, first: int, second: int) -> list[bytes]:
         return await storage.consistency(self.pool, self.tenant_id, first, second)
+
+    async def history(self, after: int) -> list[str]:
+        return await storage.checkpoint_history(self.pool, self.tenant_id, after, HISTORY_PAGE)
+
+    async def signature(self, context_id: str) -> dict[str, Any]:
+        """Checked here, with the record keyring on this machine (the service's)."""
+        from lineage import db
+        from lineage.services import signing
+        from lineage.store.postgres import get_records
+
+        path = signing.keyring_path(self.settings)
+        if not path.exists():
+            return {"verified": False, "reason": f"no record keyring here ({path})"}
+        signer = signing.load_keyring(path, create=False)
+        async with db.transaction(self.pool, self.tenant_id) as connection:
+            record = (await get_records(connection, self.tenant_id, [context_id]))[context_id]
+            check = await signing.verify_record(connection, self.tenant_id, record, signer)
+        return {**check.as_dict(), "checked_by": "this machine's record keyring"}
 
 
 class HttpSource:
@@ -103,6 +132,16 @@ class HttpSource:
         body = await self._get("/v1/log/proof/consistency", first=first, second=second)
         return [_unb64(h) for h in body["proof"]]
 
+    async def history(self, after: int) -> list[str]:
+        body = await self._get("/v1/log/checkpoints", after=after, limit=HISTORY_PAGE)
+        return list(body["checkpoints"])
+
+    async def signature(self, context_id: str) -> dict[str, Any]:
+        """Record signatures are HMACs under the server's keyring: only the server can check
+        them, so this is its word, said as such."""
+        body = await self._get(f"/v1/contexts/{context_id}", verify="true")
+        return {**body["signature"], "checked_by": "the server"}
+
 
 def _unb64(text: str) -> bytes:
     return base64.b64decode(text, validate=True)
@@ -121,12 +160,14 @@ class WalkVerification:
     def lines(self) -> list[str]:
         cp = self.checkpoint
         out = [f"checkpoint {cp.origin} size {cp.tree_size}, signed {cp.time:%Y-%m-%d %H:%M:%S}Z"]
-        out += [f"  ok    leaf {leaf:>8}  {kind} {cid}" for cid, leaf, kind in self.included]
+        out += [
+            f"  ok    leaf {leaf:>8}  {kind} {cid}, signed" for cid, leaf, kind in self.included
+        ]
         out += [f"  FAIL  {cid}: {problem}" for cid, problem in self.problems]
         if self.ok:
             out.append(
                 f"verified: {self.included[0][0]} and its {len(self.included) - 1} ancestors "
-                "are in the log under this checkpoint, unchanged"
+                "are in the log under this checkpoint, unchanged, each with a valid signature"
             )
         else:
             out.append(
@@ -150,7 +191,9 @@ async def verify_walk(
         except (NotFound, BadParameter) as exc:
             result.problems.append((current, str(exc)))
             continue
-        problem = _check_inclusion(checkpoint, current, found)
+        problem = _check_inclusion(checkpoint, current, found) or await _check_signature(
+            source, current
+        )
         if problem:
             result.problems.append((current, problem))
         else:
@@ -160,6 +203,19 @@ async def verify_walk(
                 seen.add(parent_id)
                 pending.append(parent_id)
     return result
+
+
+async def _check_signature(source: LogSource, context_id: str) -> str | None:
+    """A record in the log is not enough: one inserted around the service (and queued by hand)
+    is logged too, but carries no signature of the service's."""
+    check = await source.signature(context_id)
+    if check.get("verified"):
+        return None
+    return (
+        f"its signature does not verify ({check.get('reason')}, checked by "
+        + str(check.get("checked_by", "the source"))
+        + ")"
+    )
 
 
 def _check_inclusion(checkpoint: Checkpoint, context_id: str, found: InclusionProof) -> str | None:
@@ -189,6 +245,7 @@ class Consistency:
     old: Checkpoint
     new: Checkpoint
     new_note: str
+    checked: int  # published checkpoints checked against the saved one, the newest included
 
 
 async def monitor(source: LogSource, key: VerifierKey, old_note: str) -> Consistency:
@@ -203,15 +260,54 @@ async def monitor(source: LogSource, key: VerifierKey, old_note: str) -> Consist
             f"the log shrank: the saved checkpoint has {old.tree_size} leaves, "
             f"the new one {new.tree_size}"
         )
-    if old.tree_size > 0:
-        proof = await source.consistency(old.tree_size, new.tree_size)
-        try:
-            merkle.verify_consistency(
-                old.tree_size, new.tree_size, old.root_hash, new.root_hash, proof
-            )
-        except ProofError as exc:
+    witnessed = [*await _history(source, key, old, new.tree_size), new]
+    for later in witnessed:
+        await _check_extends(source, old, later)
+    return Consistency(old, new, new_note, len(witnessed))
+
+
+async def _history(
+    source: LogSource, key: VerifierKey, old: Checkpoint, up_to: int
+) -> list[Checkpoint]:
+    """Every checkpoint the log published after the saved one, up to the newest, each opened
+    with the key: a fork signed in between is seen even if the newest one is consistent."""
+    found: list[Checkpoint] = []
+    after = old.tree_size - 1 if old.tree_size > 0 else 0
+    while True:
+        page = await source.history(after)
+        for note in page:
+            opened = key.open(note)
+            if opened.origin != old.origin:
+                raise NotConsistent(f"a published checkpoint is for log {opened.origin}")
+            if opened.tree_size <= up_to:
+                found.append(opened)
+        if len(page) < HISTORY_PAGE or not found or found[-1].tree_size >= up_to:
+            return found
+        after = found[-1].tree_size
+
+
+async def _check_extends(source: LogSource, old: Checkpoint, later: Checkpoint) -> None:
+    if later.tree_size < old.tree_size:
+        raise NotConsistent(
+            f"the log shrank: the saved checkpoint has {old.tree_size} leaves, "
+            f"a published one {later.tree_size}"
+        )
+    if old.tree_size == 0:
+        return
+    if later.tree_size == old.tree_size:
+        if later.root_hash != old.root_hash:
             raise NotConsistent(
-                f"the log was rewritten: the checkpoint of size {new.tree_size} does not "
-                f"extend the saved one of size {old.tree_size} ({exc})"
-            ) from exc
-    return Consistency(old, new, new_note)
+                "the log was rewritten or forked: two signed checkpoints of size "
+                f"{old.tree_size} have different roots"
+            )
+        return
+    proof = await source.consistency(old.tree_size, later.tree_size)
+    try:
+        merkle.verify_consistency(
+            old.tree_size, later.tree_size, old.root_hash, later.root_hash, proof
+        )
+    except ProofError as exc:
+        raise NotConsistent(
+            f"the log was rewritten: the checkpoint of size {later.tree_size} does not "
+            f"extend the saved one of size {old.tree_size} ({exc})"
+        ) from exc

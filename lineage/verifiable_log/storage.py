@@ -27,7 +27,11 @@ Checkpoints are signed on demand (`checkpoint`, behind `GET /v1/log/checkpoint` 
 Before signing, under the same lock, it checks that the stored frontier hashes to the head's
 root, that the last checkpoint was signed by this same key, and that a consistency proof from
 it verifies: if the stored tree no longer extends what was signed, nothing is signed
-(`LogIntegrityError`). So the service never signs two inconsistent checkpoints.
+(`LogIntegrityError`). The stored checkpoints are in the database, which a superuser can
+rewrite whole; so each signer also keeps the newest checkpoint it signed for each log in a
+witness file beside its signing key (`witness_path`) and refuses a tree that does not extend
+it (a shorter one, or one of the same size with another root). Each signing checks against the
+last one, so every checkpoint a signer ever signed is consistent with the next.
 
 Records are queued by the statement that appends them (sql/append_contexts.sql); a record
 COPYed in around it (the benchmark's bulk load) never joins the log. `log_interval_s = 0` turns
@@ -35,11 +39,14 @@ the background rounds off.
 """
 
 import asyncio
+import hashlib
 import logging
+import os
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -89,9 +96,40 @@ class SignedCheckpoint:
     note: str  # the signed text, exactly as stored and served
 
 
+def signing_key_path(settings: Settings) -> Path:
+    return settings.log_signing_key_file or settings.data_dir / "log-signing-key.pem"
+
+
 def signing_key(settings: Settings) -> SigningKey:
-    path = settings.log_signing_key_file or settings.data_dir / "log-signing-key.pem"
-    return load_signing_key(path, settings.log_origin, create=True)
+    return load_signing_key(signing_key_path(settings), settings.log_origin, create=True)
+
+
+async def witness_path(connection: asyncpg.Connection, settings: Settings, tenant_id: str) -> Path:
+    """Where this signer keeps the newest checkpoint it signed for the tenant's log in this
+    database (server, port and database name: another database's log is another log)."""
+    where = await connection.fetchval(
+        "SELECT concat_ws('/', inet_server_addr(), inet_server_port(), current_database())"
+    )
+    name = hashlib.sha256(f"{where}\x00{tenant_id}".encode()).hexdigest()[:32]
+    return signing_key_path(settings).parent / "log-witness" / f"{name}.note"
+
+
+def _read_witness(path: Path, key: SigningKey) -> Checkpoint | None:
+    try:
+        note = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        return key.verifier.open(note)
+    except CheckpointError as exc:
+        raise LogIntegrityError(f"the witness {path} does not open with this key: {exc}") from exc
+
+
+def _write_witness(path: Path, note: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_suffix(f".{os.getpid()}.draft")
+    draft.write_text(note)
+    os.replace(draft, path)
 
 
 async def sequence(pool: asyncpg.Pool, tenant_id: str) -> TreeHead:
@@ -237,6 +275,8 @@ async def checkpoint(pool: asyncpg.Pool, settings: Settings, tenant_id: str) -> 
     async with db.transaction(pool, tenant_id) as connection:
         [locked] = await db.fetch(connection, "log_lock_head", tenant_id=tenant_id)
         head = TreeHead(locked["tree_size"], bytes(locked["root_hash"]))
+        witness = await witness_path(connection, settings, tenant_id)
+        await _check_witnessed(connection, tenant_id, head, witness, key)
         latest = await db.fetch(connection, "log_latest_checkpoint", tenant_id=tenant_id)
         if latest and latest[0]["tree_size"] == head.tree_size:
             note = latest[0]["note"]
@@ -258,7 +298,63 @@ async def checkpoint(pool: asyncpg.Pool, settings: Settings, tenant_id: str) -> 
             signed_at=made.time,
             note=note,
         )
+        _write_witness(witness, note)
     return SignedCheckpoint(made, note)
+
+
+async def _check_witnessed(
+    connection: asyncpg.Connection, tenant_id: str, head: TreeHead, path: Path, key: SigningKey
+) -> None:
+    """Refuse a tree whose stored subtrees do not hash to its head's root, or that does not
+    extend the newest checkpoint this signer signed."""
+    stored = await _stored(connection, tenant_id, merkle.frontier(head.tree_size))
+    if merkle.root_from_subtrees(stored, head.tree_size) != head.root_hash:
+        raise LogIntegrityError(
+            f"the stored tree of tenant {tenant_id} does not hash to its head's root; "
+            "refusing to sign a checkpoint"
+        )
+    signed = _read_witness(path, key)
+    if signed is None or signed.tree_size == 0:
+        return
+    restored = (
+        f"; if the database was restored from a backup older than that checkpoint, the "
+        f"restore dropped records that were logged: move {path} aside to sign the log as it is"
+    )
+    if head.tree_size < signed.tree_size:
+        raise LogIntegrityError(
+            f"the log of tenant {tenant_id} has {head.tree_size} leaves, but this signer signed "
+            f"a checkpoint of {signed.tree_size} ({path}); refusing to sign{restored}"
+        )
+    if head.tree_size == signed.tree_size:
+        consistent = head.root_hash == signed.root_hash
+    else:
+        proof = await _proof(
+            connection, tenant_id, merkle.consistency_proof_nodes(signed.tree_size, head.tree_size)
+        )
+        try:
+            merkle.verify_consistency(
+                signed.tree_size, head.tree_size, signed.root_hash, head.root_hash, proof
+            )
+            consistent = True
+        except ProofError:
+            consistent = False
+    if not consistent:
+        raise LogIntegrityError(
+            f"the stored tree of tenant {tenant_id} (size {head.tree_size}) does not extend the "
+            f"checkpoint of size {signed.tree_size} this signer signed ({path}): the log's "
+            f"tables were rewritten; refusing to sign a fork{restored}"
+        )
+
+
+async def checkpoint_history(
+    pool: asyncpg.Pool, tenant_id: str, after: int, limit: int
+) -> list[str]:
+    """The tenant's signed checkpoint notes larger than `after`, oldest first."""
+    async with db.transaction(pool, tenant_id) as connection:
+        rows = await db.fetch(
+            connection, "log_checkpoints", tenant_id=tenant_id, after=after, limit=limit
+        )
+    return [row["note"] for row in rows]
 
 
 async def _check_extends(
@@ -268,14 +364,8 @@ async def _check_extends(
     previous: Any,
     key: SigningKey,
 ) -> None:
-    """Refuse to sign unless the stored tree has the head's root and extends the last
-    checkpoint, which this same key signed."""
-    stored = await _stored(connection, tenant_id, merkle.frontier(head.tree_size))
-    if merkle.root_from_subtrees(stored, head.tree_size) != head.root_hash:
-        raise LogIntegrityError(
-            f"the stored tree of tenant {tenant_id} does not hash to its head's root; "
-            "refusing to sign a checkpoint"
-        )
+    """Refuse to sign unless the stored tree extends the last checkpoint, which this same key
+    signed."""
     if previous is None:
         return
     try:

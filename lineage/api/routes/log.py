@@ -45,6 +45,20 @@ async def get_checkpoint(caller: Read, pool: Pool, settings: AppSettings) -> dic
     }
 
 
+@router.get("/checkpoints")
+async def get_checkpoints(
+    caller: Read,
+    pool: ReadPool,
+    after: Annotated[int, Query(ge=0, description="Only checkpoints larger than this.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="At most this many.")] = 100,
+) -> dict[str, Any]:
+    """Every checkpoint the service signed for the caller's log, oldest first, larger than
+    `after`: what a monitor follows (`lineage log monitor --url`), so that two checkpoints
+    that do not extend one another are seen by someone other than the server."""
+    notes = await storage.checkpoint_history(pool, caller.tenant_id, after, limit)
+    return {"checkpoints": notes}
+
+
 @router.get("/proof/inclusion")
 async def get_inclusion_proof(
     caller: Read,
