@@ -294,13 +294,19 @@ def a_tenant_on_each_shard(url: str, table: str) -> dict[int, str]:
 async def insert_text_on_the_worker(
     citus_url: str, port: int, shard_name: str, tenant: str, query: Context
 ) -> None:
-    """As the application role, straight into the shard on the worker that holds it."""
+    """As the application role, straight into the shard on the worker that holds it, with the
+    tenant vouched for (the owner's key, as the service holds it)."""
+    owner = await asyncpg.connect(citus_url)
+    try:
+        key = await db.fetch_vouching_key(owner)
+    finally:
+        await owner.close()
     worker = await asyncpg.connect(
         f"postgresql://{db.APP_ROLE}@127.0.0.1:{port}/{citus_url.rsplit('/', 1)[1]}"
     )
     try:
         async with worker.transaction():
-            await worker.execute(db.set_tenant_sql(tenant))
+            await worker.execute(db.set_tenant_sql(tenant, key))
             await worker.execute(
                 f"INSERT INTO {shard_name} (tenant_id, context_id, text) VALUES ($1, $2, $3)",
                 tenant, query.context_id, query.text,
