@@ -9,6 +9,7 @@ import typer
 
 from bench.dag import parse_size
 from bench.run import Plan, run
+from lineage.cli.progress import progress_bar
 
 BENCH_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -61,7 +62,8 @@ def bench(
         load_seconds=load_seconds,
         output=output,
     )
-    report = asyncio.run(run(plan))
+    with progress_bar() as progress:
+        report = asyncio.run(run(plan, progress))
     console = Console()
     console.print(report.table())
     console.print(f"wrote {output}")

@@ -11,6 +11,7 @@ import asyncpg
 
 from bench.dag import COLUMNS, ROOT_COLUMNS, START, TRANSFORM_VERSIONS, Generator, Picks, Row
 from lineage import db
+from lineage.core.progress import Progress, unwatched
 from lineage.core.versions import version_key
 from lineage.db.migrate import migrate
 
@@ -36,7 +37,7 @@ async def recreate(server_url: str, dbname: str) -> str:
 
 
 async def load(
-    url: str, records: int, tenant_id: str = "default"
+    url: str, records: int, tenant_id: str = "default", progress: Progress = unwatched
 ) -> tuple[Picks, dict[str, float]]:
     """Generate and COPY the DAG; returns the picks and how long each phase took (seconds)."""
     generator = Generator(records, tenant_id)
@@ -58,7 +59,9 @@ async def load(
         # hash it during the timings. Records appended by the timed ingest paths are queued.
         started = time.perf_counter()
         rows = generator.rows()
+        copied = 0
         while batch := list(itertools.islice(rows, BATCH)):
+            progress("generate and copy the DAG", copied, records)
             await connection.copy_records_to_table(
                 "provenance", records=[row for row, _ in batch], columns=COLUMNS
             )
@@ -69,6 +72,8 @@ async def load(
                 ],
                 columns=ROOT_COLUMNS,
             )
+            copied += len(batch)
+        progress("generate and copy the DAG", copied, records)
         # The parent edges descendant walks probe, as append_contexts writes them.
         await connection.execute(
             "INSERT INTO provenance_children (tenant_id, parent_id, context_id) "
@@ -79,6 +84,7 @@ async def load(
         timings["generate_and_copy_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
+        progress("build indexes, vacuum and analyze")
         for index in indexes:
             await connection.execute(index["indexdef"])
         timings["index_build_s"] = time.perf_counter() - started

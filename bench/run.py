@@ -34,6 +34,7 @@ from bench.load import run_load
 from bench.server import Connection, Server, free_port, serving
 from lineage import db
 from lineage.core.derive import Derivation, derive_many
+from lineage.core.progress import Progress, unwatched
 from lineage.core.record import NewContext
 from lineage.db.migrate import migrate
 from lineage.db.queries import QUERIES
@@ -48,6 +49,16 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 # Written by hand from a run's figures: why each missed target is missed, and what would close
 # it. Appended to every report so that the explanation travels with the numbers.
 ANALYSIS = Path(__file__).resolve().parent / "ANALYSIS.md"
+# What `python -m bench` shows on its progress bar, in the order it runs them.
+BENCH_PHASES = (
+    "the DAG",
+    "walk-back",
+    "blast radius",
+    "invalidation",
+    "ingest",
+    "feature costs",
+    "start-up",
+)
 # The tutorial blast radius repeats a node once per path to it: a few documents say enough.
 TUTORIAL_DOCUMENTS = 20
 
@@ -158,14 +169,20 @@ def machine() -> dict[str, str]:
     }
 
 
-async def run(plan: Plan) -> Report:
+async def run(plan: Plan, progress: Progress = unwatched) -> Report:
     started = time.perf_counter()
     url = url_for(plan.server_url, plan.database)
     picks = await saved_picks(url)
     generation: dict[str, float] = {}
+    phases = [name for name in BENCH_PHASES if plan.startup or name != "start-up"]
+
+    def phase(name: str) -> None:
+        progress("bench", phases.index(name), len(phases), detail=name)
+
+    phase("the DAG")
     if picks is None or not plan.reuse or picks.records < plan.records * 0.95:
         url = await recreate(plan.server_url, plan.database)
-        picks, generation = await load(url, plan.records, TENANT)
+        picks, generation = await load(url, plan.records, TENANT, progress)
     else:
         migrate(url)  # a reused DAG gets the newest functions and queries' schema
     settings = Settings(statement_timeout_ms=int(plan.heavy_timeout_s * 1000))
@@ -173,6 +190,7 @@ async def run(plan: Plan) -> Report:
     baseline_pool = await features.superuser_pool(url)
     try:
         report = await _context(pool, plan, picks, generation)
+        phase("walk-back")
         graph = await _walk_back(report, pool, baseline_pool, plan, picks, url)
         revisions = await _revisions(pool, picks.hottest_source_uri)
         in_memory = []
@@ -183,12 +201,18 @@ async def run(plan: Plan) -> Report:
         del graph
         gc.collect()
         baseline = Baseline(baseline_pool, in_memory)
+        phase("blast radius")
         await _blast_radius(report, pool, plan, picks, settings, url, baseline)
+        phase("invalidation")
         await _invalidation(report, pool, plan, picks)
+        phase("ingest")
         await _ingest(report, pool, plan, url)
+        phase("feature costs")
         await features.costs(report, pool, plan, url, TENANT)
         if plan.startup:
+            phase("start-up")
             _startup(report)
+        progress("bench", len(phases), len(phases))
     finally:
         await baseline_pool.close()
         await pool.close()

@@ -90,6 +90,6 @@ def test_read_commands_answer_for_the_tenant_given(database_url: str) -> None:
 
 def test_an_unknown_format_is_refused() -> None:
     for args in (["walk", "x", "--format", "yaml"], ["impact", "--context-id", "x",
-                                                         "--format", "csv"]):  # fmt: skip
+                                                         "--format", "xml"]):  # fmt: skip
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2 and "--format must be one of" in result.output

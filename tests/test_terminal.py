@@ -1,10 +1,28 @@
 """The command line on a terminal: help that wraps where the terminal ends, not where the source
 did; output that reads at 80 columns; long listings summarised; progress on stderr only."""
 
-from typer.main import get_command
-from typer.testing import CliRunner
+import asyncio
+import csv
+import io
+import json
+import re
+import shlex
+from datetime import UTC, datetime
+from pathlib import Path
 
+from typer.main import get_command
+from typer.testing import CliRunner, Result
+
+import lineage
 from lineage.cli import app
+from lineage.cli.render import LISTED_ROWS
+from lineage.core.derive import Derivation, derive_many
+from lineage.core.record import NewContext
+from lineage.services.demo import CONTRACTOR_POLICY
+from lineage.services.walks import ID_FILE_COLUMNS
+from lineage.store.postgres import PostgresStore
+from lineage.store.spool import SpooledBatch, SpoolFile
+from tests.conftest import janitor, url_for
 
 
 def command_paths(command: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -53,3 +71,108 @@ def test_every_help_wraps_only_where_the_terminal_ends() -> None:
         for path in paths
     }
     assert {name: lines for name, lines in too_wide.items() if lines} == {}
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+BAR = "━"
+
+
+def invoke(env: dict[str, str], *args: str) -> Result:
+    result = CliRunner().invoke(app, list(args), env=env)
+    assert result.exit_code == 0, (args, result.output, result.exception)
+    assert "\x1b[" not in result.stdout, args  # the bar's console is the one forced to draw
+    return result
+
+
+def drawn(result: Result) -> str:
+    """The progress the command drew on stderr, control sequences removed."""
+    return ANSI.sub("", result.stderr)
+
+
+def test_long_commands_draw_progress_on_stderr_and_leave_stdout_parseable(
+    database_url: str, tmp_path: Path
+) -> None:
+    env = {
+        "LINEAGE_DATABASE_URL": database_url,
+        "LINEAGE_DATA_DIR": str(tmp_path),
+        "LINEAGE_PROGRESS": "always",
+        "COLUMNS": "120",
+    }
+    invoke(env, "demo")
+    bundle = tmp_path / "default.bundle"
+    exported = drawn(
+        invoke(env, "export", "bundle", "--tenant", "default", "--output", str(bundle))
+    )
+    assert "sign a checkpoint" in exported and "export records" in exported
+    imported = invoke(env, "import", str(bundle), "--tenant", "copy")
+    records = json.loads(imported.stdout)["records"]
+    assert f"verify {BAR}" in drawn(imported) and f"{records}/{records}" in drawn(imported)
+    assert "write" in drawn(imported) and "sequence the log" in drawn(imported)
+    prov = invoke(env, "export", "prov", "answer_1", "--tenant", "copy")
+    assert json.loads(prov.stdout)["entity"] and "walk back" in drawn(prov)
+    forgotten = invoke(env, "forget", "--source-uri", CONTRACTOR_POLICY, "--tenant", "copy")
+    assert "purge captured text" in drawn(forgotten) and "append tombstones" in drawn(forgotten)
+
+    spool = SpoolFile(tmp_path / "spool", "default")
+    spool.prepare()
+    doc = NewContext(
+        context_id="doc_spooled",
+        kind="document",
+        source_uri="s3://spooled",
+        content_hash="sha256:" + "d" * 64,
+    )
+    spool.add(SpooledBatch(datetime.now(UTC), [doc]))
+    replayed = invoke(env, "spool", "replay")
+    assert "1 replayed" in replayed.stdout and "replay default" in drawn(replayed)
+
+    # Off where stderr is no terminal, unless asked for.
+    quiet = invoke({**env, "LINEAGE_PROGRESS": "auto"}, "export", "prov", "answer_1")
+    assert BAR not in quiet.stderr and json.loads(quiet.stdout)["entity"]
+
+
+def test_migrate_draws_each_step(template_db: tuple[str, str]) -> None:
+    base, _ = template_db
+    with janitor(base, "lineage_test_migrate_progress"):
+        url = url_for(base, "lineage_test_migrate_progress")
+        migrated = invoke({"LINEAGE_DATABASE_URL": url, "LINEAGE_PROGRESS": "always"}, "migrate")
+    steps = len(list((Path(lineage.__file__).parent / "migrations" / "versions").glob("0*.py")))
+    assert re.search(rf"migrate {BAR}+ {steps}/{steps}", drawn(migrated)), drawn(migrated)
+    assert migrated.stdout == "schema is at the newest revision\n"
+
+
+async def test_long_listings_end_with_the_command_that_lists_everything(
+    database_url: str, store: PostgresStore, tmp_path: Path
+) -> None:
+    manual = Derivation([], "a manual", "document", source_uri="s3://manual", context_id="manual")
+    parts = [Derivation(["manual"], f"part {n}", "chunk", context_id=f"manual_part_{n}")
+             for n in range(70)]  # fmt: skip
+    await derive_many(store, [manual])
+    await derive_many(store, parts)
+    env = {"LINEAGE_DATABASE_URL": database_url, "LINEAGE_DATA_DIR": str(tmp_path)}
+
+    async def lineage(*args: str) -> str:
+        result = await asyncio.to_thread(invoke, env, *args)
+        return result.stdout
+
+    def last_command(listing: str) -> list[str]:
+        [more] = [line for line in listing.splitlines() if line.startswith("…")]
+        return shlex.split(more.split(": ", 1)[1])
+
+    listing = await lineage("impact", "--source-uri", "s3://manual", "--kind", "chunk")
+    assert listing.count("manual_part_") == LISTED_ROWS
+    assert "… 20 more: lineage impact --source-uri s3://manual --kind chunk --format csv > " \
+        "impact.csv" in listing  # fmt: skip
+    command = last_command(listing)
+    assert command[0] == "lineage" and command[-2] == ">"
+    rows = list(csv.reader(io.StringIO(await lineage(*command[1:-2]))))
+    assert rows[0] == list(ID_FILE_COLUMNS) and len(rows) == 71
+
+    forgotten = await lineage("forget", "--source-uri", "s3://manual")
+    assert forgotten.count("│ manual") == LISTED_ROWS
+    command = last_command(forgotten)
+    assert command == ["lineage", "forget", "--source-uri", "s3://manual", "--output",
+                       "forgotten.json"]  # fmt: skip
+    listed = tmp_path / "forgotten.json"
+    again = await lineage(*command[1:-1], str(listed))
+    assert f"… 21 more: every one in {listed}" in again
+    assert json.loads(listed.read_text())["total"] == 71

@@ -11,6 +11,7 @@ import asyncpg
 from lineage import db
 from lineage.bundle import format as bundle
 from lineage.core.errors import LogIntegrityError, NotFound
+from lineage.core.progress import Progress, unwatched
 from lineage.db.queries import QUERIES
 from lineage.services import audit
 from lineage.services.auth import Caller
@@ -32,12 +33,19 @@ class Exported:
 
 
 async def export_bundle(
-    pool: asyncpg.Pool, settings: Settings, tenant_id: str, path: Path, *, include_text: bool
+    pool: asyncpg.Pool,
+    settings: Settings,
+    tenant_id: str,
+    path: Path,
+    *,
+    include_text: bool,
+    progress: Progress = unwatched,
 ) -> Exported:
     """Write the tenant's bundle to `path` (whole or not at all: a draft beside it is moved
     into place at the end). Signs a checkpoint as the service does, so run it where the
     service runs, with its log signing key, and as the owner (the bundle carries the tenant's
     text hash key)."""
+    progress("sign a checkpoint")
     signed = await storage.checkpoint(pool, settings, tenant_id)
     tree_size = signed.checkpoint.tree_size
     verifier = str(storage.signing_key(settings).verifier)
@@ -83,6 +91,9 @@ async def export_bundle(
                         )
                     )
                     written += 1
+                    if written % FETCH_ROWS == 0:
+                        progress("export records", written, tree_size)
+                progress("export records", written, tree_size)
                 if written != tree_size:
                     raise LogIntegrityError(
                         f"the log of tenant {tenant_id} lists {written} of the {tree_size} "
@@ -96,6 +107,9 @@ async def export_bundle(
                             bundle.text_line(row["context_id"], row["text"], row["captured_at"])
                         )
                         texts += 1
+                        if texts % FETCH_ROWS == 0:
+                            progress("export texts", texts)
+                    progress("export texts", texts)
             out.write(bundle.end_line(tree_size, texts))
         draft.replace(path)
     finally:

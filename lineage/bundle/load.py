@@ -21,6 +21,7 @@ import asyncpg
 from lineage import db
 from lineage.bundle import format as bundle
 from lineage.core.errors import BadParameter, BundleError, Conflict, UnknownSigningKey
+from lineage.core.progress import Progress, unwatched
 from lineage.core.record import ContextRecord, check_id
 from lineage.services import audit, signing
 from lineage.services.auth import Caller
@@ -76,7 +77,10 @@ def _check_signature(
 
 
 def check_bundle(
-    path: Path, verifier: VerifierKey, signer: signing.Signer | None
+    path: Path,
+    verifier: VerifierKey,
+    signer: signing.Signer | None,
+    progress: Progress = unwatched,
 ) -> bundle.Verified:
     """Read the whole bundle and prove it complete and unaltered; BundleError (or
     CheckpointError) saying what is wrong otherwise. Writes nothing."""
@@ -96,8 +100,10 @@ def check_bundle(
             if len(leaves) == BATCH_RECORDS:
                 root.add(leaves)
                 leaves = []
+                progress("verify", root.size, header.records)
         root.add(leaves)
         verified.records = root.size
+        progress("verify", root.size, header.records)
     _check_root(root, checkpoint.root_hash)
     return verified
 
@@ -117,12 +123,13 @@ async def import_bundle(
     tenant_id: str,
     verifier: VerifierKey,
     signer: signing.Signer,
+    progress: Progress = unwatched,
 ) -> Imported:
     """Check the bundle, then write it into `tenant_id` (created if missing; it must hold no
     records), sequence the tenant's log and sign its checkpoint. As the owner."""
     check_id(tenant_id, "tenant name")
     started = time.perf_counter()
-    verified = check_bundle(path, verifier, signer)
+    verified = check_bundle(path, verifier, signer, progress)
     seconds = {"verify": time.perf_counter() - started}
     async with db.transaction(pool, tenant_id) as connection:
         await db.fetch(connection, "tenant_create", tenant_id=tenant_id)
@@ -131,8 +138,9 @@ async def import_bundle(
             raise Conflict(
                 f"tenant {tenant_id} already holds records: import into a new or empty tenant"
             )
-        await _write(connection, path, tenant_id, verified, verifier, signer)
+        await _write(connection, path, tenant_id, verified, verifier, signer, progress)
     seconds["write"] = time.perf_counter() - started - seconds["verify"]
+    progress("sequence the log and sign a checkpoint")
     signed = await storage.checkpoint(pool, settings, tenant_id)
     seconds["log"] = time.perf_counter() - started - seconds["verify"] - seconds["write"]
     await audit.record(
@@ -158,6 +166,7 @@ async def _write(
     verified: bundle.Verified,
     verifier: VerifierKey,
     signer: signing.Signer,
+    progress: Progress,
 ) -> None:
     settings = verified.header.settings
     updated = await db.fetch(
@@ -192,6 +201,7 @@ async def _write(
             if len(batch) == BATCH_RECORDS:
                 waiting = await _write_records(connection, tenant_id, waiting + batch, signer)
                 batch = []
+                progress("write", root.size, verified.records)
                 if root.size == analyze_at:  # at 1k, 10k, 100k... records: plans fit the size
                     await db.execute(connection, "bundle_analyze")
                     analyze_at *= 10
@@ -205,6 +215,7 @@ async def _write(
                 )
             waiting = left
         await _write_texts(connection, tenant_id, texts)
+        progress("write", root.size, verified.records)
     _check_root(root, checkpoint.root_hash)
 
 

@@ -11,6 +11,7 @@ import typer
 from lineage.cli.errors import diagnostics, reported
 from lineage.cli.export import export_app
 from lineage.cli.log import VerifierKeyOption, verifier_key
+from lineage.cli.progress import progress_bar
 from lineage.cli.runner import ConfigOption, load, run
 from lineage.cli.tenants import NamedTenantOption
 
@@ -30,11 +31,14 @@ def export_bundle(
     from lineage.bundle.export import export_bundle as write_bundle
 
     settings = load(config)
-    exported = run(
-        settings,
-        lambda pool: write_bundle(pool, settings, tenant, output, include_text=include_text),
-        as_owner=True,
-    )
+    with progress_bar() as progress:
+        exported = run(
+            settings,
+            lambda pool: write_bundle(
+                pool, settings, tenant, output, include_text=include_text, progress=progress
+            ),
+            as_owner=True,
+        )
     diagnostics.print(
         f"wrote {exported.records} records and {exported.texts} texts of tenant {tenant} to "
         f"{output} (checkpoint of {exported.tree_size} records)",
@@ -60,11 +64,14 @@ def import_bundle(
     verifier = verifier_key(settings, key)
     with reported():
         signer = signing.signer_for(settings)
-    imported = run(
-        settings,
-        lambda pool: load_bundle(pool, settings, bundle_file, tenant, verifier, signer),
-        as_owner=True,
-    )
+    with progress_bar() as progress:
+        imported = run(
+            settings,
+            lambda pool: load_bundle(
+                pool, settings, bundle_file, tenant, verifier, signer, progress
+            ),
+            as_owner=True,
+        )
     checked = imported.verified
     print(
         json.dumps(

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from lineage.cli.errors import fail, reported
+from lineage.cli.progress import progress_bar
 from lineage.cli.runner import ConfigOption, DepthOption, TenantOption, load, run
 
 export_app = typer.Typer(
@@ -32,11 +33,16 @@ def export_prov(
     if output not in prov.MEDIA_TYPES:
         raise fail(f"--format must be one of {', '.join(prov.MEDIA_TYPES)}", 2)
     settings = load(config)
-    found = run(
-        settings, lambda pool: walks.walk_back(pool, settings, tenant, context_id, max_depth)
-    )
-    with reported():
-        print(prov.serialize(prov.prov_document(found, tenant), output))
+    with progress_bar() as progress:
+        progress("walk back")
+        found = run(
+            settings, lambda pool: walks.walk_back(pool, settings, tenant, context_id, max_depth)
+        )
+        progress("walk back", len(found.nodes), len(found.nodes))
+        progress(f"write PROV ({output})")
+        with reported():
+            document = prov.serialize(prov.prov_document(found, tenant), output)
+    print(document)
 
 
 @export_app.command("header")

@@ -10,13 +10,13 @@ import typer
 from rich.table import Table
 
 from lineage.cli.errors import reported
+from lineage.cli.progress import progress_bar
+from lineage.cli.render import LISTED_ROWS, command_line, print_more
 from lineage.cli.runner import ConfigOption, DepthOption, TenantOption, console, load, run
-
-# Rows of affected ids the terminal shows; --output holds them all.
-FORGET_ROWS_SHOWN = 100
 
 
 def forget_source(
+    ctx: typer.Context,
     source_uri: Annotated[
         str, typer.Option("--source-uri", help="The source_uri exactly as it was recorded.")
     ],
@@ -39,17 +39,22 @@ def forget_source(
     caller = Caller(tenant, None, "admin")
     with reported():
         signer = signer_for(settings)  # this invocation's keyring, from --config
-    forgotten = run(
-        settings,
-        lambda pool: forget(pool, settings, caller, source_uri, max_depth, signer=signer),
-    )
+    with progress_bar() as progress:
+        forgotten = run(
+            settings,
+            lambda pool: forget(
+                pool, settings, caller, source_uri, max_depth, signer=signer, progress=progress
+            ),
+        )
     table = Table("context_id", "kind", "depth", title=f"blast radius of {source_uri}")
-    for node in forgotten.affected[:FORGET_ROWS_SHOWN]:
+    for node in forgotten.affected[:LISTED_ROWS]:
         table.add_row(node["context_id"], node["kind"], str(node["depth"]))
     console.print(table)
-    hidden = len(forgotten.affected) - FORGET_ROWS_SHOWN
-    if hidden > 0:
-        console.print(f"… and {hidden} more" + ("" if output else ": pass --output FILE"))
+    total = len(forgotten.affected)
+    if output is not None:
+        print_more(LISTED_ROWS, total, f"every one in {output}")
+    else:  # run again, it has nothing left to purge and lists them all
+        print_more(LISTED_ROWS, total, command_line(ctx, output="forgotten.json"))
     if output is not None:
         output.write_text(json.dumps(forgotten.as_dict(), indent=2) + "\n")
         console.print(f"wrote {len(forgotten.affected)} ids to {output}")

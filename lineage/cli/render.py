@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -11,7 +12,12 @@ from rich.tree import Tree
 from lineage.cli.runner import console
 
 if TYPE_CHECKING:
+    import typer
+
     from lineage.services.walks import Walk
+
+# Rows a terminal table lists; the rest are counted, with the command that lists them all.
+LISTED_ROWS = 50
 
 
 def _hop_line(node: dict[str, Any], marks: dict[str, list[dict[str, Any]]]) -> str:
@@ -92,8 +98,33 @@ def walk_dot(found: Walk, hops: list[dict[str, Any]]) -> str:
     return "\n".join([*lines, "}"])
 
 
-def print_nodes(nodes: list[dict[str, Any]], output: str) -> None:
-    from lineage.services.walks import ImpactSummary
+def command_line(ctx: typer.Context, **changed: str) -> str:
+    """This command as one would type it again: the arguments and options it was given (those
+    not at their defaults), with `changed` ones (by parameter name) given these values."""
+    words = ["lineage", *ctx.command_path.split()[1:]]
+    for param in ctx.command.params:
+        name = str(param.name)
+        value = changed.get(name, ctx.params.get(name))
+        if param.param_type_name == "argument":
+            words.append(shlex.quote(str(value)))
+        elif name in changed or (value is not None and value != param.default):
+            words += [param.opts[0], shlex.quote(str(value))]
+    return " ".join(words)
+
+
+def print_more(listed: int, total: int, command: str) -> None:
+    """Say how many rows a table left out and how to get every one."""
+    if total > listed:
+        console.print(f"… {total - listed:,} more: {command}", highlight=False, soft_wrap=True)
+
+
+def print_nodes(nodes: list[dict[str, Any]], output: str, ctx: typer.Context) -> None:
+    """A table of the first LISTED_ROWS (and the command for the rest); every node as ndjson,
+    or as CSV (ID_FILE_COLUMNS, as the explorer's download)."""
+    import csv
+    import sys
+
+    from lineage.services.walks import ID_FILE_COLUMNS, ImpactSummary
 
     summary = ImpactSummary()
     for node in nodes:
@@ -103,13 +134,20 @@ def print_nodes(nodes: list[dict[str, Any]], output: str) -> None:
             print(json.dumps(node))
         print(json.dumps({"summary": summary.as_dict()}))
         return
+    if output == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(ID_FILE_COLUMNS)
+        writer.writerows([node[column] for column in ID_FILE_COLUMNS] for node in nodes)
+        return
     table = Table()
     for column in ("depth", "kind", "context_id", "made by", "source_uri"):
         table.add_column(column, overflow="fold")
-    for node in nodes:
+    for node in nodes[:LISTED_ROWS]:
         made_by = node["produced_by"] or node["transform_version"] or ""
         table.add_row(
             str(node["depth"]), node["kind"], node["context_id"], made_by, node["source_uri"] or ""
         )
     console.print(table)
+    file_name = f"{ctx.command_path.split()[-1]}.csv"
+    print_more(LISTED_ROWS, len(nodes), f"{command_line(ctx, output='csv')} > {file_name}")
     console.print(json.dumps(summary.as_dict()))

@@ -16,19 +16,24 @@ if TYPE_CHECKING:
 
 def migrate(config: ConfigOption = None) -> None:
     """Create the application role if missing and upgrade the schema to the newest revision."""
+    from lineage.cli.progress import progress_bar
     from lineage.db.migrate import migrate as upgrade
 
-    upgrade(database_url(load(config)))
+    url = database_url(load(config))
+    with progress_bar() as progress:
+        upgrade(url, progress=progress)
     console.print("schema is at the newest revision")
 
 
 def distribute(config: ConfigOption = None) -> None:
     """On a Citus coordinator: distribute every tenant table by tenant_id (colocated), api_keys
     as a reference table. Idempotent; run `lineage migrate` first. Says what it did."""
+    from lineage.cli.progress import progress_bar
     from lineage.db.distribute import distribute as distribute_schema
 
-    with reported():
-        done = distribute_schema(database_url(load(config)))
+    url = database_url(load(config))
+    with reported(), progress_bar() as progress:
+        done = distribute_schema(url, progress)
     for line in done:
         console.print(line, highlight=False)
 

@@ -8,11 +8,13 @@ import typer
 from rich.table import Table
 
 from lineage.cli.errors import fail
+from lineage.cli.progress import progress_bar
 from lineage.cli.runner import ConfigOption, console, load, run
 
 if TYPE_CHECKING:
     import asyncpg
 
+    from lineage.core.progress import Progress
     from lineage.store.spool import Replay
 
 spool_app = typer.Typer(
@@ -71,26 +73,30 @@ def spool_replay(
     if api_url and len(tenants) > 1:
         raise fail("an API key belongs to one tenant: give --tenant", 2)
 
-    async def through_api() -> dict[str, Replay]:
+    async def through_api(progress: Progress) -> dict[str, Replay]:
         replays = {}
         for name in tenants:
             http = HttpStore(str(api_url), name, api_key)
             try:
-                replays[name] = await SpoolingStore(http, directory).replay()
+                replays[name] = await SpoolingStore(http, directory).replay(progress)
             finally:
                 await http.aclose()
         return replays
 
-    async def to_database(pool: asyncpg.Pool) -> dict[str, Replay]:
+    async def to_database(pool: asyncpg.Pool, progress: Progress) -> dict[str, Replay]:
         return {
-            name: await SpoolingStore(PostgresStore(pool, name), directory).replay()
+            name: await SpoolingStore(PostgresStore(pool, name), directory).replay(progress)
             for name in tenants
         }
 
     import asyncio
 
     try:
-        replays = asyncio.run(through_api()) if api_url else run(settings, to_database)
+        with progress_bar() as progress:
+            if api_url:
+                replays = asyncio.run(through_api(progress))
+            else:
+                replays = run(settings, lambda pool: to_database(pool, progress))
     except OUTAGE_ERRORS as exc:
         raise fail(f"the database is unavailable ({exc}); nothing replayed") from exc
     for name, replay in replays.items():

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from lineage.services.walks import Walk
 
 WALK_FORMATS = ("tree", "json", "dot")
-NODE_FORMATS = ("table", "ndjson")
-NodeFormatOption = Annotated[str, typer.Option("--format", help="table or ndjson.")]
+NODE_FORMATS = ("table", "ndjson", "csv")
+NodeFormatOption = Annotated[
+    str, typer.Option("--format", help="table (the first rows), ndjson or csv (every row).")
+]
 
 
 def _check_format(output: str, formats: tuple[str, ...]) -> None:
@@ -63,6 +65,7 @@ def walk(
 
 
 def impact(
+    ctx: typer.Context,
     source_uri: Annotated[str | None, typer.Option(help="A document's source URI.")] = None,
     transform_version: Annotated[
         str | None, typer.Option(help="e.g. chunker@1.4: what depends on its output.")
@@ -100,10 +103,11 @@ def impact(
             **{name: value},
         )
 
-    render.print_nodes(run(settings, work), output)
+    render.print_nodes(run(settings, work), output, ctx)
 
 
 def freshness(
+    ctx: typer.Context,
     source_uri: Annotated[str, typer.Option(help="One document, or 'any'.")] = "any",
     kind: KindOption = "any",
     max_depth: DepthOption = None,
@@ -128,4 +132,4 @@ def freshness(
             max_depth=walks.check_depth(settings, max_depth),
         )
 
-    render.print_nodes(run(settings, work), output)
+    render.print_nodes(run(settings, work), output, ctx)

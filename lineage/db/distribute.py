@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from lineage.core.errors import NotDistributable
+from lineage.core.progress import Progress, unwatched
 
 COLOCATION_TABLE = "tenants"
 REFERENCE_TABLES = ("api_keys",)
@@ -102,7 +103,7 @@ def _referenced_first(connection: psycopg.Connection, tables: list[str]) -> list
     return ordered
 
 
-def distribute(url: str) -> list[str]:
+def distribute(url: str, progress: Progress = unwatched) -> list[str]:
     """Distribute the schema at `url` (a Citus coordinator); returns what was done, one line
     per table. Raises NotDistributable, naming the reason, before changing anything."""
     done: list[str] = []
@@ -127,7 +128,9 @@ def distribute(url: str) -> list[str]:
                         f"dropped trigger {trigger} on {table} (Citus keeps no trigger on a "
                         "distributed table; UPDATE and TRUNCATE stay revoked from the owner)"
                     )
+        tables = [*layout.distributed, *layout.reference]
         for table in layout.distributed:
+            progress("distribute", tables.index(table), len(tables), detail=table)
             if placed.get(table) == "h":
                 done.append(f"{table}: already distributed by tenant_id")
                 continue
@@ -138,11 +141,13 @@ def distribute(url: str) -> list[str]:
             )
             done.append(f"{table}: distributed by tenant_id, colocated with {COLOCATION_TABLE}")
         for table in layout.reference:
+            progress("distribute", tables.index(table), len(tables), detail=table)
             if placed.get(table) == "n":
                 done.append(f"{table}: already a reference table")
                 continue
             connection.execute("SELECT create_reference_table(%s)", (table,))
             done.append(f"{table}: reference table (a copy on every node)")
+        progress("distribute", len(tables), len(tables))
         done.extend(f"{table}: left on the coordinator (no tenant_id)" for table in layout.local)
         done.append(_copy_vouching_key(connection))
     return done

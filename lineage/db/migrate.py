@@ -7,6 +7,10 @@ from pathlib import Path
 import psycopg
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationInfo
+from alembic.script import ScriptDirectory
+
+from lineage.core.progress import Progress, unwatched
 
 PACKAGE = Path(str(resources.files("lineage")))
 MIGRATIONS_DIR = PACKAGE / "migrations"
@@ -44,9 +48,19 @@ def bootstrap_roles(url: str) -> bool:
     return True
 
 
-def migrate(url: str, revision: str = "head") -> None:
+def migrate(url: str, revision: str = "head", progress: Progress = unwatched) -> None:
+    """Upgrade to `revision`, saying after each step how far along the revisions it is."""
     bootstrap_roles(url)
-    command.upgrade(alembic_config(url), revision)
+    config = alembic_config(url)
+    revisions = [script.revision for script in ScriptDirectory.from_config(config).walk_revisions()]
+    revisions.reverse()  # oldest first
+
+    def applied(*, step: MigrationInfo, **_: object) -> None:
+        done = revisions.index(step.up_revision_id) + 1 if step.up_revision_id in revisions else 0
+        progress("migrate", done, len(revisions), detail=str(step.up_revision_id))
+
+    config.attributes["on_version_apply"] = (applied,)  # read by migrations/env.py
+    command.upgrade(config, revision)
 
 
 def downgrade(url: str, revision: str) -> None:

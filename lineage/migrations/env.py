@@ -9,7 +9,11 @@ if not url:
 
 engine = create_engine(url, poolclass=pool.NullPool)
 with engine.connect() as connection:
-    context.configure(connection=connection, transactional_ddl=True)
+    context.configure(
+        connection=connection,
+        transactional_ddl=True,
+        on_version_apply=context.config.attributes.get("on_version_apply", ()),
+    )
     with context.begin_transaction():
         context.run_migrations()
 engine.dispose()

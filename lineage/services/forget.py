@@ -28,6 +28,7 @@ from lineage import db
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, NotFound, WalkTimeout
 from lineage.core.hashing import HmacSha256
+from lineage.core.progress import Progress, unwatched
 from lineage.core.record import MAX_PARENTS
 from lineage.services import audit, walks
 from lineage.services.auth import Caller
@@ -91,6 +92,7 @@ async def forget(
     max_depth: int | None = None,
     *,
     signer: Signer,
+    progress: Progress = unwatched,
 ) -> Forgotten:
     """Run the right-to-be-forgotten flow for `source_uri` in the caller's tenant.
 
@@ -103,7 +105,7 @@ async def forget(
         async with db.transaction(
             pool, tenant_id, statement_timeout_ms=settings.statement_timeout_ms
         ) as connection:
-            return await _forget_in(connection, caller, source_uri, depth, signer)
+            return await _forget_in(connection, caller, source_uri, depth, signer, progress)
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(
             f"forget ran past the {settings.statement_timeout_ms} ms statement timeout and "
@@ -112,9 +114,15 @@ async def forget(
 
 
 async def _forget_in(
-    connection: asyncpg.Connection, caller: Caller, source_uri: str, depth: int, signer: Signer
+    connection: asyncpg.Connection,
+    caller: Caller,
+    source_uri: str,
+    depth: int,
+    signer: Signer,
+    progress: Progress,
 ) -> Forgotten:
     tenant_id = caller.tenant_id
+    progress("walk the blast radius")
     nodes = [
         walks.node_from_row(row)
         for row in await db.fetch(
@@ -141,6 +149,8 @@ async def _forget_in(
         for node in nodes
         if node["kind"] != "tombstone"
     ]
+    progress("walk the blast radius", len(nodes), len(nodes))
+    progress("purge captured text")
     purged = [
         row["context_id"]
         for row in await db.fetch(
@@ -153,11 +163,14 @@ async def _forget_in(
     # The URI may itself be personal: tombstones and the audit keep only its keyed hash.
     uri_hasher = HmacSha256(await text_hash_key(connection, tenant_id))
     uri_hash = f"{uri_hasher.name}:{uri_hasher.hexdigest(source_uri.encode())}"
+    progress("purge captured text", len(purged))
+    progress("append tombstones")
     tombstones: list[str] = []
     if purged or not tombstoned.issuperset(roots):
         tombstones = await _append_tombstones(
             connection, tenant_id, roots, uri_hash, affected, purged, signer
         )
+    progress("append tombstones", len(tombstones))
     forgotten = Forgotten(uri_hash, affected, purged, tombstones, datetime.now(UTC))
     await audit.append(
         connection,

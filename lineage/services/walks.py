@@ -44,6 +44,10 @@ class Walk:
         ]
 
 
+# The columns of a blast radius written out for a deletion or cache-invalidation job.
+ID_FILE_COLUMNS = ("context_id", "kind", "depth", "truncated")
+
+
 @dataclass
 class ImpactSummary:
     counts: Counter[str] = field(default_factory=Counter)

@@ -47,6 +47,7 @@ from typing import BinaryIO
 
 from lineage.core import metrics
 from lineage.core.errors import Conflict, Forbidden, InvalidRecord, Unauthorized
+from lineage.core.progress import Progress, unwatched
 from lineage.core.record import ContextRecord, NewContext, check_id
 from lineage.settings import Settings
 from lineage.store.base import Appended, Store
@@ -296,10 +297,10 @@ class SpoolingStore:
     async def get(self, context_id: str) -> ContextRecord | None:
         return await self.store.get(context_id)
 
-    async def replay(self) -> Replay:
+    async def replay(self, progress: Progress = unwatched) -> Replay:
         """Replay the spool now, whatever the backoff."""
         async with self._lock:
-            return await self._drain()
+            return await self._drain(progress)
 
     async def aclose(self) -> None:
         """Stop the background retry; whatever waits stays in the spool for the next run."""
@@ -345,13 +346,15 @@ class SpoolingStore:
             for proposal in proposals
         ]
 
-    async def _drain(self) -> Replay:
+    async def _drain(self, progress: Progress = unwatched) -> Replay:
         """Replay the spool oldest first, until it is empty or the store fails again."""
         replayed = rejected = done = isolate_until = 0
         error: str | None = None
         async with self.spool.locked():
             batches = self.spool.batches()
+            waiting = sum(len(batch.records) for batch in batches)
             while done < len(batches):
+                progress(f"replay {self.tenant_id}", replayed + rejected, waiting)
                 isolating = done < isolate_until
                 group = [batches[done]] if isolating else _replay_group(batches, done)
                 records = [record for batch in group for record in batch.records]
@@ -370,6 +373,7 @@ class SpoolingStore:
                 else:
                     replayed += len(records)
                 done += len(group)
+            progress(f"replay {self.tenant_id}", replayed + rejected, waiting)
             if done:
                 self.spool.keep(batches[done:])
         remaining = sum(len(batch.records) for batch in batches[done:])

@@ -224,9 +224,9 @@ def _csv_line(*values: object) -> str:
 
 
 async def _csv_file(nodes: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
-    yield _csv_line("context_id", "kind", "depth", "truncated")
+    yield _csv_line(*walks.ID_FILE_COLUMNS)
     async for node in nodes:
-        yield _csv_line(node["context_id"], node["kind"], node["depth"], node["truncated"])
+        yield _csv_line(*(node[column] for column in walks.ID_FILE_COLUMNS))
 
 
 async def _json_file(
@@ -237,7 +237,7 @@ async def _json_file(
     separator = ""
     async for node in nodes:
         summary.add(node)
-        record = {key: node[key] for key in ("context_id", "kind", "depth", "truncated")}
+        record = {key: node[key] for key in walks.ID_FILE_COLUMNS}
         yield separator + json.dumps(record)
         separator = ", "
     yield f'], "summary": {json.dumps(summary.as_dict())}}}'
