@@ -90,14 +90,10 @@ def drawn(result: Result) -> str:
 
 
 def test_long_commands_draw_progress_on_stderr_and_leave_stdout_parseable(
-    database_url: str, tmp_path: Path
+    database_url: str, isolated_data_dir: Path, tmp_path: Path
 ) -> None:
-    env = {
-        "LINEAGE_DATABASE_URL": database_url,
-        "LINEAGE_DATA_DIR": str(tmp_path),
-        "LINEAGE_PROGRESS": "always",
-        "COLUMNS": "120",
-    }
+    # The session's data directory: the process signs with the keyring it found there first.
+    env = {"LINEAGE_DATABASE_URL": database_url, "LINEAGE_PROGRESS": "always", "COLUMNS": "120"}
     invoke(env, "demo")
     bundle = tmp_path / "default.bundle"
     exported = drawn(
@@ -113,7 +109,7 @@ def test_long_commands_draw_progress_on_stderr_and_leave_stdout_parseable(
     forgotten = invoke(env, "forget", "--source-uri", CONTRACTOR_POLICY, "--tenant", "copy")
     assert "purge captured text" in drawn(forgotten) and "append tombstones" in drawn(forgotten)
 
-    spool = SpoolFile(tmp_path / "spool", "default")
+    spool = SpoolFile(isolated_data_dir / "spool", "default")
     spool.prepare()
     doc = NewContext(
         context_id="doc_spooled",
@@ -148,7 +144,7 @@ async def test_long_listings_end_with_the_command_that_lists_everything(
              for n in range(70)]  # fmt: skip
     await derive_many(store, [manual])
     await derive_many(store, parts)
-    env = {"LINEAGE_DATABASE_URL": database_url, "LINEAGE_DATA_DIR": str(tmp_path)}
+    env = {"LINEAGE_DATABASE_URL": database_url}
 
     async def lineage(*args: str) -> str:
         result = await asyncio.to_thread(invoke, env, *args)
