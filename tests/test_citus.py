@@ -19,7 +19,7 @@ from bench.run import ingest_rows, proposals
 from lineage import cli, db
 from lineage.core.derive import Context, derive
 from lineage.core.errors import NotDistributable
-from lineage.db.distribute import distribute
+from lineage.db.distribute import REFERENCE_TABLES, distribute
 from lineage.db.migrate import migrate
 from lineage.db.queries import QUERIES
 from lineage.services import auth
@@ -171,6 +171,39 @@ def test_distribute_places_every_table_and_says_so_twice_alike(citus_url: str) -
     assert again.exit_code == 0, again.output
     assert "provenance: already distributed by tenant_id" in again.output
     assert "distributed by tenant_id, colocated" not in again.output
+
+
+def test_every_tenant_table_is_distributed_by_tenant_id_colocated_with_provenance(
+    loaded: tuple[str, str],
+) -> None:
+    """Found by catalog, not listed by hand: every table of the schema with a tenant_id column
+    (a partitioned table as one, its partitions with it), the event stream's and the counters'
+    included, shares provenance's colocation group, so one tenant's rows of all of them are on
+    one worker and move together."""
+    with psycopg.connect(loaded[1]) as coordinator:
+        tenant_tables = {
+            name
+            for (name,) in coordinator.execute(
+                "SELECT c.relname FROM pg_class AS c JOIN pg_attribute AS a "
+                "ON a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped "
+                "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') "
+                "AND NOT c.relispartition"
+            ).fetchall()
+        }
+        placed = {
+            name: (method, column, group)
+            for name, method, column, group in coordinator.execute(
+                "SELECT logicalrelid::regclass::text, partmethod::text, "
+                "column_to_column_name(logicalrelid, partkey), colocationid "
+                "FROM pg_dist_partition"
+            ).fetchall()
+        }
+    assert {"provenance", "events", "tenant_counters", "provenance_children"} <= tenant_tables
+    group = placed["provenance"][2]
+    for table in sorted(tenant_tables - set(REFERENCE_TABLES)):
+        assert placed.get(table) == ("h", "tenant_id", group), table
+    for table in REFERENCE_TABLES:
+        assert placed[table][0] == "n", table
 
 
 def test_distribute_refuses_a_server_without_citus(database_url: str) -> None:

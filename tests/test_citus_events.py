@@ -1,63 +1,46 @@
 """The event stream's positions on Citus: the same SQL (sql/events_append.sql, events_after.sql,
-event_horizon.sql) on tables distributed by tenant_id and colocated, as `lineage distribute`
-lays them out. Positions come from the tenant's counter row on its shard, never from a node's
-transaction ids: they are dense per tenant, each query is routed to one shard, a tenant's
-appends wait for each other on the worker, and after the tenant's shard moves to the other
-worker a stream resumed from its last position misses nothing."""
+event_horizon.sql) on the schema `lineage migrate` makes, placed by `lineage distribute` (every
+tenant table by tenant_id, colocated). Positions come from the tenant's counter row on its
+shard, never from a node's transaction ids: they are dense per tenant, each query is routed to
+one shard, a tenant's appends wait for each other on the worker, and after the tenant's shard
+moves to the other worker a stream resumed from its last position misses nothing."""
 
 import asyncio
 import uuid
 
 import asyncpg
+import psycopg
 import pytest
 
+from lineage.db.distribute import distribute
+from lineage.db.migrate import migrate
 from lineage.db.queries import QUERIES
 from tests.citus_cluster import CitusCluster
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
 HANG_GUARD_S = 30.0
-
-# The columns events_after reads, on distributed tables without the rest of the schema (whose
-# distribution is `lineage distribute`'s business).
-SCHEMA = """
-CREATE TABLE provenance (
-    tenant_id text NOT NULL, context_id text NOT NULL, parent_ids text[] NOT NULL DEFAULT '{}',
-    kind text NOT NULL, source_uri text, content_hash text NOT NULL DEFAULT 'sha256:0',
-    transform text, transform_version text, produced_by text, index_snapshot text,
-    trace_id text, created_at timestamptz NOT NULL DEFAULT now(),
-    attributes jsonb NOT NULL DEFAULT '{}', PRIMARY KEY (tenant_id, context_id)
-);
-CREATE TABLE events (
-    tenant_id text NOT NULL, position bigint NOT NULL CHECK (position > 0),
-    context_id text NOT NULL, PRIMARY KEY (tenant_id, position)
-);
-CREATE TABLE tenant_counters (
-    tenant_id text NOT NULL, counter text NOT NULL, last_value bigint NOT NULL,
-    PRIMARY KEY (tenant_id, counter)
-);
-SELECT create_distributed_table('provenance', 'tenant_id');
-SELECT create_distributed_table('events', 'tenant_id', colocate_with => 'provenance');
-SELECT create_distributed_table('tenant_counters', 'tenant_id', colocate_with => 'provenance');
-"""
+TENANTS = ("acme", "rival", "waits", "mover", "heard")
 
 
 @pytest.fixture(scope="module")
-async def coordinator(citus: CitusCluster) -> str:
+def coordinator(citus: CitusCluster) -> str:
     url = citus.create_database(f"lineage_events_{uuid.uuid4().hex[:8]}")
-    connection = await asyncpg.connect(url)
-    try:
-        await connection.execute(SCHEMA)
-    finally:
-        await connection.close()
+    migrate(url)
+    distribute(url)
+    with psycopg.connect(url) as owner:
+        for tenant in TENANTS:
+            owner.execute("INSERT INTO tenants (tenant_id) VALUES (%s)", (tenant,))
     return url
 
 
 async def append(connection: asyncpg.Connection, tenant_id: str, ids: list[str]) -> int:
-    """What append_records does for the stream: insert the records, then number them."""
+    """What append_records does for the stream: insert the records, then number them (as the
+    owner, a superuser here, whom row security does not confine)."""
     await connection.execute(
-        "INSERT INTO provenance (tenant_id, context_id, kind) "
-        "SELECT $1, id, 'document' FROM unnest($2::text[]) AS id RETURNING context_id",
+        "INSERT INTO provenance (tenant_id, context_id, kind, content_hash, created_at) "
+        "SELECT $1, id, 'document', 'sha256:00', now() FROM unnest($2::text[]) AS id "
+        "RETURNING context_id",
         tenant_id,
         ids,
     )
