@@ -13,6 +13,7 @@ import asyncpg
 import httpx
 import pytest
 
+from lineage import db
 from lineage.claims.answers import (
     capture_texts,
     claim_hypothesis,
@@ -685,6 +686,13 @@ async def test_claim_sql_files_run_under_psql(
         "claim_verdicts": ["context_ids={claim_1}"],
         "claims_by_produced_by": ["since=-infinity", "bucket=1 day"],
     }
+    owner = await asyncpg.connect(database_url)
+    try:
+        key = await db.fetch_vouching_key(owner)
+    finally:
+        await owner.close()
+    assert key is not None
+    token = db.tenant_token(key, "default")  # what `lineage tenant token default` prints
     outputs = {}
     for name, extra in variables.items():
         args = ["psql", database_url, "-X", "-v", "ON_ERROR_STOP=1", "-v", "tenant_id=default"]
@@ -693,7 +701,8 @@ async def test_claim_sql_files_run_under_psql(
         done = await asyncio.create_subprocess_exec(
             *args, "-f", str(SQL_DIR / f"{name}.sql"),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PGOPTIONS": "-c role=lineage_app -c lineage.tenant_id=default"},
+            env={**os.environ, "PGOPTIONS": "-c role=lineage_app -c lineage.tenant_id=default "
+                 f"-c lineage.tenant_token={token}"},
         )  # fmt: skip
         stdout, stderr = await asyncio.wait_for(done.communicate(), 60)
         assert done.returncode == 0, stderr.decode()
