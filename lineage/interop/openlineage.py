@@ -150,6 +150,9 @@ def parse_run_event(data: bytes) -> RunEvent:
         raise InvalidRecord("openlineage_not_json", f"the body is not JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise InvalidRecord("openlineage_not_json", "the body must be a JSON object")
+    # A lone surrogate is refused wherever it is (UnicodeEncodeError: unpaired_surrogate), also
+    # in a field that is not stored, as every other route refuses it.
+    json.dumps(document, ensure_ascii=False).encode()
     if "run" not in document:
         raise InvalidRecord(
             "openlineage_not_a_run_event",

@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lineage import db
 from lineage.api.deps import AppSettings, Ingest, Pool, Read, ReadPool, SentTraceId, Verify
@@ -84,6 +84,20 @@ class VerifyIn(BaseModel):
         description="context id -> text, for cited contexts, or for a hand-off and its parents; "
         "ids not given come from context_text",
     )
+
+    @model_validator(mode="after")
+    def texts_are_unicode(self) -> "VerifyIn":
+        """A lone surrogate is not text: it could not be hashed, so it is refused, not judged."""
+        for texts in (self.claim_texts, self.premise_texts):
+            for key, text in texts.items():
+                if not (key + text).isascii():
+                    try:
+                        (key + text).encode()
+                    except UnicodeEncodeError as exc:
+                        raise ValueError(
+                            f"{key!r}: a lone UTF-16 surrogate is not text (unpaired_surrogate)"
+                        ) from exc
+        return self
 
 
 @router.post("/v1/answers", status_code=201, responses={200: {"description": "a replay"}})
