@@ -3,15 +3,18 @@ asserted: figures belong in bench/RESULTS.md), and its generator makes the DAG i
 
 import asyncio
 import dataclasses
+import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from bench.citus import compare
 from bench.dag import RETRIEVED, Generator, parse_size
 from bench.database import drop
 from bench.run import run, smoke_plan
 from lineage.core.record import NewContext, validate
+from tests.citus_cluster import CitusCluster
 from tests.conftest import server_url
 
 FIGURE_GROUPS = {
@@ -83,3 +86,23 @@ def test_the_smoke_bench_reports_every_figure(tmp_path: Path) -> None:
         assert figure.samples >= 1
     load = next(f for f in report.figures if f.group == "load")
     assert load.met, load.note  # no 5xx, nothing lost, no duplicates
+
+
+@pytest.mark.citus
+@pytest.mark.slow
+def test_the_citus_bench_reports_every_figure_at_a_tiny_size(citus: CitusCluster) -> None:
+    dbname = f"lineage_bench_citus_{uuid.uuid4().hex[:8]}"
+    try:
+        figures = asyncio.run(compare(server_url(), citus, 600, 10, 300, dbname))
+    finally:
+        asyncio.run(drop(server_url(), dbname))
+    for backend in ("plain_postgresql", "citus"):
+        measured = figures[backend]
+        assert measured["walk_back_ms"]["samples"] > 0, measured
+        assert measured["blast_radius_ms"]["samples"] > 0, measured
+        assert measured["answers_per_typical_document_p50"] > 0, measured
+        assert measured["ingest_two_tenants_records_per_s"] > 0, measured
+    assert set(figures["citus_over_plain"]) == {
+        "walk_back_ms_p50", "walk_back_ms_p99", "blast_radius_ms_p50", "blast_radius_ms_p99",
+        "ingest",
+    }  # fmt: skip
