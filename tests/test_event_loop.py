@@ -1,15 +1,111 @@
-"""No CPU-heavy work on the event loop: a PROV export (seconds of CPU for a large walk) is
-written in a worker thread, so every other request goes on meanwhile."""
+"""No CPU-heavy work on the event loop: while a real server writes the PROV export of a walk of
+thousands of ancestors (seconds of CPU) and splits a long answer into claims, /healthz keeps
+answering, each time in a small part of what the export takes. When the export ran on the loop,
+one /healthz waited for the whole of it."""
 
+import asyncio
 import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from prov.model import ProvDocument
 
+from bench.server import Server, serving
+from lineage import db, derive
+from lineage.claims.answers import MAX_CLAIMS, record_prompt
+from lineage.core.hashing import content_hash
+from lineage.core.record import NewContext
 from lineage.interop import prov
 from lineage.services.demo import load_incident
 from lineage.store.postgres import PostgresStore
+
+SUMMARIES = 300
+CHUNKS_PER_SUMMARY = 10  # 3,000 chunks: a walk-back of 3,302 records to export
+
+
+async def load_a_wide_walk(database_url: str) -> str:
+    """An answer over 300 summaries of 10 chunks each, from one document; the prompt id for
+    a new answer."""
+    pool = await db.create_pool(database_url, max_size=2)
+    try:
+        store = PostgresStore(pool)
+        doc = await derive(store, [], "A wide document.", "document", source_uri="s3://wide.md")
+        chunks = [
+            NewContext(context_id=f"chunk_{i}", kind="chunk", parent_ids=[doc.context_id],
+                       content_hash=content_hash(f"chunk {i}"), transform="chunker",
+                       transform_version="chunker@1.0")
+            for i in range(SUMMARIES * CHUNKS_PER_SUMMARY)
+        ]  # fmt: skip
+        for start in range(0, len(chunks), 500):
+            await store.append(chunks[start : start + 500])
+        summaries = [
+            NewContext(
+                context_id=f"summary_{s}", kind="summary", content_hash=content_hash(f"s {s}"),
+                parent_ids=[f"chunk_{s * CHUNKS_PER_SUMMARY + c}"
+                            for c in range(CHUNKS_PER_SUMMARY)],
+            )
+            for s in range(SUMMARIES)
+        ]  # fmt: skip
+        await store.append(summaries)
+        await store.append(
+            [NewContext(context_id="wide_answer", kind="answer", content_hash=content_hash("a"),
+                        parent_ids=[f"summary_{s}" for s in range(SUMMARIES)])]
+        )  # fmt: skip
+        prompt = await record_prompt(store, [doc])
+        return prompt.context_id
+    finally:
+        await pool.close()
+
+
+@pytest.fixture
+def loaded_server(database_url: str) -> Iterator[tuple[Server, str]]:
+    prompt_id = asyncio.run(load_a_wide_walk(database_url))
+    env = {"LINEAGE_AUTH": "none", "LINEAGE_LOG_INTERVAL_S": "0", "LINEAGE_LOG_LEVEL": "error"}
+    with serving(database_url, env) as running:
+        yield running, prompt_id
+
+
+@pytest.mark.slow
+def test_healthz_answers_while_a_large_export_and_a_long_answer_are_processed(
+    loaded_server: tuple[Server, str],
+) -> None:
+    server, prompt_id = loaded_server
+    long_answer = " ".join(f"Sentence {i} of the answer says little." for i in range(MAX_CLAIMS))
+
+    def export() -> float:
+        started = time.perf_counter()
+        answer = httpx.get(
+            f"{server.base_url}/v1/contexts/wide_answer/prov", params={"max_depth": 5},
+            timeout=600,
+        )  # fmt: skip
+        assert answer.status_code == 200, answer.text[:300]
+        assert answer.text.count("chunk_") >= SUMMARIES * CHUNKS_PER_SUMMARY
+        return time.perf_counter() - started
+
+    def answer() -> None:
+        made = httpx.post(
+            f"{server.base_url}/v1/answers",
+            json={"prompt_id": prompt_id, "output": {"text": long_answer}}, timeout=600,
+        )  # fmt: skip
+        assert made.status_code == 201, made.text[:300]
+
+    waits: list[float] = []
+    with ThreadPoolExecutor(2) as heavy, httpx.Client(timeout=600) as probe:
+        exporting = heavy.submit(export)
+        answering = heavy.submit(answer)
+        while not exporting.done():
+            started = time.perf_counter()
+            assert probe.get(f"{server.base_url}/healthz").status_code == 200
+            waits.append(time.perf_counter() - started)
+        export_took = exporting.result()
+        answering.result()
+    assert len(waits) >= 5, (waits, export_took)
+    # Generous: no single /healthz waited for half of the export (it waited for all of it when
+    # the export ran on the loop).
+    assert max(waits) < export_took / 2, (max(waits), export_took)
 
 
 async def test_the_prov_export_is_written_off_the_event_loop(
