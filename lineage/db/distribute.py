@@ -40,7 +40,6 @@ CREATE TABLE IF NOT EXISTS tenant_vouching_key (
     inner_pad bytea   NOT NULL CHECK (length(inner_pad) = 64),
     outer_pad bytea   NOT NULL CHECK (length(outer_pad) = 64)
 );
-REVOKE ALL ON tenant_vouching_key FROM PUBLIC;
 INSERT INTO tenant_vouching_key (key, inner_pad, outer_pad) VALUES ({}, {}, {})
 ON CONFLICT (only_row) DO UPDATE
     SET key = excluded.key, inner_pad = excluded.inner_pad, outer_pad = excluded.outer_pad

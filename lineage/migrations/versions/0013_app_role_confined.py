@@ -27,7 +27,7 @@ CREATE TABLE tenant_vouching_key (
     inner_pad bytea   NOT NULL CHECK (length(inner_pad) = 64),
     outer_pad bytea   NOT NULL CHECK (length(outer_pad) = 64)
 );
-REVOKE ALL ON tenant_vouching_key FROM PUBLIC;
+-- No grant on it: only its owner (and a superuser) reads it.
 DO $$
 DECLARE
     -- 244 bits from the server's strong random source (two version-4 UUIDs).
