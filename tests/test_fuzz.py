@@ -1,6 +1,7 @@
 """A bounded fuzz pass: schemathesis generates requests from the service's own OpenAPI schema
 against a real uvicorn server with the demo incident loaded. No response may be a 5xx, and every
-response must match what the schema says about its status."""
+response must be documented: its status, its media type (problem+json for errors) and its body
+against the route's response model."""
 
 import asyncio
 import json
@@ -16,7 +17,11 @@ from schemathesis import APIOperation, Case
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.core.result import Ok
-from schemathesis.specs.openapi.checks import response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from bench.server import Server, serving
 from lineage.db import create_pool
@@ -29,6 +34,12 @@ pytestmark = pytest.mark.slow
 EXAMPLES_PER_OPERATION = 8
 # The live event stream never ends by itself; it has its own tests.
 SKIPPED = {("GET", "/v1/events")}
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
 
 
 @pytest.fixture
@@ -74,9 +85,7 @@ def test_generated_requests_get_no_5xx_and_responses_match_the_schema(server: Se
         def exercise(case: Case[Any]) -> None:
             response = case.call(base_url=server.base_url, timeout=30)
             try:
-                case.validate_response(
-                    response, checks=[not_a_server_error, response_schema_conformance]
-                )
+                case.validate_response(response, checks=CHECKS)
             except FailureGroup as failure:
                 failures.append(f"{case.method} {case.formatted_path}: {failure}"[:2000])
 

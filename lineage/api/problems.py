@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from lineage.api.models import Problem
 from lineage.core import telemetry
 from lineage.core.errors import InvalidRequest, LineageError, StoreUnavailable
 from lineage.store.postgres import OUTAGE_ERRORS, is_outage
@@ -116,7 +117,43 @@ async def unencodable_argument(request: Request, exc: Exception) -> JSONResponse
     return answer(InvalidRequest("unstorable_value", reason[:200]))
 
 
+# Documented on every operation, besides the statuses a route names itself (all problems).
+PROBLEM_STATUSES = {
+    "4XX": "refused: `detail` says what to fix, `rule` names the rule (nothing was written)",
+    "5XX": "the service could not answer; a 503 (Retry-After) can be retried as it is",
+}
+
+
+def document(app: FastAPI) -> None:
+    """Errors documented as they are sent: problem+json for every 4xx and 5xx, in place of the
+    validation-error shape FastAPI documents by default and this API never sends."""
+    generate = app.openapi
+    content = {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()  # cached on the app: changed in place, once
+        for operations in schema["paths"].values():
+            for operation in operations.values():
+                responses = operation["responses"]
+                responses.pop("422", None)
+                for status, description in PROBLEM_STATUSES.items():
+                    responses.setdefault(status, {"description": description})
+                for status, response in responses.items():
+                    if status[0] in "45":
+                        response["content"] = content
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        for unsent in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unsent, None)
+        schemas["Problem"] = Problem.model_json_schema()
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install(app: FastAPI) -> None:
+    document(app)
     app.add_exception_handler(LineageError, lineage_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, no_route)

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 
+from lineage.api import models
 from lineage.api.deps import Admin, Pool, ReadPool
 from lineage.services import audit, auth
 
@@ -18,14 +19,14 @@ class KeyIn(BaseModel):
     label: str | None = None
 
 
-@router.post("/keys", status_code=201)
+@router.post("/keys", status_code=201, response_model=models.KeyCreated)
 async def create_key(body: KeyIn, pool: Pool, caller: Admin) -> dict[str, Any]:
     """A new key for the caller's tenant; `key` is shown in this response only."""
     token, row = await auth.create_key(pool, caller.tenant_id, body.scope, body.label)
     return {"key": token, **row}
 
 
-@router.get("/keys")
+@router.get("/keys", response_model=models.Keys)
 async def list_keys(pool: ReadPool, caller: Admin) -> dict[str, Any]:
     return {"keys": await auth.list_keys(pool, caller.tenant_id)}
 
@@ -35,7 +36,7 @@ async def revoke_key(key_id: str, pool: Pool, caller: Admin) -> None:
     await auth.revoke_key(pool, caller.tenant_id, key_id)
 
 
-@router.get("/audit")
+@router.get("/audit", response_model=models.AuditEntries)
 async def audit_entries(
     pool: ReadPool,
     caller: Admin,

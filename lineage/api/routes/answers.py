@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lineage import db
+from lineage.api import models
 from lineage.api.deps import AppSettings, Ingest, Pool, Read, ReadPool, SentTraceId, Verify
 from lineage.claims.answers import record_answer_in
 from lineage.claims.drift import drift_report
@@ -100,7 +101,12 @@ class VerifyIn(BaseModel):
         return self
 
 
-@router.post("/v1/answers", status_code=201, responses={200: {"description": "a replay"}})
+@router.post(
+    "/v1/answers",
+    status_code=201,
+    responses={200: {"model": models.AnswerRecorded, "description": models.REPLAY}},
+    response_model=models.AnswerRecorded,
+)
 async def post_answer(
     body: AnswerIn, request: Request, pool: Pool, caller: Ingest, sent_trace_id: SentTraceId
 ) -> JSONResponse:
@@ -125,7 +131,11 @@ async def post_answer(
     return JSONResponse(recorded.as_dict(), status_code=201 if recorded.created else 200)
 
 
-@router.post("/v1/answers/{answer_id}/verify")
+@router.post(
+    "/v1/answers/{answer_id}/verify",
+    response_model=models.Verification,
+    response_model_exclude_unset=True,
+)
 async def verify_answer(
     answer_id: str, request: Request, pool: Pool, caller: Verify, body: VerifyIn | None = None
 ) -> dict[str, Any]:
@@ -134,7 +144,11 @@ async def verify_answer(
     return await _verify(answer_id, request, pool, caller.tenant_id, body)
 
 
-@router.post("/v1/contexts/{context_id}/verify")
+@router.post(
+    "/v1/contexts/{context_id}/verify",
+    response_model=models.Verification,
+    response_model_exclude_unset=True,
+)
 async def verify_context(
     context_id: str, request: Request, pool: Pool, caller: Verify, body: VerifyIn | None = None
 ) -> dict[str, Any]:
@@ -156,7 +170,7 @@ async def _verify(
     return verification.as_dict()
 
 
-@router.get("/v1/answers/{answer_id}/verdicts")
+@router.get("/v1/answers/{answer_id}/verdicts", response_model=models.Verdicts)
 async def get_verdicts(answer_id: str, pool: ReadPool, caller: Read) -> dict[str, Any]:
     """The current verdict per (claim, judge) and every verdict recorded (`history`, newest
     first). Current: the newest decisive verdict, else the newest unknown."""
@@ -166,7 +180,7 @@ async def get_verdicts(answer_id: str, pool: ReadPool, caller: Read) -> dict[str
     return {"context_id": answer_id, "verdicts": verdicts, "history": history}
 
 
-@router.get("/v1/contexts/{context_id}/verdicts")
+@router.get("/v1/contexts/{context_id}/verdicts", response_model=models.Verdicts)
 async def get_context_verdicts(context_id: str, pool: ReadPool, caller: Read) -> dict[str, Any]:
     """The current verdicts on a record (its claims', or its statements') and their history."""
     if await record_kind(pool, caller.tenant_id, context_id) in ("answer", "claim"):
@@ -176,7 +190,7 @@ async def get_context_verdicts(context_id: str, pool: ReadPool, caller: Read) ->
     return {"context_id": context_id, "verdicts": verdicts, "history": history}
 
 
-@router.get("/v1/reports/claims")
+@router.get("/v1/reports/claims", response_model=models.ClaimsReport)
 async def get_claims_report(
     pool: ReadPool,
     caller: Read,
@@ -191,7 +205,7 @@ async def get_claims_report(
     return {"group_by": group_by, "bucket": bucket, "rows": rows}
 
 
-@router.get("/v1/reports/drift")
+@router.get("/v1/reports/drift", response_model=models.DriftReport)
 async def get_drift_report(
     pool: ReadPool,
     caller: Read,

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage import db
+from lineage.api import models
 from lineage.api.deps import (
     AppSettings,
     AppSigner,
@@ -70,7 +71,12 @@ class BatchIn(BaseModel):
     records: list[ContextIn]
 
 
-@router.post("", status_code=201, responses={200: {"description": "an identical replay"}})
+@router.post(
+    "",
+    status_code=201,
+    responses={200: {"model": models.Record, "description": models.REPLAY}},
+    response_model=models.Record,
+)
 async def append_context(
     body: ContextIn,
     request: Request,
@@ -88,7 +94,14 @@ async def append_context(
     return JSONResponse(appended.record.api_dict(), status_code=201 if appended.created else 200)
 
 
-@router.post("/batch", status_code=201)
+@router.post(
+    "/batch",
+    status_code=201,
+    response_model=models.BatchAppended,
+    responses={
+        200: {"model": models.BatchAppended, "description": "every record " + models.REPLAY}
+    },
+)
 async def append_batch(
     body: BatchIn,
     request: Request,
@@ -143,7 +156,7 @@ def _after(cursor: str | None) -> tuple[datetime, str]:
         raise BadParameter("cursor is not one this API returned as `next`") from exc
 
 
-@router.get("")
+@router.get("", response_model=models.RecordPage)
 async def list_contexts(
     pool: ReadPool,
     caller: Read,
@@ -185,7 +198,7 @@ async def list_contexts(
     }
 
 
-@router.get("/{context_id}")
+@router.get("/{context_id}", response_model=models.CheckedRecord, response_model_exclude_unset=True)
 async def get_context(
     context_id: str,
     pool: ReadPool,
@@ -211,7 +224,7 @@ async def get_context(
     return node
 
 
-@router.get("/{context_id}/lineage")
+@router.get("/{context_id}/lineage", response_model=models.WalkBack)
 async def get_lineage(
     context_id: str,
     pool: ReadPool,
@@ -230,7 +243,7 @@ async def get_lineage(
     }
 
 
-@router.get("/{context_id}/suspicious")
+@router.get("/{context_id}/suspicious", response_model=models.SuspiciousHops)
 async def get_suspicious_hops(
     context_id: str,
     pool: ReadPool,
@@ -244,7 +257,7 @@ async def get_suspicious_hops(
     return {"context_id": context_id, "hops": hops}
 
 
-@router.get("/{context_id}/impact")
+@router.get("/{context_id}/impact", response_model=models.Impact, responses=models.STREAMED_IMPACT)
 async def get_impact(
     context_id: str,
     request: Request,

@@ -19,6 +19,7 @@ import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from lineage.api import models
 from lineage.api.deps import AppSettings, Read, ReadPool
 from lineage.core import metrics
 from lineage.services import walks
@@ -85,7 +86,7 @@ async def _stream(
         metrics.EVENT_STREAMS.dec()
 
 
-@router.get("", response_class=StreamingResponse)
+@router.get("", response_class=StreamingResponse, responses=models.EVENT_STREAM)
 async def stream_events(
     request: Request,
     pool: ReadPool,

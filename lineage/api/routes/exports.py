@@ -6,6 +6,7 @@ from typing import Literal
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
+from lineage.api import models
 from lineage.api.deps import AppSettings, Read, ReadPool
 from lineage.interop import headers, prov
 from lineage.services import walks
@@ -13,7 +14,7 @@ from lineage.services import walks
 router = APIRouter(prefix="/v1/contexts", tags=["exports"])
 
 
-@router.get("/{context_id}/prov")
+@router.get("/{context_id}/prov", responses=models.PROV_DOCUMENTS)
 async def get_prov(
     context_id: str,
     pool: ReadPool,
@@ -35,7 +36,9 @@ def _prov_body(walk: walks.Walk, tenant_id: str, output: str) -> str:
     return prov.serialize(prov.prov_document(walk, tenant_id), output)
 
 
-@router.get("/{context_id}/header")
+@router.get(
+    "/{context_id}/header", response_model=models.ProvenanceEnvelope, responses=models.FRONT_MATTER
+)
 async def get_header(
     context_id: str,
     pool: ReadPool,

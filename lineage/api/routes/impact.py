@@ -3,6 +3,7 @@
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from lineage.api import models
 from lineage.api.deps import AppSettings, Read, ReadPool
 from lineage.api.results import impact_response
 from lineage.core.errors import BadParameter
@@ -11,7 +12,7 @@ from lineage.services import walks
 router = APIRouter(prefix="/v1", tags=["impact"])
 
 
-@router.get("/impact")
+@router.get("/impact", response_model=models.Impact, responses=models.STREAMED_IMPACT)
 async def get_impact(
     request: Request,
     pool: ReadPool,
@@ -49,7 +50,7 @@ async def get_impact(
     )
 
 
-@router.get("/freshness")
+@router.get("/freshness", response_model=models.Impact, responses=models.STREAMED_IMPACT)
 async def get_freshness(
     request: Request,
     pool: ReadPool,

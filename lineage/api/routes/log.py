@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from lineage.api import models
 from lineage.api.deps import AppSettings, Pool, Read, ReadPool
 from lineage.core.record import format_timestamp
 from lineage.verifiable_log import storage
@@ -18,7 +19,7 @@ def _b64(value: bytes) -> str:
     return base64.b64encode(value).decode()
 
 
-@router.get("/key")
+@router.get("/key", response_model=models.LogKey)
 async def get_key(caller: Read, settings: AppSettings) -> dict[str, str]:
     """The verifier key of the checkpoints' Ed25519 signatures. Save it once, from a source you
     trust: it is what lets you check checkpoints without trusting this server later."""
@@ -31,7 +32,7 @@ async def get_key(caller: Read, settings: AppSettings) -> dict[str, str]:
     }
 
 
-@router.get("/checkpoint")
+@router.get("/checkpoint", response_model=models.Checkpoint)
 async def get_checkpoint(caller: Read, pool: Pool, settings: AppSettings) -> dict[str, Any]:
     """The caller's log brought up to date and its newest signed checkpoint: it covers every
     record committed before this request. `note` is the signed text to save."""
@@ -45,7 +46,7 @@ async def get_checkpoint(caller: Read, pool: Pool, settings: AppSettings) -> dic
     }
 
 
-@router.get("/checkpoints")
+@router.get("/checkpoints", response_model=models.Checkpoints)
 async def get_checkpoints(
     caller: Read,
     pool: ReadPool,
@@ -59,7 +60,7 @@ async def get_checkpoints(
     return {"checkpoints": notes}
 
 
-@router.get("/proof/inclusion")
+@router.get("/proof/inclusion", response_model=models.InclusionProof)
 async def get_inclusion_proof(
     caller: Read,
     pool: ReadPool,
@@ -80,7 +81,7 @@ async def get_inclusion_proof(
     }
 
 
-@router.get("/proof/consistency")
+@router.get("/proof/consistency", response_model=models.ConsistencyProof)
 async def get_consistency_proof(
     caller: Read,
     pool: ReadPool,

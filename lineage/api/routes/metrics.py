@@ -4,6 +4,7 @@ import hmac
 
 from fastapi import APIRouter, Request, Response
 
+from lineage.api import models
 from lineage.api.deps import AppSettings
 from lineage.core import metrics
 from lineage.core.errors import Forbidden, Unauthorized
@@ -12,7 +13,7 @@ from lineage.services import auth
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/metrics", response_class=Response)
+@router.get("/metrics", response_class=Response, responses=models.EXPOSITION)
 async def prometheus_metrics(request: Request, settings: AppSettings) -> Response:
     """Records appended by kind, walk latency, degrade-open failures, spool depth, streams.
     With LINEAGE_AUTH=keys the scraper sends `Authorization: Bearer <LINEAGE_METRICS_TOKEN>`."""

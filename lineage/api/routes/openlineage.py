@@ -4,13 +4,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from lineage import db
+from lineage.api import models
 from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool
 from lineage.interop.openlineage import decode_body, parse_run_event, record_run_event
 
 router = APIRouter(prefix="/api/v1", tags=["openlineage"])
 
 
-@router.post("/lineage")
+@router.post("/lineage", response_model=models.RunEventRecorded)
 async def post_lineage(
     request: Request, pool: Pool, caller: Ingest, settings: AppSettings, signer: AppSigner
 ) -> JSONResponse:

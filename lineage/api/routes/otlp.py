@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from lineage import db
+from lineage.api import models
 from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool
 from lineage.api.routes.spans import store_spans
 from lineage.core.derive import derive_many
@@ -77,7 +78,7 @@ async def record_export(
 @router.post(
     "",
     responses={
-        200: {"content": {otlp.PROTOBUF: {}, otlp.JSON: {}}},
+        **models.OTLP_EXPORTED,
         400: {"description": "not an OTLP ExportTraceServiceRequest"},
         413: {"description": "too many spans, or a body past max_body_bytes"},
         415: {"description": "not protobuf or JSON, or an encoding other than gzip"},

@@ -5,6 +5,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from lineage.api import models
 from lineage.api.deps import Admin, AppSettings, AppSigner, Pool, ReadPool
 from lineage.services import privacy
 from lineage.services.forget import forget
@@ -31,20 +32,20 @@ class ForgetIn(BaseModel):
     max_depth: int | None = Field(default=None, description="defaults to the service's")
 
 
-@router.get("/tenant/settings")
+@router.get("/tenant/settings", response_model=models.TenantSettings)
 async def get_tenant_settings(pool: ReadPool, caller: Admin) -> dict[str, Any]:
     """Which texts this tenant captures (all off by default)."""
     return (await privacy.get_settings(pool, caller.tenant_id)).as_dict()
 
 
-@router.put("/tenant/settings")
+@router.put("/tenant/settings", response_model=models.TenantSettings)
 async def put_tenant_settings(body: SettingsIn, pool: Pool, caller: Admin) -> dict[str, Any]:
     """Turn text capture on or off, per class of text; returns every switch."""
     updated = await privacy.update_settings(pool, caller, body.model_dump())
     return updated.as_dict()
 
 
-@router.post("/forget")
+@router.post("/forget", response_model=models.Forgotten)
 async def forget_source(
     body: ForgetIn, pool: Pool, caller: Admin, settings: AppSettings, signer: AppSigner
 ) -> dict[str, Any]:

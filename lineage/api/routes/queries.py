@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from lineage import db
+from lineage.api import models
 from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read, ReadPool, SentTraceId
 from lineage.api.routes.spans import span_tree
 from lineage.core.errors import NotFound
@@ -15,7 +16,12 @@ from lineage.services.queries import QueryIn, query_records, record_query
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 
 
-@router.post("", status_code=201, responses={200: {"description": "an identical replay"}})
+@router.post(
+    "",
+    status_code=201,
+    responses={200: {"model": models.QueryRecorded, "description": models.REPLAY}},
+    response_model=models.QueryRecorded,
+)
 async def post_query(
     body: QueryIn, pool: Pool, caller: Ingest, signer: AppSigner, sent_trace_id: SentTraceId
 ) -> JSONResponse:
@@ -28,7 +34,7 @@ async def post_query(
     return JSONResponse(recorded, status_code=201 if recorded["created"] else 200)
 
 
-@router.get("/{request_id}/trace")
+@router.get("/{request_id}/trace", response_model=models.QueryTrace)
 async def get_query_trace(
     request_id: str, pool: ReadPool, caller: Read, signer: AppSigner, settings: AppSettings
 ) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lineage import db
+from lineage.api import models
 from lineage.api.deps import AppSettings, Ingest, Pool
 from lineage.core import metrics
 from lineage.core.errors import InvalidRecord
@@ -87,7 +88,7 @@ def _time(unix_nano: int) -> datetime:
     return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=nanos // 1000)
 
 
-@router.post("")
+@router.post("", response_model=models.SpansStored)
 async def append_spans(
     body: SpansIn, pool: Pool, caller: Ingest, settings: AppSettings
 ) -> dict[str, int]:

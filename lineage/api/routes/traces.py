@@ -2,6 +2,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from lineage.api import models
 from lineage.api.deps import AppSettings, Read, ReadPool
 from lineage.api.routes.spans import span_tree
 from lineage.core.errors import NotFound
@@ -11,7 +12,7 @@ from lineage.services import walks
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
 
 
-@router.get("/{trace_id}")
+@router.get("/{trace_id}", response_model=models.TraceView)
 async def get_trace(
     trace_id: str, pool: ReadPool, caller: Read, settings: AppSettings
 ) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from lineage.api import models
 from lineage.api.deps import AppSettings, Caller, Pool, Read, ReadPool
 from lineage.api.results import chunked, started
 from lineage.api.routes.contexts import EARLIEST, LATEST
@@ -82,7 +83,7 @@ class SessionIn(BaseModel):
     key: str = Field(min_length=1, max_length=1024, description="a read or admin key")
 
 
-@router.post("/v1/session")
+@router.post("/v1/session", response_model=models.Session)
 async def open_session(
     body: SessionIn, request: Request, pool: Pool, settings: AppSettings
 ) -> JSONResponse:
@@ -152,7 +153,7 @@ async def _impact_start(
     return walks.IMPACT_ID_QUERIES["source_uri"], {"source_uri": source_uri}
 
 
-@router.get("/v1/impact/page")
+@router.get("/v1/impact/page", response_model=models.ImpactPage)
 async def get_impact_page(
     pool: ReadPool,
     caller: Read,
@@ -243,7 +244,7 @@ async def _json_file(
     yield f'], "summary": {json.dumps(summary.as_dict())}}}'
 
 
-@router.get("/v1/impact/ids")
+@router.get("/v1/impact/ids", responses=models.IMPACT_FILES)
 async def download_impact_ids(
     pool: ReadPool,
     caller: Read,
