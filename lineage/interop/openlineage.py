@@ -8,6 +8,10 @@ between: `s3://warehouse` + `raw/orders` is `s3://warehouse/raw/orders`).
   outputs were never written, so a later run that reads the same dataset does not walk back
   through them. Every event records its inputs (what the run read, failed or not); the answer
   says the run's state and which outputs were not recorded.
+- A FAIL or ABORT event records the failure itself: a `tool_call` record of the run (its tool
+  the job), derived from its inputs, with no source_uri (no later run can read it as a
+  dataset), its attributes `openlineage.state` and the outputs it never wrote
+  (`outputs_not_recorded`); the error message facet is not kept (it may quote data).
 - An **output** is derived from the event's inputs. Its transform is the job,
   `<job namespace>/<job name>`; its transform_version is `<transform>@<version>` when the job's
   `sourceCodeLocation` facet gives a version (the client fills it from git).
@@ -194,6 +198,7 @@ class RecordedEvent:
     inputs: dict[str, str]
     outputs: dict[str, str]
     not_recorded: list[str]  # outputs of a run that has not completed
+    run_record: str | None  # the record of a failed or aborted run
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -202,6 +207,7 @@ class RecordedEvent:
             "inputs": self.inputs,
             "outputs": self.outputs,
             "outputs_not_recorded": self.not_recorded,
+            "run_record": self.run_record,
         }
 
 
@@ -255,11 +261,30 @@ async def record_run_event(
         )
         for dataset in outputs
     ]
+    not_recorded = [dataset.source_uri for dataset in declared if not outputs]
+    if event.event_type in ("FAIL", "ABORT"):
+        identity = {"run_id": run_id, "state": event.event_type, "job": event.job.transform}
+        derived.append(
+            Derivation(
+                parents,
+                _content(identity),
+                "tool_call",
+                event.job.transform,
+                event.job.version,
+                trace_id=trace_id,
+                attributes={
+                    "tool": event.job.transform,
+                    "openlineage": {**identity, "outputs_not_recorded": not_recorded},
+                },
+                deterministic=True,
+            )
+        )
     written = await derive_many(store, derived)
     return RecordedEvent(
         run_id,
         event.event_type,
         {dataset.source_uri: known[dataset.source_uri] for dataset in inputs},
-        {dataset.source_uri: c.context_id for dataset, c in zip(outputs, written, strict=True)},
-        [dataset.source_uri for dataset in declared if not outputs],
+        {dataset.source_uri: c.context_id for dataset, c in zip(outputs, written, strict=False)},
+        not_recorded,
+        written[-1].context_id if len(written) > len(outputs) else None,
     )
