@@ -313,6 +313,36 @@ async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
 
 
 @pytest.mark.usefixtures("incident")
+async def test_forget_says_exactly_what_stays_readable_and_it_is_so(
+    pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+) -> None:
+    forgotten = await forget.forget(
+        pool, settings, ADMIN, CONTRACTOR_POLICY, signer=signer_for(settings)
+    )
+    remaining = forgotten.as_dict()["remaining"]
+    # What the database still shows to anyone who can read the tenant's provenance.
+    sources = await owner.fetch(
+        "SELECT content_hash FROM provenance WHERE tenant_id = 'default' AND source_uri = $1",
+        CONTRACTOR_POLICY,
+    )
+    kept = await owner.fetch(
+        "SELECT attributes::text FROM provenance WHERE tenant_id = 'default' "
+        "AND context_id = ANY ($1)",
+        sorted(CONTRACTOR_RADIUS),
+    )
+    assert remaining["source_uri_records"] == len(sources) == 2
+    assert remaining["plain_hash_records"] == sum(
+        1 for row in sources if row["content_hash"].startswith("sha256:")
+    )
+    assert remaining["records_kept"] == len(kept) == len(CONTRACTOR_RADIUS)
+    assert remaining["records_with_attributes"] == sum(
+        1 for row in kept if row["attributes"] != "{}"
+    )
+    assert "append-only" in remaining["why"]
+    assert "the URI stays readable on 2 records" in forgotten.summary()
+
+
+@pytest.mark.usefixtures("incident")
 async def test_forget_refuses_a_truncated_walk_and_writes_nothing(
     pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
 ) -> None:

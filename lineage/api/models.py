@@ -336,6 +336,10 @@ class TenantSettings(Body):
 
 
 class Forgotten(Body):
+    remaining: dict[str, Any] = Field(
+        description="what provenance still holds: records whose source_uri reads the URI, "
+        "with plain sha256 hashes, with attributes, and all kept"
+    )
     source_uri_hash: str
     total: int
     counts_by_kind: dict[str, int]

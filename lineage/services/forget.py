@@ -11,7 +11,11 @@ In one transaction, so nothing is half-done:
 4. append an audit record (`forget`).
 
 It returns every affected id with its kind, for the owners of the downstream stores (vector
-index, caches). Provenance stays as it was: it holds no text, and it is append-only. A rerun
+index, caches). Provenance stays as it was: it holds no text, and it is append-only. What it
+still holds is said in the answer (`remaining`, `Remaining`): the forgotten records' plain
+source_uri and plain `sha256:` document hashes (anyone with the bytes can confirm them), their
+attributes and the ids, edges and metadata of every affected record; tombstones and the audit
+record keep only the URI's keyed hash. A rerun
 that finds no text left to purge and every record already tombstoned writes no tombstone and
 says so (it is still audited).
 """
@@ -37,7 +41,7 @@ from lineage.services.signing import Signer
 from lineage.settings import Settings
 from lineage.store.postgres import ConnectionStore
 
-__all__ = ["FORGET_TRANSFORM", "Forgotten", "forget"]
+__all__ = ["FORGET_TRANSFORM", "Forgotten", "Remaining", "forget"]
 
 FORGET_TRANSFORM = "forget"
 FORGET_VERSION = "1"
@@ -50,6 +54,7 @@ class Forgotten:
     purged: list[str]  # ids whose captured text was deleted now
     tombstones: list[str]
     forgotten_at: datetime
+    remaining: "Remaining"
 
     @property
     def nothing_left(self) -> bool:
@@ -67,11 +72,12 @@ class Forgotten:
         return (
             f"forgotten: {len(self.affected)} records listed for the downstream stores, "
             f"{len(self.purged)} captured texts purged, {len(self.tombstones)} tombstones "
-            "appended; provenance kept"
+            f"appended; provenance kept: {self.remaining.summary()}"
         )
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "remaining": self.remaining.as_dict(),
             "source_uri_hash": self.source_uri_hash,
             "forgotten_at": self.forgotten_at.isoformat(),
             "nothing_left": self.nothing_left,
@@ -82,6 +88,46 @@ class Forgotten:
             "purged_text_ids": self.purged,
             "tombstone_ids": self.tombstones,
         }
+
+
+@dataclass(frozen=True)
+class Remaining:
+    """What a forget leaves readable in provenance (append-only, so never rewritten): said in
+    every answer so that no one reads "forgotten" as "gone"."""
+
+    source_uri_records: int  # records whose source_uri column still reads the URI in plain
+    plain_hash_records: int  # of those, content hashes in plain sha256 (confirmable by bytes)
+    records_with_attributes: int  # affected records whose attributes are kept as they were
+    records_kept: int  # every affected record: id, kind, edges, transform, trace id, times
+
+    def summary(self) -> str:
+        return (
+            f"the URI stays readable on {self.source_uri_records} records "
+            f"({self.plain_hash_records} with a plain sha256 content hash), and the ids, "
+            f"edges and metadata of all {self.records_kept} "
+            f"({self.records_with_attributes} with attributes)"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source_uri_records": self.source_uri_records,
+            "plain_hash_records": self.plain_hash_records,
+            "records_with_attributes": self.records_with_attributes,
+            "records_kept": self.records_kept,
+            "why": "provenance is append-only and holds no text; the URI, plain document "
+            "hashes and attributes cannot be redacted from it",
+        }
+
+
+def _remaining(nodes: list[dict[str, Any]], source_uri: str) -> Remaining:
+    sources = [node for node in nodes if node["source_uri"] == source_uri]
+    kept = [node for node in nodes if node["kind"] != "tombstone"]
+    return Remaining(
+        source_uri_records=len(sources),
+        plain_hash_records=sum(1 for n in sources if n["content_hash"].startswith("sha256:")),
+        records_with_attributes=sum(1 for node in kept if node["attributes"]),
+        records_kept=len(kept),
+    )
 
 
 async def forget(
@@ -171,7 +217,9 @@ async def _forget_in(
             connection, tenant_id, roots, uri_hash, affected, purged, signer
         )
     progress("append tombstones", len(tombstones))
-    forgotten = Forgotten(uri_hash, affected, purged, tombstones, datetime.now(UTC))
+    forgotten = Forgotten(
+        uri_hash, affected, purged, tombstones, datetime.now(UTC), _remaining(nodes, source_uri)
+    )
     await audit.append(
         connection,
         tenant_id,
