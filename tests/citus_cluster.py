@@ -60,6 +60,16 @@ class CitusCluster:
                 coordinator.execute("SELECT citus_add_node('127.0.0.1', %s)", (worker.port,))
         return self.url(dbname)
 
+    def drop_database(self, dbname: str) -> None:
+        """Drop a database create_database made, from every node."""
+        for server in (self.coordinator, *self.workers):
+            with psycopg.connect(server.url, autocommit=True) as admin:
+                admin.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        sql.Identifier(dbname)
+                    )
+                )
+
 
 def _with_db(url: str, dbname: str) -> str:
     return url.rsplit("/", 1)[0] + "/" + dbname
@@ -76,3 +86,28 @@ def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
             server.start()
             servers.append(server)
         yield CitusCluster(coordinator=servers[0], workers=tuple(servers[1:]))
+
+
+def move_tenant_shards(url: str, tenant: str) -> tuple[int, int]:
+    """Move the tenant's shard (and every shard colocated with it) to the other worker, as a
+    rebalance or an operator moving a hot tenant would; returns (from port, to port)."""
+    with psycopg.connect(url, autocommit=True) as coordinator:
+        row = coordinator.execute(
+            "SELECT shardid, nodename, nodeport FROM citus_shards "
+            "WHERE table_name = 'provenance'::regclass "
+            "AND shardid = get_shard_id_for_distribution_column('provenance', %s::text)",
+            (tenant,),
+        ).fetchone()
+        assert row is not None
+        shard, host, port = row
+        target = coordinator.execute(
+            "SELECT node_name, node_port FROM citus_get_active_worker_nodes() "
+            "WHERE node_port <> %s",
+            (port,),
+        ).fetchone()
+        assert target is not None
+        coordinator.execute(
+            "SELECT citus_move_shard_placement(%s, %s, %s, %s, %s, 'block_writes')",
+            (shard, host, port, target[0], target[1]),
+        )
+        return port, target[1]

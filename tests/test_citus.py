@@ -25,7 +25,7 @@ from lineage.db.queries import QUERIES
 from lineage.services import auth
 from lineage.services.demo import TRACE_ID, load_incident
 from lineage.store.postgres import PostgresStore
-from tests.citus_cluster import CitusCluster
+from tests.citus_cluster import CitusCluster, move_tenant_shards
 from tests.test_privacy import check_text_is_captured_only_when_switched_on
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
@@ -279,6 +279,42 @@ def test_the_walks_find_the_demo_on_citus(loaded: tuple[str, str]) -> None:
     )
     assert {row["context_id"] for row in walked} >= {"answer_1", "chunk_42", "doc_contractors_v1"}
     assert {row["reason"] for row in hops} >= {"old_transform_version", "source_changed"}
+
+
+def test_after_a_tenants_shards_move_every_read_still_runs_on_one_shard_and_answers_alike(
+    loaded: tuple[str, str],
+) -> None:
+    """As after a rebalance or moving a hot tenant: citus_move_shard_placement of acme's shard
+    group to the other worker, then every read again."""
+    plain_url, citus_url = loaded
+    before, after = move_tenant_shards(citus_url, "acme")
+    with psycopg.connect(citus_url) as coordinator:
+        ports = {
+            port
+            for (port,) in coordinator.execute(
+                "SELECT DISTINCT nodeport FROM citus_shards "
+                "WHERE shardid IN (SELECT get_shard_id_for_distribution_column(logicalrelid, "
+                "'acme'::text) FROM pg_dist_partition WHERE partmethod = 'h')"
+            ).fetchall()
+        }
+    assert ports == {after} != {before}
+    for name in tenant_reads():
+        query = QUERIES[name]
+        for tenant in TENANTS:
+            values = arguments(name, tenant)
+            plain = asyncio.run(app_role_fetch(plain_url, tenant, query.sql, values))
+            citus = asyncio.run(app_role_fetch(citus_url, tenant, query.sql, values))
+            assert comparable(citus) == comparable(plain), (name, tenant)
+        plan = asyncio.run(
+            app_role_fetch(
+                citus_url, "acme", f"EXPLAIN (COSTS OFF) {query.sql}", arguments(name, "acme")
+            )
+        )
+        text = "\n".join(row[0] for row in plan)
+        assert "Task Count: 1\n" in text + "\n", (name, text)
+    walked = asyncio.run(app_role_fetch(citus_url, "acme", QUERIES["walk_back"].sql,
+                                        arguments("walk_back", "acme")))  # fmt: skip
+    assert {row["context_id"] for row in walked} >= {"answer_1", "chunk_42"}
 
 
 @pytest.fixture

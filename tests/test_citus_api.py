@@ -27,7 +27,7 @@ from lineage.services import auth
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, TRACE_ID
 from lineage.settings import Settings
 from tests import live_server
-from tests.citus_cluster import CitusCluster
+from tests.citus_cluster import CitusCluster, move_tenant_shards
 from tests.test_citus import load
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
@@ -222,9 +222,8 @@ def get_calls(
     return calls
 
 
-async def test_every_get_route_answers_on_citus_what_it_answers_on_postgresql(
-    backends: tuple[Backend, Backend], data_dir: Path
-) -> None:
+async def get_differences(backends: tuple[Backend, Backend], data_dir: Path) -> list[str]:
+    """Each GET call whose answer on Citus differs from plain PostgreSQL's, and how."""
     plain, on_citus = backends
     schema = create_app(settings(data_dir)).openapi()
     calls = get_calls(schema["paths"], plain.tree_size)
@@ -234,11 +233,11 @@ async def test_every_get_route_answers_on_citus_what_it_answers_on_postgresql(
         "/v1/reports/claims", "/v1/answers/{answer_id}/verdicts", "/v1/log/proof/inclusion",
         "/v1/log/proof/consistency",
     }  # fmt: skip
+    differ = []
     async with (
         app_client(plain.url, data_dir) as on_plain,
         app_client(on_citus.url, data_dir) as on_distributed,
     ):
-        differ = []
         for path, url, query in calls:
             expected = await on_plain.get(url, params=query, headers=bearer(plain.token))
             got = await on_distributed.get(url, params=query, headers=bearer(on_citus.token))
@@ -248,6 +247,13 @@ async def test_every_get_route_answers_on_citus_what_it_answers_on_postgresql(
             )
             if found:
                 differ.append(f"{path} {query}: {found}")
+    return differ
+
+
+async def test_every_get_route_answers_on_citus_what_it_answers_on_postgresql(
+    backends: tuple[Backend, Backend], data_dir: Path
+) -> None:
+    differ = await get_differences(backends, data_dir)
     assert not differ, "\n".join(differ)
 
 
@@ -301,6 +307,15 @@ async def test_the_event_stream_replays_the_same_records_in_the_same_positions(
     got = await replayed_events(on_citus, data_dir, count)
     assert [position for position, _ in expected] == [str(n) for n in range(1, count + 1)]
     assert got == expected
+
+
+async def test_after_the_tenants_shards_move_every_get_route_still_answers_alike(
+    backends: tuple[Backend, Backend], data_dir: Path
+) -> None:
+    """citus_move_shard_placement of the tenant's shard group, as a rebalance would."""
+    move_tenant_shards(backends[1].url, TENANT)
+    differ = await get_differences(backends, data_dir)
+    assert not differ, "\n".join(differ)
 
 
 async def test_forget_forgets_the_same_records_on_citus(

@@ -1,12 +1,14 @@
 """Tenants, scoped keys, row-level security, audit and input limits, on a real PostgreSQL.
 
 Two tenants: `acme` holds the demo incident, `rival` probes it through every endpoint and
-through the database as the application role, and must learn nothing.
+through the database as the application role, and must learn nothing. The isolation probes
+run on Citus too (a fresh database on the private cluster, placed by `lineage distribute`).
 """
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +21,14 @@ from lineage import cli, db
 from lineage.api.app import create_app
 from lineage.core.queries import record_query
 from lineage.core.record import MAX_ATTRIBUTES_BYTES, MAX_PARENTS
+from lineage.db.distribute import distribute
+from lineage.db.migrate import migrate
 from lineage.services import auth
 from lineage.services.demo import TRACE_ID, load_incident
 from lineage.settings import Settings, effective_auth
 from lineage.store.postgres import PostgresStore
+from tests.citus_cluster import CitusCluster
+from tests.conftest import janitor, url_for
 
 TENANT_TABLES = (
     "tenants", "provenance", "transform_versions", "context_text", "tenant_settings",
@@ -30,6 +36,41 @@ TENANT_TABLES = (
 )  # fmt: skip
 UNKNOWN_ID = "ctx_00000000000000000000000000000000"
 UNKNOWN_TRACE = "0" * 31 + "1"
+
+
+# The isolation probes, on plain PostgreSQL and on Citus.
+ON_BOTH = pytest.mark.parametrize(
+    "backend",
+    ["postgresql", pytest.param("citus", marks=[pytest.mark.citus, pytest.mark.slow])],
+    indirect=True,
+)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "postgresql"))
+
+
+@pytest.fixture
+def database_url(
+    backend: str, template_db: tuple[str, str], request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh database: a copy of the migrated template, or on Citus one migrated and
+    distributed for the test (dropped from every node afterwards)."""
+    name = f"lineage_test_{uuid.uuid4().hex[:12]}"
+    if backend == "citus":
+        cluster: CitusCluster = request.getfixturevalue("citus")
+        url = cluster.create_database(name)
+        migrate(url)
+        distribute(url)
+        try:
+            yield url
+        finally:
+            cluster.drop_database(name)
+        return
+    base, template = template_db
+    with janitor(base, name, template):
+        yield url_for(base, name)
 
 
 @dataclass
@@ -180,6 +221,7 @@ def neutral(text: str) -> str:
     return re.sub(r'"(generated_at|at|time|elapsed_ms|trace_id)":\s*"?[^,}"]*"?', r'"\1":"T"', text)
 
 
+@ON_BOTH
 async def test_another_tenants_ids_look_exactly_like_unknown_ones(
     tenants: Tenants, http: httpx.AsyncClient, database_url: str, keyed_settings: Settings
 ) -> None:
@@ -206,6 +248,7 @@ QUERY_PROBES: tuple[tuple[str, dict[str, str]], ...] = (
 )
 
 
+@ON_BOTH
 async def test_ids_in_query_parameters_look_like_unknown_ones_too(
     tenants: Tenants, http: httpx.AsyncClient
 ) -> None:
@@ -221,6 +264,7 @@ async def test_ids_in_query_parameters_look_like_unknown_ones_too(
         assert neutral(foreign.text) == neutral(absent.text), path
 
 
+@ON_BOTH
 async def test_searches_and_lists_show_nothing_of_another_tenant(
     tenants: Tenants, http: httpx.AsyncClient
 ) -> None:
@@ -244,6 +288,7 @@ async def test_searches_and_lists_show_nothing_of_another_tenant(
     assert "contractors" not in fresh.text
 
 
+@ON_BOTH
 async def test_a_foreign_parent_is_refused_exactly_like_an_unknown_one(
     tenants: Tenants, http: httpx.AsyncClient, pool: asyncpg.Pool
 ) -> None:
@@ -266,6 +311,7 @@ async def test_a_foreign_parent_is_refused_exactly_like_an_unknown_one(
 # --- isolation in the database -----------------------------------------------------------------
 
 
+@ON_BOTH
 async def test_row_security_holds_when_a_query_forgets_its_tenant_filter(
     tenants: Tenants, pool: asyncpg.Pool, owner: asyncpg.Connection
 ) -> None:
@@ -300,6 +346,7 @@ async def test_row_security_holds_when_a_query_forgets_its_tenant_filter(
         )  # fmt: skip
 
 
+@ON_BOTH
 async def test_a_pooled_connection_never_carries_a_tenant_to_the_next_request(
     tenants: Tenants, database_url: str
 ) -> None:
@@ -330,6 +377,7 @@ WALKS: dict[str, dict[str, Any]] = {
 }
 
 
+@ON_BOTH
 async def test_a_walk_with_no_tenant_set_raises_instead_of_answering_nothing(
     tenants: Tenants, pool: asyncpg.Pool
 ) -> None:
