@@ -29,7 +29,7 @@ from lineage.claims.verify import (
     claims_report,
     current_verdicts,
     ensure_verified,
-    report_lines,
+    report_table,
     verify_claims,
 )
 from lineage.core.derive import Context, derive, render_for_prompt
@@ -626,7 +626,7 @@ async def test_report_failing_rates_by_produced_by_from_current_verdicts(
     assert (b["claims"], b["failing"], b["failing_rate"]) == (4, 3, 0.75)
     assert (b["hallucinated_id"], b["uncited"], b["unsupported"], b["supported"]) == (1, 1, 1, 1)
     assert a["judge"] == "exact"
-    assert any("agent_b/answer@v4" in line for line in report_lines(rows))
+    assert any("agent_b/answer@v4" in row for row in report_table(rows)[1])
 
     over_http = await api.get(
         "/v1/reports/claims",

@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from lineage.api.app import create_app
 from lineage.claims.answers import capture_texts, record_prompt
-from lineage.claims.drift import drift_lines, drift_report
+from lineage.claims.drift import drift_report, drift_table
 from lineage.claims.handoffs import current_statement_verdicts, verify_handoff
 from lineage.claims.judges import OfflineJudge
 from lineage.claims.sampling import Sampler
@@ -126,7 +126,7 @@ async def test_drift_rates_per_produced_by_with_the_change_since_the_last_bucket
         (1.0, None),
         (0.0, -1.0),
     ]
-    assert "agent_b/summarise@v7" in "\n".join(drift_lines(rows))
+    assert any("agent_b/summarise@v7" in row for row in drift_table(rows)[1])
     over_http = await client.get("/v1/reports/drift", params={"bucket": "1 second"})
     assert over_http.status_code == 200 and len(over_http.json()["rows"]) == len(rows)
     assert (await client.get("/v1/reports/drift", params={"bucket": "1 month"})).status_code == 422

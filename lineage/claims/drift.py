@@ -8,11 +8,11 @@ from typing import Any
 
 import asyncpg
 
-from lineage.claims.verify import _since, check_bucket
+from lineage.claims.verify import _since, bucket_label, check_bucket
 from lineage.services import walks
 from lineage.settings import Settings
 
-__all__ = ["drift_lines", "drift_report"]
+__all__ = ["drift_report", "drift_table"]
 
 
 async def drift_report(
@@ -36,27 +36,18 @@ async def drift_report(
     )
 
 
-def _change(value: float | None) -> str:
-    return "" if value is None else f"{value:+.2f}"
+def _rate(rate: float, change: float | None) -> str:
+    return f"{rate:.2f}" if change is None else f"{rate:.2f} {change:+.2f}"
 
 
-def drift_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The report as a plain table, one line per bucket, produced_by and judge."""
-    if not rows:
-        return ["nothing verified in this window"]
-    header = ("bucket", "produced_by", "judge", "judged", "unsupported", "change", "merged",
-              "change")  # fmt: skip
-    table = [
-        (str(r["bucket_start"]), r["produced_by"] or "(none)", str(r["judge"]), str(r["judged"]),
-         f"{r['unsupported_rate']:.2f}", _change(r["unsupported_change"]),
-         f"{r['merged_rate']:.2f}", _change(r["merged_change"]))
+def drift_table(rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[list[str]]]:
+    """The report's header and cells, one row per bucket, produced_by and judge; each rate
+    with its change since the bucket before."""
+    header = ("bucket", "produced_by", "judge", "judged", "unsupported", "merged")
+    cells = [
+        [bucket_label(r["bucket_start"]), r["produced_by"] or "(none)", str(r["judge"]),
+         str(r["judged"]), _rate(r["unsupported_rate"], r["unsupported_change"]),
+         _rate(r["merged_rate"], r["merged_change"])]
         for r in rows
     ]  # fmt: skip
-    widths = [max(len(line[i]) for line in [header, *table]) for i in range(len(header))]
-    return [
-        "  ".join(
-            cell.rjust(width) if i >= 3 else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
-        ).rstrip()
-        for line in [header, *table]
-    ]
+    return header, cells

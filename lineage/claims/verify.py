@@ -53,13 +53,14 @@ __all__ = [
     "TextResolver",
     "Verdict",
     "Verification",
+    "bucket_label",
     "check_bucket",
     "claims_report",
     "context_text_resolver",
     "current_verdicts",
     "ensure_verified",
     "mapping_resolver",
-    "report_lines",
+    "report_table",
     "verify_claims",
 ]
 
@@ -490,21 +491,18 @@ async def claims_report(
     )
 
 
-def report_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The report as plain text, one line per bucket, produced_by and judge."""
-    if not rows:
-        return ["no verified claims in this window"]
+def bucket_label(start: object) -> str:
+    """A bucket's start as a report shows it: the day, and the minute unless it is midnight."""
+    text = str(start).replace("T", " ")
+    return text[:10] if text[11:19] in ("", "00:00:00") else text[:16]
+
+
+def report_table(rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[list[str]]]:
+    """The report's header and cells, one row per bucket, produced_by and judge."""
     header = ("bucket", "produced_by", "judge", "claims", "failing", "rate")
-    table = [
-        (str(row["bucket_start"]), row["produced_by"] or "(none)", str(row["judge"]),
-         str(row["claims"]), str(row["failing"]), f"{row['failing_rate']:.2f}")
+    cells = [
+        [bucket_label(row["bucket_start"]), row["produced_by"] or "(none)", str(row["judge"]),
+         str(row["claims"]), str(row["failing"]), f"{row['failing_rate']:.2f}"]
         for row in rows
     ]  # fmt: skip
-    widths = [max(len(line[i]) for line in [header, *table]) for i in range(len(header))]
-    return [
-        "  ".join(
-            cell.rjust(width) if i >= 3 else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
-        ).rstrip()
-        for line in [header, *table]
-    ]
+    return header, cells

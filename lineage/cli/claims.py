@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from lineage.cli import render
 from lineage.cli.runner import ConfigOption, TenantOption, console, load, run
 
 report_app = typer.Typer(help="Reports over recorded verdicts.", no_args_is_help=True)
@@ -37,8 +38,7 @@ def verify(
     if output == "json":
         print(json.dumps(result.as_dict(), indent=2))
         return
-    for line in result.lines():
-        console.print(line, markup=False, highlight=False)
+    render.print_lines(result.lines())
 
 
 @report_app.command("claims")
@@ -53,7 +53,7 @@ def report_claims(
     config: ConfigOption = None,
 ) -> None:
     """Failing claim rates (uncited, hallucinated_id, unsupported) per bucket and produced_by."""
-    from lineage.claims.verify import claims_report, report_lines
+    from lineage.claims.verify import claims_report, report_table
 
     settings = load(config)
     rows = run(
@@ -63,8 +63,10 @@ def report_claims(
         for row in rows:
             print(json.dumps(row))
         return
-    for line in report_lines(rows):
-        console.print(line, markup=False, highlight=False)
+    if not rows:
+        console.print("no verified claims in this window")
+        return
+    render.print_table(*report_table(rows), numbers=3)
 
 
 @report_app.command("drift")
@@ -78,7 +80,7 @@ def report_drift(
     config: ConfigOption = None,
 ) -> None:
     """Unsupported and merged rates per bucket and produced_by, with the change since the last."""
-    from lineage.claims.drift import drift_lines, drift_report
+    from lineage.claims.drift import drift_report, drift_table
 
     settings = load(config)
     rows = run(settings, lambda pool: drift_report(pool, settings, tenant, since, bucket))
@@ -86,5 +88,8 @@ def report_drift(
         for row in rows:
             print(json.dumps(row))
         return
-    for line in drift_lines(rows):
-        console.print(line, markup=False, highlight=False)
+    if not rows:
+        console.print("nothing verified in this window")
+        return
+    render.print_table(*drift_table(rows), numbers=3)
+    console.print("[dim]rates, each with its change since the bucket before[/dim]")

@@ -43,8 +43,7 @@ def demo(tenant: TenantOption = "default", config: ConfigOption = None) -> None:
     )
     render.print_walk(walk, hops)
     render.print_hops(hops)
-    for line in lines:
-        console.print(line, markup=False, highlight=False)
+    render.print_lines(lines)
     console.print(
         f"\nNext: [bold]lineage serve[/bold], then open "
         f"http://{settings.host}:{settings.port}/ui and paste {ANSWER_ID} "

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from lineage.cli.errors import reported
 from lineage.cli.progress import progress_bar
-from lineage.cli.render import LISTED_ROWS, command_line, print_more
+from lineage.cli.render import LISTED_ROWS, command_line, print_more, table
 from lineage.cli.runner import ConfigOption, DepthOption, TenantOption, console, load, run
 
 
@@ -46,10 +45,10 @@ def forget_source(
                 pool, settings, caller, source_uri, max_depth, signer=signer, progress=progress
             ),
         )
-    table = Table("context_id", "kind", "depth", title=f"blast radius of {source_uri}")
+    listed = table("context_id", "kind", "depth", title=f"blast radius of {source_uri}", numbers=1)
     for node in forgotten.affected[:LISTED_ROWS]:
-        table.add_row(node["context_id"], node["kind"], str(node["depth"]))
-    console.print(table)
+        listed.add_row(node["context_id"], node["kind"], str(node["depth"]))
+    console.print(listed)
     total = len(forgotten.affected)
     if output is not None:
         print_more(LISTED_ROWS, total, f"every one in {output}")

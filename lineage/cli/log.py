@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from lineage.cli import render
 from lineage.cli.errors import reported
 from lineage.cli.runner import ConfigOption, console, load, run, traced
 from lineage.core.errors import CheckpointError
@@ -151,8 +152,7 @@ def log_verify(
         tenant_id,
         lambda source: verify_walk(source, verifier, note, context_id),
     )
-    for line in result.lines():
-        console.print(line, markup=False, highlight=False)
+    render.print_lines(result.lines())
     if not result.ok:
         raise typer.Exit(1)
 

@@ -6,6 +6,7 @@ import json
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.table import Table
 from rich.tree import Tree
 
@@ -66,17 +67,17 @@ def print_walk(walk: Walk, hops: list[dict[str, Any]]) -> None:
 
 
 def print_hops(hops: list[dict[str, Any]]) -> None:
+    """The marks the tree shows, one phrase per hop (a table repeated the tree's text)."""
     if not hops:
         console.print("\nno suspicious hops")
         return
-    table = Table(title="Suspicious hops (sql/suspicious_hops.sql)")
-    for column in ("depth", "kind", "context_id", "reason", "detail"):
-        table.add_column(column, overflow="fold")
+    reasons: dict[str, list[str]] = {}
     for hop in hops:
-        table.add_row(
-            str(hop["depth"]), hop["kind"], hop["context_id"], hop["reason"], hop["detail"]
-        )
-    console.print(table)
+        reasons.setdefault(hop["context_id"], []).append(hop["reason"])
+    marked = "; ".join(f"{context_id} {', '.join(why)}" for context_id, why in reasons.items())
+    console.print(
+        f"\n{len(reasons)} suspicious hops (sql/suspicious_hops.sql): {marked}", highlight=False
+    )
 
 
 def walk_json(found: Walk, hops: list[dict[str, Any]]) -> str:
@@ -96,6 +97,42 @@ def walk_dot(found: Walk, hops: list[dict[str, Any]]) -> str:
         lines.append(f'  "{node["context_id"]}" [label="{label}"{color}];')
     lines += [f'  "{edge["child"]}" -> "{edge["parent"]}";' for edge in found.edges()]
     return "\n".join([*lines, "}"])
+
+
+def table(*headers: str, title: str | None = None, numbers: int = 0) -> Table:
+    """A table that reads at 80 columns: no side borders, and no column narrower than its
+    header word (a long value folds inside its own column). The last `numbers` columns are
+    right-aligned."""
+    made = Table(
+        box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0), title=title
+    )
+    for index, header in enumerate(headers):
+        numeric = index >= len(headers) - numbers
+        made.add_column(
+            header,
+            min_width=len(header),
+            overflow="fold",
+            justify="right" if numeric else "left",
+        )
+    return made
+
+
+def print_table(headers: tuple[str, ...], rows: list[list[str]], *, numbers: int = 0) -> None:
+    shown = table(*headers, numbers=numbers)
+    for row in rows:
+        shown.add_row(*row)
+    console.print(shown)
+
+
+def print_lines(lines: list[str]) -> None:
+    """Plain lines (no markup), each wrapped at the terminal's edge under its own indent."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    for line in lines:
+        text = line.lstrip(" ")
+        indent = len(line) - len(text)
+        console.print(Padding(Text(text), (0, 0, 0, indent), expand=False), highlight=False)
 
 
 def command_line(ctx: typer.Context, **changed: str) -> str:
@@ -139,15 +176,16 @@ def print_nodes(nodes: list[dict[str, Any]], output: str, ctx: typer.Context) ->
         writer.writerow(ID_FILE_COLUMNS)
         writer.writerows([node[column] for column in ID_FILE_COLUMNS] for node in nodes)
         return
-    table = Table()
-    for column in ("depth", "kind", "context_id", "made by", "source_uri"):
-        table.add_column(column, overflow="fold")
+    listed = table("depth", "kind", "context_id", "source / made by")
+    listed.columns[0].justify = "right"
     for node in nodes[:LISTED_ROWS]:
-        made_by = node["produced_by"] or node["transform_version"] or ""
-        table.add_row(
-            str(node["depth"]), node["kind"], node["context_id"], made_by, node["source_uri"] or ""
-        )
-    console.print(table)
+        made_by = node["produced_by"] or node["transform_version"]
+        origin = made_by if node["parent_ids"] else node["source_uri"] or made_by
+        listed.add_row(str(node["depth"]), node["kind"], node["context_id"], origin or "")
+    console.print(listed)
     file_name = f"{ctx.command_path.split()[-1]}.csv"
     print_more(LISTED_ROWS, len(nodes), f"{command_line(ctx, output='csv')} > {file_name}")
-    console.print(json.dumps(summary.as_dict()))
+    counted = summary.as_dict()
+    kinds = ", ".join(f"{kind} {count:,}" for kind, count in counted["counts_by_kind"].items())
+    cut = "; truncated: some lie beyond --max-depth" if counted["truncated"] else ""
+    console.print(f"{counted['total']:,} records" + (f" ({kinds})" if kinds else "") + cut)

@@ -6,8 +6,8 @@ import json
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
+from lineage.cli import render
 from lineage.cli.errors import reported
 from lineage.cli.runner import ConfigOption, TenantOption, console, database_url, load, run
 
@@ -49,7 +49,7 @@ def signing_key_list(config: ConfigOption = None) -> None:
     if not keys:
         console.print(f"no signing keyring at {path} yet: the first record signed makes one")
         return
-    table = Table("key id", "created", "signs new records", title=str(path))
+    table = render.table("key id", "created", "signs new records", title=str(path))
     for key in keys:
         table.add_row(key.key_id, key.created_at, "yes" if key is keys[-1] else "")
     console.print(table)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
+from lineage.cli import render
 from lineage.cli.errors import fail
 from lineage.cli.progress import progress_bar
 from lineage.cli.runner import ConfigOption, console, load, run
@@ -33,9 +33,9 @@ def spool_status(config: ConfigOption = None) -> None:
     if not tenants:
         console.print(f"nothing spooled in {directory}")
         return
-    table = Table(title=f"spool in {directory}")
-    for column in ("tenant", "batches", "records", "oldest", "rejected batches"):
-        table.add_column(column)
+    table = render.table(
+        "tenant", "batches", "records", "oldest", "rejected batches", title=f"spool in {directory}"
+    )
     for tenant in tenants:
         status = SpoolFile(directory, tenant).status()
         oldest = status.oldest.isoformat(timespec="seconds") if status.oldest else ""

@@ -6,8 +6,8 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
+from lineage.cli import render
 from lineage.cli.errors import diagnostics, fail
 from lineage.cli.runner import ConfigOption, console, load, run
 
@@ -73,7 +73,7 @@ def tenant_settings(
         shown = run(load(config), lambda pool: privacy.get_settings(pool, name))
     else:
         shown = run(load(config), lambda pool: privacy.update_settings(pool, caller, changes))
-    table = Table("switch", "captures", title=f"tenant {name}")
+    table = render.table("switch", "captures", title=f"tenant {name}")
     for switch in privacy.CAPTURE_SWITCHES:
         table.add_row(switch, "on" if getattr(shown, switch) else "off")
     console.print(table)
@@ -100,7 +100,7 @@ def key_list(tenant: NamedTenantOption, config: ConfigOption = None) -> None:
     from lineage.services import auth
 
     rows = run(load(config), lambda pool: auth.list_keys(pool, tenant))
-    table = Table("key id", "scope", "label", "created", "revoked")
+    table = render.table("key id", "scope", "label", "created", "revoked")
     for row in rows:
         table.add_row(
             row["key_id"], row["scope"], row["label"] or "", str(row["created_at"]),
