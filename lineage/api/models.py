@@ -227,6 +227,7 @@ class RunEventRecorded(Body):
     inputs: dict[str, str] = Field(description="dataset -> context id")
     outputs: dict[str, str] = Field(description="dataset -> context id")
     outputs_not_recorded: list[str]
+    run_record: str | None = Field(description="the record of a failed or aborted run")
 
 
 # --- answers, claims and verdicts --------------------------------------------------------------
