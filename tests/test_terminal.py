@@ -104,6 +104,11 @@ def test_long_commands_draw_progress_on_stderr_and_leave_stdout_parseable(
     records = json.loads(imported.stdout)["records"]
     assert f"verify {BAR}" in drawn(imported) and f"{records}/{records}" in drawn(imported)
     assert "write" in drawn(imported) and "sequence the log" in drawn(imported)
+    listed = invoke(env, "impact", "--source-uri", CONTRACTOR_POLICY, "--format", "csv")
+    assert next(csv.reader(io.StringIO(listed.stdout))) == list(ID_FILE_COLUMNS)
+    assert "walk the blast radius" in drawn(listed)
+    walked = invoke(env, "walk", "answer_1", "--format", "json")
+    assert json.loads(walked.stdout)["nodes"] and "walk back and mark" in drawn(walked)
     prov = invoke(env, "export", "prov", "answer_1", "--tenant", "copy")
     assert json.loads(prov.stdout)["entity"] and "walk back" in drawn(prov)
     forgotten = invoke(env, "forget", "--source-uri", CONTRACTOR_POLICY, "--tenant", "copy")

@@ -18,9 +18,10 @@ PROGRESS_VARIABLE = "LINEAGE_PROGRESS"
 
 
 @contextmanager
-def progress_bar() -> Iterator[Progress]:
+def progress_bar(*, transient: bool = False) -> Iterator[Progress]:
     """A callback for the work inside; each phase it names gets a bar, and one of unknown size
-    is drawn full once another phase is reported or the work ends."""
+    is drawn full once another phase is reported or the work ends. A transient bar is erased
+    at the end (a query's wait, with its answer to follow)."""
     from rich.console import Console
     from rich.progress import BarColumn, TaskID, TextColumn, TimeElapsedColumn
     from rich.progress import Progress as Bars
@@ -34,6 +35,7 @@ def progress_bar() -> Iterator[Progress]:
         TimeElapsedColumn(),
         TextColumn("[dim]{task.fields[detail]}"),
         console=console,
+        transient=transient,
         disable=choice == "never" or not console.is_terminal,
     )
     phases: dict[str, TaskID] = {}

@@ -8,6 +8,7 @@ import typer
 
 from lineage.cli import render
 from lineage.cli.errors import exactly_one, fail
+from lineage.cli.progress import progress_bar
 from lineage.cli.runner import (
     ConfigOption,
     DepthOption,
@@ -54,7 +55,9 @@ def walk(
         hops = await walks.suspicious_hops(pool, settings, tenant, context_id, max_depth)
         return found, hops
 
-    found, hops = run(settings, work)
+    with progress_bar(transient=True) as progress:
+        progress("walk back and mark")
+        found, hops = run(settings, work)
     if output == "json":
         print(render.walk_json(found, hops))
     elif output == "dot":
@@ -103,7 +106,10 @@ def impact(
             **{name: value},
         )
 
-    render.print_nodes(run(settings, work), output, ctx)
+    with progress_bar(transient=True) as progress:
+        progress("walk the blast radius")
+        nodes = run(settings, work)
+    render.print_nodes(nodes, output, ctx)
 
 
 def freshness(
@@ -132,4 +138,7 @@ def freshness(
             max_depth=walks.check_depth(settings, max_depth),
         )
 
-    render.print_nodes(run(settings, work), output, ctx)
+    with progress_bar(transient=True) as progress:
+        progress("walk from the superseded revisions")
+        nodes = run(settings, work)
+    render.print_nodes(nodes, output, ctx)
