@@ -9,7 +9,6 @@ and auth by a server with LINEAGE_AUTH=keys and a real key against one with none
 """
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -65,14 +64,7 @@ def stubbed(module_name: str | None, attribute: str) -> Iterator[bool]:
 
 async def superuser_pool(url: str) -> asyncpg.Pool:
     """A pool that stays the connecting superuser: row-level security does not apply."""
-
-    async def codecs(connection: asyncpg.Connection) -> None:
-        await connection.set_type_codec(
-            "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
-        )
-
-    pool: asyncpg.Pool = await asyncpg.create_pool(url, min_size=1, max_size=4, init=codecs)
-    return pool
+    return await db.create_pool(url, max_size=4, as_owner=True)
 
 
 async def costs(report: Report, pool: asyncpg.Pool, plan: "Plan", url: str, tenant: str) -> None:
