@@ -22,7 +22,7 @@ from lineage.core.errors import NotDistributable
 from lineage.db.distribute import REFERENCE_TABLES, distribute
 from lineage.db.migrate import migrate
 from lineage.db.queries import QUERIES
-from lineage.services import auth
+from lineage.services import auth, privacy
 from lineage.services.demo import TRACE_ID, load_incident
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster, move_tenant_shards
@@ -98,6 +98,10 @@ async def load(url: str) -> None:
         for tenant in TENANTS:
             # The same key for keyed text hashes on both servers, so the records are the same.
             async with owner.acquire() as connection:
+                await connection.execute(
+                    "INSERT INTO tenant_text_keys VALUES ($1, sha256(convert_to($1, 'UTF8')))",
+                    tenant,
+                )
                 await connection.execute(
                     "UPDATE tenant_settings SET text_hash_key = sha256(convert_to($1, 'UTF8')) "
                     "WHERE tenant_id = $1",
@@ -410,12 +414,10 @@ async def test_the_captured_text_rule_holds_on_every_shard(loaded: tuple[str, st
                 await insert_text_on_the_worker(citus_url, port, shard_name, tenant, query)
 
             async def switch_on(switch: str, tenant: str = tenant) -> None:
-                # As the owner: the service's switch update needs a column-level grant, which
-                # Citus does not carry to the shards.
-                async with owner.acquire() as connection:
-                    await connection.execute(
-                        f"UPDATE tenant_settings SET {switch} = true WHERE tenant_id = $1", tenant
-                    )
+                # The service's own path: a column-level grant, which Citus does not carry to
+                # the shards, refused it there before migration 0015.
+                caller = auth.Caller(tenant, None, "admin")
+                await privacy.update_settings(pool, caller, {switch: True})
 
             await check_text_is_captured_only_when_switched_on(pool, tenant, query, switch_on)
     finally:

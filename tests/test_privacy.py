@@ -158,9 +158,16 @@ async def test_the_application_role_may_change_the_switches_but_never_the_key(
     pool: asyncpg.Pool, owner: asyncpg.Connection
 ) -> None:
     key = await text_hash_key(owner, "default")
-    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+    # Only to a key the owner registered for the tenant (tenant_text_keys), which the role
+    # cannot write.
+    with pytest.raises(asyncpg.ForeignKeyViolationError, match="registered"):
         async with db.transaction(pool, "default") as connection:
             await connection.execute("UPDATE tenant_settings SET text_hash_key = '\\x00'")
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        async with db.transaction(pool, "default") as connection:
+            await connection.execute(
+                "INSERT INTO tenant_text_keys VALUES ('default', '\\x00')"
+            )
     assert await text_hash_key(owner, "default") == key
     updated = await privacy.update_settings(pool, ADMIN, {"capture_query_text": True})
     assert (updated.capture_query_text, updated.capture_answer_text) == (True, False)

@@ -813,10 +813,7 @@ async def read_everything(pool: asyncpg.Pool, settings: Settings, tenant: str) -
 async def test_every_read_query_is_confined_to_its_tenant(
     store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
 ) -> None:
-    await owner.execute(
-        "INSERT INTO tenants (tenant_id) VALUES ('other'); "
-        "INSERT INTO tenant_settings (tenant_id) VALUES ('other')"  # its text hash key
-    )
+    await db.fetch(owner, "tenant_create", tenant_id="other")  # with its text hash key
     other_store = PostgresStore(pool, "other")
     mine = {c.context_id: c.record.content_hash for c in await load_incident(store)}
     # One call per record, as load_incident does, so each revision has its own created_at.

@@ -1,6 +1,7 @@
 -- name: tenant_settings_update
 -- Turns a tenant's text capture switches on or off; NULL keeps a switch as it is. The
--- application role may update these three columns and nothing else (never text_hash_key).
+-- application role may update tenant_settings, but its text_hash_key only to the tenant's
+-- registered key (tenant_text_keys, which the owner alone writes): in effect, never.
 --   psql -v tenant_id=default -v capture_source_text=true -v capture_query_text=false \
 --        -v capture_answer_text=true -f sql/tenant_settings_update.sql
 UPDATE tenant_settings

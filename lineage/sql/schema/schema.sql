@@ -430,6 +430,13 @@ CREATE TABLE public.tenant_settings (
 
 ALTER TABLE ONLY public.tenant_settings FORCE ROW LEVEL SECURITY;
 
+CREATE TABLE public.tenant_text_keys (
+    tenant_id text NOT NULL,
+    text_hash_key bytea NOT NULL
+);
+
+ALTER TABLE ONLY public.tenant_text_keys FORCE ROW LEVEL SECURITY;
+
 CREATE TABLE public.tenant_vouching_key (
     only_row boolean DEFAULT true NOT NULL,
     key bytea NOT NULL,
@@ -518,6 +525,9 @@ ALTER TABLE ONLY public.tenant_deleting
 ALTER TABLE ONLY public.tenant_settings
     ADD CONSTRAINT tenant_settings_pkey PRIMARY KEY (tenant_id);
 
+ALTER TABLE ONLY public.tenant_text_keys
+    ADD CONSTRAINT tenant_text_keys_pkey PRIMARY KEY (tenant_id, text_hash_key);
+
 ALTER TABLE ONLY public.tenant_vouching_key
     ADD CONSTRAINT tenant_vouching_key_pkey PRIMARY KEY (only_row);
 
@@ -595,6 +605,12 @@ ALTER TABLE ONLY public.spans
 ALTER TABLE ONLY public.tenant_settings
     ADD CONSTRAINT tenant_settings_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
+ALTER TABLE ONLY public.tenant_settings
+    ADD CONSTRAINT tenant_settings_text_hash_key_registered FOREIGN KEY (tenant_id, text_hash_key) REFERENCES public.tenant_text_keys(tenant_id, text_hash_key);
+
+ALTER TABLE ONLY public.tenant_text_keys
+    ADD CONSTRAINT tenant_text_keys_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
 ALTER TABLE public.api_keys ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY api_keys_tenant ON public.api_keys USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
@@ -660,6 +676,10 @@ CREATE POLICY tenant_counters_tenant ON public.tenant_counters USING ((tenant_id
 ALTER TABLE public.tenant_settings ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY tenant_settings_tenant ON public.tenant_settings USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.tenant_text_keys ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY tenant_text_keys_tenant ON public.tenant_text_keys USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
 
 ALTER TABLE public.tenants ENABLE ROW LEVEL SECURITY;
 
@@ -727,13 +747,9 @@ GRANT SELECT,INSERT ON TABLE public.spans TO lineage_app;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.tenant_counters TO lineage_app;
 
-GRANT SELECT ON TABLE public.tenant_settings TO lineage_app;
+GRANT SELECT,UPDATE ON TABLE public.tenant_settings TO lineage_app;
 
-GRANT UPDATE(capture_source_text) ON TABLE public.tenant_settings TO lineage_app;
-
-GRANT UPDATE(capture_query_text) ON TABLE public.tenant_settings TO lineage_app;
-
-GRANT UPDATE(capture_answer_text) ON TABLE public.tenant_settings TO lineage_app;
+GRANT SELECT ON TABLE public.tenant_text_keys TO lineage_app;
 
 GRANT SELECT ON TABLE public.tenants TO lineage_app;
 
