@@ -165,9 +165,7 @@ async def test_the_application_role_may_change_the_switches_but_never_the_key(
             await connection.execute("UPDATE tenant_settings SET text_hash_key = '\\x00'")
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
         async with db.transaction(pool, "default") as connection:
-            await connection.execute(
-                "INSERT INTO tenant_text_keys VALUES ('default', '\\x00')"
-            )
+            await connection.execute("INSERT INTO tenant_text_keys VALUES ('default', '\\x00')")
     assert await text_hash_key(owner, "default") == key
     updated = await privacy.update_settings(pool, ADMIN, {"capture_query_text": True})
     assert (updated.capture_query_text, updated.capture_answer_text) == (True, False)
