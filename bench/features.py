@@ -168,7 +168,8 @@ async def _auth(report: Report, plan: "Plan", url: str, tenant: str) -> None:
             Figure("feature cost (HTTP)", "auth", "%", float("nan"), note="not in this build")
         )
         return
-    owner = await superuser_pool(url)
+    # Keys are made for a vouched tenant only: a pool that holds the vouching key.
+    owner = await db.create_pool(url, max_size=1, as_owner=True)
     try:
         token, _ = await auth.create_key(owner, tenant, "admin", "bench")
     finally:
