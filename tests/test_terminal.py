@@ -7,6 +7,7 @@ import io
 import json
 import re
 import shlex
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -133,9 +134,10 @@ def test_long_commands_draw_progress_on_stderr_and_leave_stdout_parseable(
 
 def test_migrate_draws_each_step(template_db: tuple[str, str]) -> None:
     base, _ = template_db
-    with janitor(base, "lineage_test_migrate_progress"):
-        url = url_for(base, "lineage_test_migrate_progress")
-        migrated = invoke({"LINEAGE_DATABASE_URL": url, "LINEAGE_PROGRESS": "always"}, "migrate")
+    name = f"lineage_test_migrate_{uuid.uuid4().hex[:12]}"
+    with janitor(base, name):
+        env = {"LINEAGE_DATABASE_URL": url_for(base, name), "LINEAGE_PROGRESS": "always"}
+        migrated = invoke({**env, "COLUMNS": "120"}, "migrate")
     steps = len(list((Path(lineage.__file__).parent / "migrations" / "versions").glob("0*.py")))
     assert re.search(rf"migrate {BAR}+ {steps}/{steps}", drawn(migrated)), drawn(migrated)
     assert migrated.stdout == "schema is at the newest revision\n"
