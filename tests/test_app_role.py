@@ -108,3 +108,22 @@ async def as_acme_unvouched(connection: asyncpg.Connection, query: str, **values
     async with connection.transaction():
         await connection.execute("SELECT set_config('lineage.tenant_id', 'acme', true)")
         await db.fetch(connection, query, **values)
+
+
+async def test_a_rotated_vouching_key_ends_every_token_made_before(
+    database_url: str, pool: asyncpg.Pool, two_tenants: None
+) -> None:
+    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
+    try:
+        await auth.rotate_vouching_key(owner_pool)
+    finally:
+        await owner_pool.close()
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
+        async with db.transaction(pool, "acme") as connection:
+            await connection.fetchval("SELECT count(*) FROM provenance")
+    fresh = await db.create_pool(database_url, max_size=1)
+    try:
+        async with db.transaction(fresh, "acme") as connection:
+            assert await connection.fetchval("SELECT count(*) FROM provenance") > 0
+    finally:
+        await fresh.close()

@@ -14,7 +14,8 @@ from lineage.cli import app
 NO_TENANT_OPTION = {
     "migrate", "distribute", "stop", "serve", "selftest", "sql show", "sql list", "spool status",
     "log key", "log verify", "log monitor", "signing-key rotate", "signing-key list",
-    "tenant create", "tenant settings", "tenant token", "tenant delete", "audit operator",
+    "tenant create", "tenant settings", "tenant token", "tenant rotate-vouching-key",
+    "tenant delete", "audit operator",
 }  # fmt: skip
 
 

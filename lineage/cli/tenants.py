@@ -43,6 +43,18 @@ def tenant_token(name: str, config: ConfigOption = None) -> None:
     print(made)
 
 
+@tenant_app.command("rotate-vouching-key")
+def tenant_rotate_vouching_key(config: ConfigOption = None) -> None:
+    """Replace the key tenant tokens are made with (as the owner), if one may have leaked:
+    restart the service after it (on Citus, run `lineage distribute` too)."""
+    from lineage.services import auth
+
+    run(load(config), auth.rotate_vouching_key, as_owner=True)
+    console.print(
+        "tenant vouching key replaced: restart the service (on Citus: lineage distribute)"
+    )
+
+
 def _switch(name: str, what: str) -> Any:
     return typer.Option(f"--{name}/--no-{name}", help=f"Capture {what} (default: unchanged).")
 

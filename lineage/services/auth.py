@@ -96,6 +96,21 @@ async def revoke_key(pool: asyncpg.Pool, tenant_id: str, key_id: str) -> None:
             raise NotFound(f"no key {key_id!r} for tenant {tenant_id!r}")
 
 
+async def rotate_vouching_key(pool: asyncpg.Pool) -> None:
+    """A new tenant vouching key (as the owner): every token made under the old one stops
+    counting at once, so pools made before must be made again (restart the service; on Citus
+    run `lineage distribute` to copy it to the workers)."""
+    key = secrets.token_bytes(32)
+    padded = key + bytes(32)
+    async with pool.acquire() as connection:
+        await connection.execute(
+            "UPDATE tenant_vouching_key SET key = $1, inner_pad = $2, outer_pad = $3",
+            key,
+            bytes(byte ^ 0x36 for byte in padded),
+            bytes(byte ^ 0x5C for byte in padded),
+        )
+
+
 async def list_keys(pool: asyncpg.Pool, tenant_id: str) -> list[dict[str, Any]]:
     async with db.transaction(pool, tenant_id) as connection:
         return [dict(r) for r in await db.fetch(connection, "key_list", tenant_id=tenant_id)]
