@@ -15,13 +15,12 @@ import json
 import statistics
 import time
 
-import asyncpg
-
 from bench.database import drop, recreate
 from lineage import db
 from lineage.core.derive import Derivation, propose
+from lineage.db.database import Database
 from lineage.services import auth
-from lineage.store.postgres import append_records
+from lineage.settings import Settings
 
 
 def document(text: str, writer_name: str, path: str) -> Derivation:
@@ -32,7 +31,7 @@ def document(text: str, writer_name: str, path: str) -> Derivation:
 
 
 async def writer(
-    pool: asyncpg.Pool, tenant_id: str, name: str, appends: int, batch: int
+    database: Database, tenant_id: str, name: str, appends: int, batch: int
 ) -> list[float]:
     latencies = []
     for number in range(appends):
@@ -41,25 +40,25 @@ async def writer(
             for i in range(batch)
         ]
         started = time.perf_counter()
-        async with db.transaction(pool, tenant_id) as connection:
-            await append_records(connection, tenant_id, proposals)
+        async with database.tenant(tenant_id) as tx:
+            await tx.append(proposals)
         latencies.append(time.perf_counter() - started)
     return latencies
 
 
 async def run(url: str, tenants: list[str], appends: int, batch: int) -> dict[str, float]:
-    pool = await db.create_pool(url, min_size=len(tenants), max_size=len(tenants))
+    database = await Database.connect(Settings(), url, min_size=len(tenants), max_size=len(tenants))
     try:
         started = time.perf_counter()
         per_writer = await asyncio.gather(
             *(
-                writer(pool, tenant, f"w{index}", appends, batch)
+                writer(database, tenant, f"w{index}", appends, batch)
                 for index, tenant in enumerate(tenants)
             )
         )
         elapsed = time.perf_counter() - started
     finally:
-        await pool.close()
+        await database.close()
     latencies = sorted(latency for found in per_writer for latency in found)
     count = len(latencies)
     return {
@@ -80,7 +79,7 @@ async def main(arguments: argparse.Namespace) -> dict[str, dict[str, float]]:
                 owner = await db.create_pool(url, max_size=1, as_owner=True)
                 tenants = [f"t{index}" for index in range(arguments.writers)]
                 for tenant in tenants:
-                    await auth.create_tenant(owner, tenant)
+                    await auth.create_tenant(Database(owner, Settings()), tenant)
                 await owner.close()
             results[layout] = await run(url, tenants, arguments.appends, arguments.batch)
         finally:

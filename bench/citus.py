@@ -37,9 +37,11 @@ from bench.database import load
 from bench.figures import percentile
 from bench.run import ingest_rows, milliseconds_since, proposals, timed
 from lineage import db
+from lineage.db.database import Database
 from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.services import auth
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CITUS_SETTINGS, PG15_BIN, CitusCluster, citus_cluster
 from tests.private_postgres import PrivatePostgres
@@ -129,7 +131,7 @@ async def measure_ingest(url: str, tenants: tuple[str, str], records: int, into:
         }
 
         async def writer(tenant: str) -> None:
-            store = PostgresStore(pool, tenant)
+            store = PostgresStore(Database(pool, Settings()), tenant)
             rows = batches[tenant]
             for start in range(0, len(rows), BATCH):
                 await store.append(rows[start : start + BATCH])
@@ -145,7 +147,7 @@ async def create_tenants(url: str, tenants: tuple[str, ...]) -> None:
     owner = await db.create_pool(url, max_size=1, as_owner=True)
     try:
         for tenant in tenants:
-            await auth.create_tenant(owner, tenant)
+            await auth.create_tenant(Database(owner, Settings()), tenant)
     finally:
         await owner.close()
 

@@ -17,6 +17,8 @@ import asyncpg
 
 from bench.figures import Figure, Report, percentile
 from lineage import db
+from lineage.db.database import Database
+from lineage.settings import Settings
 from lineage.store import postgres
 
 if TYPE_CHECKING:
@@ -171,7 +173,7 @@ async def _auth(report: Report, plan: "Plan", url: str, tenant: str) -> None:
     # Keys are made for a vouched tenant only: a pool that holds the vouching key.
     owner = await db.create_pool(url, max_size=1, as_owner=True)
     try:
-        token, _ = await auth.create_key(owner, tenant, "admin", "bench")
+        token, _ = await auth.create_key(Database(owner, Settings()), tenant, "admin", "bench")
     finally:
         await owner.close()
     rates = {}

@@ -25,6 +25,8 @@ import asyncpg
 from bench.dag import parse_size
 from bench.database import drop, load, recreate
 from lineage import db
+from lineage.db.database import Database
+from lineage.settings import Settings
 from lineage.verifiable_log import storage
 
 SOURCE_DB = "lineage_bench_lifecycle_source"
@@ -113,7 +115,7 @@ async def log_everything(url: str) -> float:
             "FROM provenance ORDER BY ctid"
         )
         started = time.perf_counter()
-        await storage.sequence(pool, "default")
+        await storage.sequence(Database(pool, Settings()), "default")
         return time.perf_counter() - started
     finally:
         await pool.close()

@@ -23,8 +23,9 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from bench.database import drop, recreate
 from bench.server import serving
-from lineage import db
 from lineage.core.derive import Derivation, derive_many
+from lineage.db.database import Database
+from lineage.settings import Settings
 from lineage.store import PostgresStore
 
 
@@ -74,9 +75,9 @@ def export_request(chunks: list[str], docs: int, plain: int) -> bytes:
 
 
 async def corpus(url: str, chunks: int) -> list[str]:
-    pool = await db.create_pool(url, max_size=2)
+    database = await Database.connect(Settings(), url, max_size=2)
     try:
-        store = PostgresStore(pool)
+        store = PostgresStore(database)
         [doc] = await derive_many(
             store, [Derivation([], "corpus", "document", "loader", "1", source_uri="bench://c")]
         )
@@ -86,7 +87,7 @@ async def corpus(url: str, chunks: int) -> list[str]:
         )
         return [c.context_id for c in made]
     finally:
-        await pool.close()
+        await database.close()
 
 
 async def sizes(url: str) -> tuple[int, int]:

@@ -36,6 +36,7 @@ from lineage import db
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.progress import Progress, unwatched
 from lineage.core.record import NewContext
+from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.db.queries import QUERIES
 from lineage.services import walks
@@ -459,7 +460,13 @@ async def _hottest(
     async def stream_all(name: str) -> None:
         rows = 0
         async for _ in walks.stream(
-            pool, settings, name, tenant_id=TENANT, source_uri=hot, kind="answer", max_depth=20
+            Database(pool, settings),
+            settings,
+            name,
+            tenant_id=TENANT,
+            source_uri=hot,
+            kind="answer",
+            max_depth=20,
         ):
             rows += 1
         counted.append(rows)
@@ -714,7 +721,7 @@ async def _ingest(report: Report, pool: asyncpg.Pool, plan: Plan, url: str) -> N
     figure.met = batch >= 60_000 and batch >= 0.75 * copy_rate
 
     rows = ingest_rows(plan.ingest_records, f"derive{stamp}", TENANT)
-    store = PostgresStore(pool, TENANT)
+    store = PostgresStore(Database(pool, Settings()), TENANT)
     items = [
         Derivation(
             parents=list(row[2]),
@@ -811,7 +818,7 @@ async def _ingest(report: Report, pool: asyncpg.Pool, plan: Plan, url: str) -> N
 
 
 async def append_rate(pool: asyncpg.Pool, records: list[NewContext], batch: int = 1000) -> float:
-    store = PostgresStore(pool, TENANT)
+    store = PostgresStore(Database(pool, Settings()), TENANT)
     started = time.perf_counter()
     for start in range(0, len(records), batch):
         await store.append(records[start : start + batch])

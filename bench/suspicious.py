@@ -12,8 +12,8 @@ import statistics
 import time
 
 from bench.database import drop, recreate
-from lineage import db
 from lineage.core.derive import Derivation, derive_many
+from lineage.db.database import Database
 from lineage.services import walks
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
@@ -61,17 +61,17 @@ async def revise_half(store: PostgresStore) -> None:
 
 async def main(server_url: str, runs: int, revised: bool) -> None:
     url = await recreate(server_url, DATABASE)
-    pool = await db.create_pool(url, max_size=2)
+    settings = Settings(statement_timeout_ms=60_000)
+    database = await Database.connect(settings, url, max_size=2)
     try:
-        store = PostgresStore(pool)
+        store = PostgresStore(database)
         answer = await load_thousand_record_walk(store)
         if revised:
             await revise_half(store)
-        settings = Settings(statement_timeout_ms=60_000)
         seconds, marks = [], 0
         for _ in range(runs):
             started = time.perf_counter()
-            marks = len(await walks.suspicious_hops(pool, settings, "default", answer, None))
+            marks = len(await walks.suspicious_hops(database, settings, "default", answer, None))
             seconds.append(time.perf_counter() - started)
         print(
             f"suspicious hops of a 1,000-record walk{' (half revised)' if revised else ''}: "
@@ -79,7 +79,7 @@ async def main(server_url: str, runs: int, revised: bool) -> None:
             f"({', '.join(f'{s * 1000:.0f}' for s in seconds)} ms)"
         )
     finally:
-        await pool.close()
+        await database.close()
         await drop(server_url, DATABASE)
 
 

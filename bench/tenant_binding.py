@@ -13,8 +13,10 @@ import asyncpg
 
 from bench.run import ingest_rows, proposals
 from lineage import db
+from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.services import auth
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
 TENANT = "bench"
@@ -53,11 +55,11 @@ async def main(server: str, records: int, runs: int, rounds: int) -> None:
     try:
         migrate(url)
         owner_pool = await db.create_pool(url, max_size=1, as_owner=True)
-        await auth.create_tenant(owner_pool, TENANT)
+        await auth.create_tenant(Database(owner_pool, Settings()), TENANT)
         await owner_pool.close()
         pool = await db.create_pool(url, max_size=2)
         generated = proposals(ingest_rows(records, "binding", TENANT))
-        store = PostgresStore(pool, TENANT)
+        store = PostgresStore(Database(pool, Settings()), TENANT)
         for start in range(0, len(generated), 500):
             await store.append(generated[start : start + 500])
         answers = [r.context_id for r in generated if r.kind == "answer"][:50]

@@ -18,6 +18,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnablePassthrough
 
 from lineage import db
+from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.integrations.langchain import LineageCallbackHandler, index_documents
 from lineage.services import walks
@@ -61,11 +62,11 @@ class KeywordRetriever(BaseRetriever):
 
 
 async def walk_and_freshness(url: str, answer_id: str, settings: Settings) -> tuple[list, list]:
-    pool = await db.create_pool(url, max_size=2)
+    database = await Database.connect(settings, url, max_size=2)
     try:
-        walk = await walks.walk_back(pool, settings, "default", answer_id, None)
+        walk = await walks.walk_back(database, settings, "default", answer_id, None)
         stale = await walks.run(
-            pool,
+            database,
             settings,
             "stale_sources",
             tenant_id="default",
@@ -75,7 +76,7 @@ async def walk_and_freshness(url: str, answer_id: str, settings: Settings) -> tu
         )
         return walk.nodes, stale
     finally:
-        await pool.close()
+        await database.close()
 
 
 def main() -> None:

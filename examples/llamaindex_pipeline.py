@@ -18,6 +18,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index_instrumentation import get_dispatcher
 
 from lineage import db
+from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.integrations.llamaindex import LineageEventHandler, LineageTransformation
 from lineage.services import walks
@@ -35,16 +36,16 @@ QUESTION = "How many days until refunds are paid?"
 async def walk_and_freshness(
     url: str, answer_id: str, settings: Settings
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    pool = await db.create_pool(url, max_size=2)
+    database = await Database.connect(settings, url, max_size=2)
     try:
-        walk = await walks.walk_back(pool, settings, "default", answer_id, None)
+        walk = await walks.walk_back(database, settings, "default", answer_id, None)
         stale = await walks.run(
-            pool, settings, "stale_sources", tenant_id="default", source_uri="any",
+            database, settings, "stale_sources", tenant_id="default", source_uri="any",
             kind="answer", max_depth=walks.check_depth(settings, None),
         )  # fmt: skip
         return walk.nodes, stale
     finally:
-        await pool.close()
+        await database.close()
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from lineage.claims.judges import OfflineJudge
 from lineage.claims.verify import mapping_resolver, verify_claims
 from lineage.core import telemetry
 from lineage.core.derive import Context, derive
+from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.interop.headers import front_matter, provenance_header
 from lineage.services import walks
@@ -234,7 +235,8 @@ def print_walk(walk: walks.Walk) -> None:
 
 
 async def main(pool: asyncpg.Pool, settings: Settings) -> None:
-    store = PostgresStore(pool, TENANT)
+    database = Database(pool, settings)
+    store = PostgresStore(database, TENANT)
     result = await run_pipeline(store)
     recorded = result["recorded"]
     answer = recorded.answer
@@ -245,7 +247,7 @@ async def main(pool: asyncpg.Pool, settings: Settings) -> None:
     print(f"answer {answer.context_id}: {answer.text}")
 
     verification = await verify_claims(
-        pool,
+        database,
         TENANT,
         answer.context_id,
         OfflineJudge(),
@@ -255,11 +257,11 @@ async def main(pool: asyncpg.Pool, settings: Settings) -> None:
     for line in verification.lines():
         print(line)
 
-    walk = await walks.walk_back(pool, settings, TENANT, answer.context_id, None)
+    walk = await walks.walk_back(database, settings, TENANT, answer.context_id, None)
     print(f"\nwalk-back of {answer.context_id} ({len(walk.nodes)} records):")
     print_walk(walk)
 
-    header = await provenance_header(pool, TENANT, answer.context_id)
+    header = await provenance_header(database, TENANT, answer.context_id)
     print("\nprovenance header for a file holding the answer:")
     print(front_matter(header), end="")
 

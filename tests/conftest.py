@@ -18,6 +18,7 @@ from pytest_postgresql.janitor import DatabaseJanitor
 
 from lineage import db
 from lineage.api.app import create_app
+from lineage.db.database import Database
 from lineage.db.embedded import start_embedded
 from lineage.db.migrate import migrate
 from lineage.settings import Settings
@@ -96,8 +97,14 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture
-def store(pool: asyncpg.Pool) -> PostgresStore:
-    return PostgresStore(pool)
+def database(pool: asyncpg.Pool, settings: Settings) -> Database:
+    """The test's Database over its pool; it signs with the keyring its settings name."""
+    return Database(pool, settings)
+
+
+@pytest.fixture
+def store(database: Database) -> PostgresStore:
+    return PostgresStore(database)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from bench.server import Server, serving
 from lineage import db
 from lineage.api.app import create_app
 from lineage.api.limits import BadRequestCap, CapBadRequests
+from lineage.db.database import Database
 from lineage.services import auth
 from lineage.settings import Settings
 
@@ -35,7 +36,7 @@ def document(context_id: str) -> dict[str, str]:
 async def make_key(database_url: str, scope: str = "ingest") -> str:
     pool = await db.create_pool(database_url, max_size=1)
     try:
-        token, _ = await auth.create_key(pool, "default", scope)
+        token, _ = await auth.create_key(Database(pool, Settings()), "default", scope)
     finally:
         await pool.close()
     return token
@@ -152,7 +153,7 @@ async def test_bad_requests_with_a_victims_key_id_do_not_lock_the_victim_out(
     keyed_app: tuple[FastAPI, httpx.AsyncClient], database_url: str
 ) -> None:
     app, http = keyed_app
-    victim = await auth.create_key(app.state.pool, "default", "ingest")
+    victim = await auth.create_key(app.state.db, "default", "ingest")
     token = victim[0]
     key_id = victim[1]["key_id"]
     forged = {"Authorization": f"Bearer lk_{key_id}_{'x' * 43}"}
@@ -169,7 +170,7 @@ async def test_session_users_behind_one_address_have_their_own_caps(
     app, http = keyed_app
     cookies = []
     for _ in range(2):
-        token, _ = await auth.create_key(app.state.pool, "default", "read")
+        token, _ = await auth.create_key(app.state.db, "default", "read")
         opened = await http.post("/v1/session", json={"key": token})
         assert opened.status_code == 200, opened.text
         cookies.append(opened.cookies["lineage_session"])

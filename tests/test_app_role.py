@@ -7,20 +7,22 @@ import asyncpg
 import pytest
 
 from lineage import db
+from lineage.db.database import Database
 from lineage.services import auth
 from lineage.services.demo import load_incident
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
 
 @pytest.fixture
-async def two_tenants(database_url: str, pool: asyncpg.Pool) -> None:
+async def two_tenants(database_url: str, database: Database) -> None:
     owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
     try:
         for tenant in ("acme", "rival"):
-            assert await auth.create_tenant(owner_pool, tenant)
+            assert await auth.create_tenant(Database(owner_pool, Settings()), tenant)
     finally:
         await owner_pool.close()
-    await load_incident(PostgresStore(pool, "acme"))
+    await load_incident(PostgresStore(database, "acme"))
 
 
 async def test_the_pool_logs_in_as_the_application_role(pool: asyncpg.Pool) -> None:
@@ -63,9 +65,11 @@ async def test_a_tenant_set_by_an_injection_reads_nothing_foreign(
             await connection.fetchval("SELECT key FROM tenant_vouching_key")
 
 
-async def test_a_revoked_key_cannot_be_unrevoked(pool: asyncpg.Pool, two_tenants: None) -> None:
-    token, described = await auth.create_key(pool, "acme", "admin", "to revoke")
-    await auth.revoke_key(pool, "acme", described["key_id"])
+async def test_a_revoked_key_cannot_be_unrevoked(
+    pool: asyncpg.Pool, database: Database, two_tenants: None
+) -> None:
+    token, described = await auth.create_key(database, "acme", "admin", "to revoke")
+    await auth.revoke_key(database, "acme", described["key_id"])
     async with db.transaction(pool, "acme") as connection:
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await connection.execute(
@@ -74,11 +78,11 @@ async def test_a_revoked_key_cannot_be_unrevoked(pool: asyncpg.Pool, two_tenants
     async with db.transaction(pool, "acme") as connection:
         [row] = await db.fetch(connection, "key_revoke", key_id=described["key_id"])
         first = row["revoked_at"]
-    await auth.revoke_key(pool, "acme", described["key_id"])
+    await auth.revoke_key(database, "acme", described["key_id"])
     async with db.transaction(pool, "acme") as connection:
         [row] = await db.fetch(connection, "key_revoke", key_id=described["key_id"])
         assert row["revoked_at"] == first
-    assert await auth.authenticate(pool, token) is None
+    assert await auth.authenticate(database, token) is None
 
 
 async def test_no_key_can_be_minted_for_another_tenant(

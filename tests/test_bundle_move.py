@@ -11,9 +11,9 @@ import pytest
 from lineage import db
 from lineage.bundle.export import export_bundle
 from lineage.bundle.load import import_bundle
+from lineage.db.database import Database
 from lineage.db.embedded import start_embedded
 from lineage.db.migrate import migrate
-from lineage.services import signing
 from lineage.services.demo import load_incident, verify_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
@@ -40,9 +40,11 @@ async def test_a_tenant_moves_from_the_embedded_server_with_its_walks(
         source_owner = await db.create_pool(source_url, max_size=2, as_owner=True)
         try:
             assert await source.fetchval("SHOW server_version_num") >= "180000"
-            await load_incident(PostgresStore(source))
-            await verify_incident(source)
-            await export_bundle(source_owner, settings, "default", bundle, include_text=False)
+            await load_incident(PostgresStore(Database(source, settings)))
+            await verify_incident(Database(source, Settings()))
+            await export_bundle(
+                Database(source_owner, Settings()), settings, "default", bundle, include_text=False
+            )
             before = await walk_views(source, "default")
         finally:
             await source.close()
@@ -51,8 +53,8 @@ async def test_a_tenant_moves_from_the_embedded_server_with_its_walks(
     target_owner = await db.create_pool(database_url, max_size=2, as_owner=True)
     try:
         imported = await import_bundle(
-            target_owner, settings, bundle, "default", storage.signing_key(settings).verifier,
-            signing.signer_for(settings),
+            Database(target_owner, settings), settings, bundle, "default",
+            storage.signing_key(settings).verifier,
         )  # fmt: skip
     finally:
         await target_owner.close()

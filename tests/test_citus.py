@@ -19,11 +19,13 @@ from bench.run import ingest_rows, proposals
 from lineage import cli, db
 from lineage.core.derive import Context, derive
 from lineage.core.errors import NotDistributable
+from lineage.db.database import Database
 from lineage.db.distribute import REFERENCE_TABLES, distribute
 from lineage.db.migrate import migrate
 from lineage.db.queries import QUERIES
 from lineage.services import auth, privacy
 from lineage.services.demo import TRACE_ID, load_incident
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster, move_tenant_shards
 from tests.test_privacy import check_text_is_captured_only_when_switched_on
@@ -94,7 +96,7 @@ async def load(url: str) -> None:
     owner = await db.create_pool(url, max_size=2, as_owner=True)
     pool = await db.create_pool(url, max_size=2)
     try:
-        await auth.create_tenant(owner, "acme")
+        await auth.create_tenant(Database(owner, Settings()), "acme")
         for tenant in TENANTS:
             # The same key for keyed text hashes on both servers, so the records are the same.
             async with owner.acquire() as connection:
@@ -108,7 +110,7 @@ async def load(url: str) -> None:
                     tenant,
                 )
         for tenant in TENANTS:
-            store = PostgresStore(pool, tenant)
+            store = PostgresStore(Database(pool, Settings()), tenant)
             await load_incident(store)
             generated = proposals(ingest_rows(GENERATED, f"gen_{tenant}", tenant))
             for start in range(0, len(generated), 500):
@@ -405,9 +407,10 @@ async def test_the_captured_text_rule_holds_on_every_shard(loaded: tuple[str, st
     try:
         for shard, shard_name, port in placements:
             tenant = tenants[shard]
-            assert await auth.create_tenant(owner, tenant)
+            assert await auth.create_tenant(Database(owner, Settings()), tenant)
             query = await derive(
-                PostgresStore(pool, tenant), [], f"{tenant}'s salary?", "query",
+                PostgresStore(Database(pool, Settings()), tenant), [],
+                f"{tenant}'s salary?", "query",
                 source_uri="chat://citus",
             )  # fmt: skip
             with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):

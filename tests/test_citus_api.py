@@ -21,6 +21,7 @@ import pytest
 
 from lineage import db
 from lineage.api.app import create_app
+from lineage.db.database import Database
 from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.services import auth
@@ -152,7 +153,7 @@ async def prepare(url: str, data_dir: Path) -> Backend:
     await load(url)
     pool = await db.create_pool(url, max_size=1)
     try:
-        token, _ = await auth.create_key(pool, TENANT, "admin")
+        token, _ = await auth.create_key(Database(pool, Settings()), TENANT, "admin")
     finally:
         await pool.close()
     async with app_client(url, data_dir) as http:

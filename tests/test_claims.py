@@ -34,6 +34,7 @@ from lineage.claims.verify import (
 )
 from lineage.core.derive import Context, derive, render_for_prompt
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
+from lineage.db.database import Database
 from lineage.db.queries import SQL_DIR
 from lineage.services import privacy, walks
 from lineage.services.auth import NO_AUTH_CALLER
@@ -78,15 +79,15 @@ def api(client: httpx.AsyncClient) -> httpx.AsyncClient:
 
 
 @pytest.fixture
-async def capturing(pool: asyncpg.Pool) -> None:
+async def capturing(database: Database) -> None:
     """Text capture is off by default: these tests opt in for every class of text."""
     await privacy.update_settings(
-        pool, NO_AUTH_CALLER, dict.fromkeys(privacy.CAPTURE_SWITCHES, True)
+        database, NO_AUTH_CALLER, dict.fromkeys(privacy.CAPTURE_SWITCHES, True)
     )
 
 
 @pytest.fixture
-async def pipeline(store: PostgresStore, pool: asyncpg.Pool, capturing: None) -> Pipeline:
+async def pipeline(store: PostgresStore, database: Database, capturing: None) -> Pipeline:
     """Two chunks in a prompt (employees first), a third chunk left out; texts captured."""
     chunks = {}
     for name, text in (
@@ -96,7 +97,7 @@ async def pipeline(store: PostgresStore, pool: asyncpg.Pool, capturing: None) ->
     ):
         doc = await derive(store, [], text, "document", "loader", "1", source_uri=f"s3://{name}")
         chunks[name] = await derive(store, [doc], text, "chunk", "chunker", "2.3.1")
-    await capture_texts(pool, "default", {c.context_id: c.text for c in chunks.values()})
+    await capture_texts(database, "default", {c.context_id: c.text for c in chunks.values()})
     prompt = await record_prompt(
         store, [chunks["employees"], chunks["contractors"]], "agent_a/answer@v3", "trace_1"
     )
@@ -106,7 +107,8 @@ async def pipeline(store: PostgresStore, pool: asyncpg.Pool, capturing: None) ->
 async def other_tenant_id(owner: asyncpg.Connection, pool: asyncpg.Pool) -> str:
     await owner.execute("INSERT INTO tenants (tenant_id) VALUES ('other')")
     foreign = await derive(
-        PostgresStore(pool, "other"), [], "Secret: contractors get 90 days.", "document",
+        PostgresStore(Database(pool, Settings()), "other"), [],
+        "Secret: contractors get 90 days.", "document",
         source_uri="s3://other/secret", context_id="secret_doc",
     )  # fmt: skip
     return foreign.context_id
@@ -137,14 +139,18 @@ async def test_prompt_parents_are_exactly_the_rendered_contexts(pipeline: Pipeli
 
 @pytest.mark.usefixtures("capturing")
 async def test_demo_claim_passes_entailment_yet_its_walk_back_exposes_chunk_42(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, api: httpx.AsyncClient
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    settings: Settings,
+    api: httpx.AsyncClient,
 ) -> None:
     await load_incident(store)
     texts = {name: next(i.text for i in INCIDENT if i.context_id == name) for name in DEMO_TEXTS}
-    assert set(await capture_texts(pool, "default", texts)) == set(texts)
-    assert await capture_texts(pool, "default", texts) == []  # captured once, kept
+    assert set(await capture_texts(database, "default", texts)) == set(texts)
+    assert await capture_texts(database, "default", texts) == []  # captured once, kept
 
-    offline = await verify_claims(pool, "default", "answer_1", OfflineJudge())
+    offline = await verify_claims(database, "default", "answer_1", OfflineJudge())
     [verdict] = offline.claims
     assert verdict.claim_id == "claim_1" and verdict.cited_ids == ["summary_1"]
     # The claim matches its summary; the error lies further back, at chunk_42.
@@ -158,34 +164,34 @@ async def test_demo_claim_passes_entailment_yet_its_walk_back_exposes_chunk_42(
             assert premise == texts["summary_1"] and hypothesis == texts["claim_1"]
             return Judgement("entailed", "same figure", self.name, self.version)
 
-    passed = await verify_claims(pool, "default", "answer_1", Entails())
+    passed = await verify_claims(database, "default", "answer_1", Entails())
     assert [c.verdict for c in passed.claims] == ["supported"]
     link = passed.as_dict()["claims"][0]["lineage"]
     assert link == "/v1/contexts/claim_1/lineage"
     walk = (await api.get(link)).json()
     assert {"chunk_42", "doc_contractors_v1"} <= {node["context_id"] for node in walk["nodes"]}
-    hops = await walks.suspicious_hops(pool, settings, "default", "claim_1", None)
+    hops = await walks.suspicious_hops(database, settings, "default", "claim_1", None)
     assert ("chunk_42", "old_transform_version") in {(h["context_id"], h["reason"]) for h in hops}
     assert "claim_1" in "\n".join(passed.lines())
 
 
 @pytest.mark.usefixtures("capturing")
 async def test_ensure_verified_replays_the_current_verdicts(
-    store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, owner: asyncpg.Connection
 ) -> None:
     """What the demo runs: a second run shows the same verdict and appends nothing."""
     await load_incident(store)
     texts = {name: next(i.text for i in INCIDENT if i.context_id == name) for name in DEMO_TEXTS}
-    await capture_texts(pool, "default", texts)
-    first = await ensure_verified(pool, "default", "answer_1", OfflineJudge())
-    again = await ensure_verified(pool, "default", "answer_1", OfflineJudge())
+    await capture_texts(database, "default", texts)
+    first = await ensure_verified(database, "default", "answer_1", OfflineJudge())
+    again = await ensure_verified(database, "default", "answer_1", OfflineJudge())
     assert again.as_dict() == first.as_dict()
     assert len(await provenance_rows(owner, "verdict")) == 1
     newer = ExactJudge(version="2")
-    await ensure_verified(pool, "default", "answer_1", newer)
-    await ensure_verified(pool, "default", "answer_1", newer)
+    await ensure_verified(database, "default", "answer_1", newer)
+    await ensure_verified(database, "default", "answer_1", newer)
     assert len(await provenance_rows(owner, "verdict")) == 2
-    await ensure_verified(pool, "default", "answer_1", ExactJudge(version="3"))
+    await ensure_verified(database, "default", "answer_1", ExactJudge(version="3"))
     assert len(await provenance_rows(owner, "verdict")) == 3
 
 
@@ -301,7 +307,7 @@ async def test_unknown_prompt_is_404_and_bad_output_is_422(
 
 
 async def test_inline_markers_in_answer_text_and_claims(
-    pipeline: Pipeline, store: PostgresStore, pool: asyncpg.Pool
+    pipeline: Pipeline, store: PostgresStore, database: Database
 ) -> None:
     employees, contractors = pipeline.chunks["employees"], pipeline.chunks["contractors"]
     text = (
@@ -323,7 +329,7 @@ async def test_inline_markers_in_answer_text_and_claims(
     assert recorded.claims[2].in_prompt == [employees.context_id]
     assert recorded.answer.text == text
     assert claim_hypothesis(recorded.claims[0].text) == CONTRACTORS
-    result = await verify_claims(pool, "default", recorded.answer.context_id, ExactJudge())
+    result = await verify_claims(database, "default", recorded.answer.context_id, ExactJudge())
     assert [c.verdict for c in result.claims] == [
         "supported", "supported", "hallucinated_id", "uncited",
     ]  # fmt: skip
@@ -336,7 +342,11 @@ async def test_inline_markers_in_answer_text_and_claims(
 
 
 async def test_anthropic_citations_map_document_index_to_prompt_order(
-    pipeline: Pipeline, store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
+    pipeline: Pipeline,
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    owner: asyncpg.Connection,
 ) -> None:
     employees, contractors = pipeline.chunks["employees"], pipeline.chunks["contractors"]
     output = {
@@ -373,13 +383,13 @@ async def test_anthropic_citations_map_document_index_to_prompt_order(
         "start_char_index": 0, "end_char_index": 64,
     }  # fmt: skip
     assert "cited_text" not in json.dumps(row["attributes"])
-    result = await verify_claims(pool, "default", recorded.answer.context_id, ExactJudge())
+    result = await verify_claims(database, "default", recorded.answer.context_id, ExactJudge())
     assert [c.verdict for c in result.claims] == ["unknown", "supported", "hallucinated_id"]
     assert "Based on the documents" in recorded.claims[0].text
 
 
 async def test_openai_file_citations_by_context_id_or_mapping(
-    pipeline: Pipeline, store: PostgresStore, pool: asyncpg.Pool
+    pipeline: Pipeline, store: PostgresStore, database: Database
 ) -> None:
     employees, contractors = pipeline.chunks["employees"], pipeline.chunks["contractors"]
     text = f"{CONTRACTORS} {EMPLOYEES} {INTERNS}"
@@ -420,7 +430,7 @@ async def test_openai_file_citations_by_context_id_or_mapping(
         pipeline.prompt.parent_ids, {"file-abc": contractors.context_id},
     )  # fmt: skip
     assert nested.claims[0].cited_ids == [contractors.context_id]
-    result = await verify_claims(pool, "default", recorded.answer.context_id, ExactJudge())
+    result = await verify_claims(database, "default", recorded.answer.context_id, ExactJudge())
     assert [c.verdict for c in result.claims] == ["supported", "supported", "hallucinated_id"]
     with pytest.raises(BadParameter, match="offset"):
         parse_output({"text": "x.", "citations": [{"context_id": "a"}]}, [])
@@ -430,7 +440,11 @@ async def test_openai_file_citations_by_context_id_or_mapping(
 
 
 async def test_texts_come_from_resolver_or_caller_never_provenance(
-    pipeline: Pipeline, store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
+    pipeline: Pipeline,
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    owner: asyncpg.Connection,
 ) -> None:
     employees, contractors = pipeline.chunks["employees"], pipeline.chunks["contractors"]
     foreign = await other_tenant_id(owner, pool)
@@ -445,7 +459,7 @@ async def test_texts_come_from_resolver_or_caller_never_provenance(
     )  # fmt: skip
     answer_id = recorded.answer.context_id
     # Claim texts were not captured: unknown, not failing.
-    blind = await verify_claims(pool, "default", answer_id, ExactJudge())
+    blind = await verify_claims(database, "default", answer_id, ExactJudge())
     assert [c.verdict for c in blind.claims] == ["unknown", "hallucinated_id", "unknown"]
     assert "claim text unavailable" in blind.claims[0].reason
 
@@ -458,26 +472,25 @@ async def test_texts_come_from_resolver_or_caller_never_provenance(
 
     claim_texts = {c.claim_id: c.text for c in recorded.claims}
     result = await verify_claims(
-        pool, "default", answer_id, ExactJudge(), resolver, claim_texts=claim_texts
+        database, "default", answer_id, ExactJudge(), resolver, claim_texts=claim_texts
     )
     # A premise that does not hash to its record is unavailable, never judged.
     assert [c.verdict for c in result.claims] == ["unknown", "hallucinated_id", "supported"]
     # Only ids that were in the prompt are ever resolved: never the foreign one.
     assert all(foreign not in ids for ids in asked)
     with pytest.raises(BadParameter, match="content_hash"):
-        await verify_claims(
-            pool, "default", answer_id, ExactJudge(),
+        await verify_claims(database, "default", answer_id, ExactJudge(),
             claim_texts={recorded.claims[0].claim_id: "Something else."},
         )  # fmt: skip
     with pytest.raises(InvalidRecord, match="text_hash_mismatch"):
-        await capture_texts(pool, "default", {employees.context_id: "Not the text."})
+        await capture_texts(database, "default", {employees.context_id: "Not the text."})
     with pytest.raises(NotFound):
-        await verify_claims(pool, "default", "ctx_missing", ExactJudge())
+        await verify_claims(database, "default", "ctx_missing", ExactJudge())
     with pytest.raises(BadParameter, match="verify an answer or a claim"):
-        await verify_claims(pool, "default", employees.context_id, ExactJudge())
+        await verify_claims(database, "default", employees.context_id, ExactJudge())
     # One claim can be verified on its own.
     alone = await verify_claims(
-        pool, "default", recorded.claims[2].claim_id, ExactJudge(), resolver,
+        database, "default", recorded.claims[2].claim_id, ExactJudge(), resolver,
         claim_texts={recorded.claims[2].claim_id: CONTRACTORS},
     )  # fmt: skip
     assert [c.verdict for c in alone.claims] == ["supported"]
@@ -518,14 +531,13 @@ async def test_verify_over_http_with_texts_in_the_request(
 
 
 async def test_claims_recorded_with_derive_cite_their_parents(
-    pipeline: Pipeline, store: PostgresStore, pool: asyncpg.Pool
+    pipeline: Pipeline, store: PostgresStore, database: Database
 ) -> None:
     contractors = pipeline.chunks["contractors"]
     claim = await derive(store, [pipeline.prompt, contractors], CONTRACTORS, "claim")
     bare = await derive(store, [pipeline.prompt], "Nothing cited.", "claim")
     answer = await derive(store, [claim, bare], "answer", "answer")
-    result = await verify_claims(
-        pool, "default", answer.context_id, ExactJudge(),
+    result = await verify_claims(database, "default", answer.context_id, ExactJudge(),
         claim_texts={claim.context_id: claim.text, bare.context_id: bare.text},
     )  # fmt: skip
     assert [(c.cited_ids, c.verdict) for c in result.claims] == [
@@ -542,7 +554,7 @@ async def test_claims_recorded_with_derive_cite_their_parents(
 
 
 async def test_verdicts_are_appended_never_updated(
-    pipeline: Pipeline, store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection,
+    pipeline: Pipeline, store: PostgresStore, database: Database, owner: asyncpg.Connection,
     api: httpx.AsyncClient,
 ) -> None:  # fmt: skip
     employees = pipeline.chunks["employees"]
@@ -553,13 +565,13 @@ async def test_verdicts_are_appended_never_updated(
                     {"text": "No source.", "supported_by": []}]},
     )  # fmt: skip
     answer_id = recorded.answer.context_id
-    first = await verify_claims(pool, "default", answer_id, ExactJudge())
+    first = await verify_claims(database, "default", answer_id, ExactJudge())
     assert [c.verdict for c in first.claims] == ["unknown", "uncited"]
     before = {r["context_id"]: dict(r) for r in await provenance_rows(owner, "verdict")}
     assert len(before) == 2
 
-    await capture_texts(pool, "default", {c.claim_id: c.text for c in recorded.claims})
-    second = await verify_claims(pool, "default", answer_id, ExactJudge())
+    await capture_texts(database, "default", {c.claim_id: c.text for c in recorded.claims})
+    second = await verify_claims(database, "default", answer_id, ExactJudge())
     assert [c.verdict for c in second.claims] == ["supported", "uncited"]
     after = {r["context_id"]: dict(r) for r in await provenance_rows(owner, "verdict")}
     assert len(after) == 4
@@ -574,15 +586,15 @@ async def test_verdicts_are_appended_never_updated(
     with pytest.raises(asyncpg.PostgresError, match="append-only"):
         await owner.execute("UPDATE provenance SET attributes = '{}' WHERE kind = 'verdict'")
 
-    current = await current_verdicts(pool, "default", answer_id)
+    current = await current_verdicts(database, "default", answer_id)
     assert [(v["claim_id"], v["verdict"], v["verdicts"]) for v in current] == sorted(
         [(recorded.claims[0].claim_id, "supported", 2), (recorded.claims[1].claim_id, "uncited", 2)]
     )
     assert {v["context_id"] for v in current} == {c.verdict_id for c in second.claims}
     # A second judge has its own current verdict per claim.
-    await verify_claims(pool, "default", recorded.claims[0].claim_id, OfflineJudge())
+    await verify_claims(database, "default", recorded.claims[0].claim_id, OfflineJudge())
     judges = {
-        (v["claim_id"], v["judge"]) for v in await current_verdicts(pool, "default", answer_id)
+        (v["claim_id"], v["judge"]) for v in await current_verdicts(database, "default", answer_id)
     }
     assert (recorded.claims[0].claim_id, "offline") in judges and len(judges) == 3
     listed = (await api.get(f"/v1/answers/{answer_id}/verdicts")).json()["verdicts"]
@@ -593,7 +605,7 @@ async def test_verdicts_are_appended_never_updated(
 
 
 async def test_report_failing_rates_by_produced_by_from_current_verdicts(
-    pipeline: Pipeline, store: PostgresStore, pool: asyncpg.Pool, settings: Settings,
+    pipeline: Pipeline, store: PostgresStore, database: Database, settings: Settings,
     api: httpx.AsyncClient,
 ) -> None:  # fmt: skip
     employees, contractors = pipeline.chunks["employees"], pipeline.chunks["contractors"]
@@ -613,10 +625,10 @@ async def test_report_failing_rates_by_produced_by_from_current_verdicts(
             store, pipeline.prompt.context_id, {"claims": claims}, produced_by, capture_text=True
         )
         for _ in range(2):  # re-verifying must not count twice
-            await verify_claims(pool, "default", recorded.answer.context_id, ExactJudge())
+            await verify_claims(database, "default", recorded.answer.context_id, ExactJudge())
 
     rows = await claims_report(
-        pool, settings, "default", since=datetime.now(UTC) - timedelta(hours=1)
+        database, settings, "default", since=datetime.now(UTC) - timedelta(hours=1)
     )
     assert len({row["bucket_start"] for row in rows}) == 1
     got = {row["produced_by"]: row for row in rows}
@@ -637,12 +649,14 @@ async def test_report_failing_rates_by_produced_by_from_current_verdicts(
     assert {r["produced_by"]: r["failing"] for r in over_http.json()["rows"]} == {
         "agent_a/answer@v3": 1, "agent_b/answer@v4": 3,
     }  # fmt: skip
-    as_text = await claims_report(pool, settings, "default", since="2020-01-01", bucket="7 days")
+    as_text = await claims_report(
+        database, settings, "default", since="2020-01-01", bucket="7 days"
+    )
     assert sum(row["claims"] for row in as_text) == 8
     with pytest.raises(BadParameter, match="ISO 8601"):
-        await claims_report(pool, settings, "default", since="last tuesday")
+        await claims_report(database, settings, "default", since="last tuesday")
     future = await claims_report(
-        pool, settings, "default", since=datetime.now(UTC) + timedelta(days=1)
+        database, settings, "default", since=datetime.now(UTC) + timedelta(days=1)
     )
     assert future == []
     for params in ({"bucket": "1 month"}, {"bucket": "1 day; drop"}, {"group_by": "model"}):
@@ -650,7 +664,7 @@ async def test_report_failing_rates_by_produced_by_from_current_verdicts(
 
 
 async def test_verify_command_uses_captured_texts(
-    pipeline: Pipeline, store: PostgresStore, pool: asyncpg.Pool
+    pipeline: Pipeline, store: PostgresStore, database: Database
 ) -> None:
     contractors = pipeline.chunks["contractors"]
     recorded = await record_answer(
@@ -661,7 +675,7 @@ async def test_verify_command_uses_captured_texts(
                      "supported_by": [contractors.context_id]}]},
         capture_text=True,
     )  # fmt: skip
-    result = await verify_command(pool, "default", recorded.answer.context_id)
+    result = await verify_command(database, "default", recorded.answer.context_id)
     assert isinstance(result, Verification)
     assert result.judge == "offline"
     # Word for word is entailed and a different figure is not, for any sensible judge.
@@ -675,11 +689,11 @@ async def test_verify_command_uses_captured_texts(
 @pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
 @pytest.mark.usefixtures("capturing")
 async def test_claim_sql_files_run_under_psql(
-    database_url: str, store: PostgresStore, pool: asyncpg.Pool
+    database_url: str, store: PostgresStore, database: Database
 ) -> None:
     await load_incident(store)
-    await capture_texts(pool, "default", {"summary_1": INCIDENT[8].text})
-    await verify_claims(pool, "default", "answer_1", ExactJudge())
+    await capture_texts(database, "default", {"summary_1": INCIDENT[8].text})
+    await verify_claims(database, "default", "answer_1", ExactJudge())
     variables = {
         "claim_capture_text": ["context_ids={summary_1}", "texts={x}"],
         "claim_text": ["context_ids={summary_1,claim_1}"],

@@ -9,6 +9,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from lineage.db.database import Database
 from lineage.services import walks
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
@@ -16,17 +17,17 @@ from lineage.store import PostgresStore
 
 
 async def test_demo_walk_back_flags_both_root_causes(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     await load_incident(store)
     await load_incident(store)  # a second run writes nothing
     assert await owner.fetchval("SELECT count(*) FROM provenance") == 11
-    walk = await walks.walk_back(pool, settings, "default", ANSWER_ID, None)
+    walk = await walks.walk_back(database, settings, "default", ANSWER_ID, None)
     depth = {node["context_id"]: node["depth"] for node in walk.nodes}
     assert depth["answer_1"] == 0 and depth["claim_1"] == 1 and depth["summary_1"] == 2
     assert depth["chunk_42"] == 3 and depth["doc_contractors_v1"] == 4
     assert "doc_contractors_v2" not in depth
-    hops = await walks.suspicious_hops(pool, settings, "default", ANSWER_ID, None)
+    hops = await walks.suspicious_hops(database, settings, "default", ANSWER_ID, None)
     reasons = {(hop["context_id"], hop["reason"]) for hop in hops}
     assert reasons == {
         ("chunk_42", "old_transform_version"),

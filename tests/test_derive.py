@@ -6,6 +6,7 @@ import pytest
 
 from lineage import Conflict, Derivation, InvalidRecord, derive, derive_many, render_for_prompt
 from lineage.core.hashing import content_hash
+from lineage.db.database import Database
 from lineage.store import HttpStore, PostgresStore
 
 
@@ -119,12 +120,12 @@ async def test_batch_is_all_or_nothing(store: PostgresStore, owner: asyncpg.Conn
 
 
 async def test_another_tenants_parent_is_unknown(
-    pool: asyncpg.Pool, owner: asyncpg.Connection
+    database: Database, owner: asyncpg.Connection
 ) -> None:
     await owner.execute("INSERT INTO tenants (tenant_id) VALUES ('acme')")
-    acme = PostgresStore(pool, "acme")
+    acme = PostgresStore(database, "acme")
     theirs = await derive(acme, [], "acme doc", "document", source_uri="s3://acme")
-    mine = PostgresStore(pool)
+    mine = PostgresStore(database)
     with pytest.raises(InvalidRecord) as caught:
         await derive(mine, [theirs.context_id], "x", "chunk")
     with pytest.raises(InvalidRecord) as unknown:

@@ -18,6 +18,7 @@ from lineage.claims.judges import OfflineJudge
 from lineage.claims.sampling import Sampler
 from lineage.claims.verify import current_verdicts, mapping_resolver, verify_claims
 from lineage.core.derive import derive
+from lineage.db.database import Database
 from lineage.services import privacy
 from lineage.services.auth import NO_AUTH_CALLER
 from lineage.services.demo import load_incident
@@ -40,7 +41,10 @@ async def sampling(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, 
 
 
 async def test_new_answers_and_handoffs_are_verified_in_the_background(
-    sampling: tuple[httpx.AsyncClient, Sampler], pool: asyncpg.Pool, store: PostgresStore
+    sampling: tuple[httpx.AsyncClient, Sampler],
+    pool: asyncpg.Pool,
+    database: Database,
+    store: PostgresStore,
 ) -> None:
     client, sampler = sampling
     await capture_texts_on(pool)
@@ -55,17 +59,17 @@ async def test_new_answers_and_handoffs_are_verified_in_the_background(
                                      "supported_by": [doc.context_id]}]}},
     )  # fmt: skip
     assert answer.status_code == 201, answer.text
-    await capture_texts(pool, "default", {doc.context_id: doc.text})
+    await capture_texts(database, "default", {doc.context_id: doc.text})
     summary = await client.post(
         "/v1/contexts",
         json={"kind": "summary", "text": "Contractors receive 14 days' notice.",
               "parent_ids": [doc.context_id]},
     )  # fmt: skip
     assert summary.status_code == 201
-    await capture_texts(pool, "default", {summary.json()["context_id"]: doc.text})
+    await capture_texts(database, "default", {summary.json()["context_id"]: doc.text})
     await sampler.drain()
     assert sampled("verified") == verified + 2
-    [claim] = await current_verdicts(pool, "default", answer.json()["answer_id"])
+    [claim] = await current_verdicts(database, "default", answer.json()["answer_id"])
     assert claim["verdict"] in ("unsupported", "unknown")
     replay = await client.post(
         "/v1/contexts",
@@ -77,7 +81,7 @@ async def test_new_answers_and_handoffs_are_verified_in_the_background(
 
 async def capture_texts_on(pool: asyncpg.Pool) -> None:
     await privacy.update_settings(
-        pool, NO_AUTH_CALLER, dict.fromkeys(privacy.CAPTURE_SWITCHES, True)
+        Database(pool, Settings()), NO_AUTH_CALLER, dict.fromkeys(privacy.CAPTURE_SWITCHES, True)
     )
 
 
@@ -101,7 +105,11 @@ async def test_a_full_queue_drops_and_a_failure_is_counted_never_raised() -> Non
 
 
 async def test_drift_rates_per_produced_by_with_the_change_since_the_last_bucket(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, client: httpx.AsyncClient
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    settings: Settings,
+    client: httpx.AsyncClient,
 ) -> None:
     await load_incident(store)
     texts = {
@@ -109,16 +117,16 @@ async def test_drift_rates_per_produced_by_with_the_change_since_the_last_bucket
         "chunk_17": "Employees: 30 days' notice.",
         "chunk_42": "Contractor notice follows the employee policy.",
     }
-    await verify_handoff(pool, "default", "summary_1", OfflineJudge(), mapping_resolver(texts))
+    await verify_handoff(database, "default", "summary_1", OfflineJudge(), mapping_resolver(texts))
     doc = await derive(store, [], "Contractors receive 14 days' notice.", "document",
                        source_uri="s3://c")  # fmt: skip
     judge = OfflineJudge()
     for text in ("Contractors receive 30 days' notice.", "Contractors receive 14 days' notice."):
         claim = await derive(store, [doc], text, "claim", produced_by="agent_a/answer@v3")
         resolver = mapping_resolver({doc.context_id: doc.text, claim.context_id: text})
-        await verify_claims(pool, "default", claim.context_id, judge, resolver)
+        await verify_claims(database, "default", claim.context_id, judge, resolver)
         await asyncio.sleep(1.1)  # the next claim falls in the next one-second bucket
-    rows = await drift_report(pool, settings, "default", bucket="1 second")
+    rows = await drift_report(database, settings, "default", bucket="1 second")
     merged = [r for r in rows if r["produced_by"] == "agent_b/summarise@v7"]
     assert [(r["judged"], r["merged"], r["merged_rate"]) for r in merged] == [(1, 1, 1.0)]
     answers = [r for r in rows if r["produced_by"] == "agent_a/answer@v3"]
@@ -130,4 +138,4 @@ async def test_drift_rates_per_produced_by_with_the_change_since_the_last_bucket
     over_http = await client.get("/v1/reports/drift", params={"bucket": "1 second"})
     assert over_http.status_code == 200 and len(over_http.json()["rows"]) == len(rows)
     assert (await client.get("/v1/reports/drift", params={"bucket": "1 month"})).status_code == 422
-    assert await current_statement_verdicts(pool, "default", ["summary_1"])
+    assert await current_statement_verdicts(database, "default", ["summary_1"])

@@ -18,8 +18,10 @@ from lineage import db, derive
 from lineage.claims.answers import MAX_CLAIMS, record_prompt
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext
+from lineage.db.database import Database
 from lineage.interop import prov
 from lineage.services.demo import load_incident
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
 SUMMARIES = 300
@@ -31,7 +33,7 @@ async def load_a_wide_walk(database_url: str) -> str:
     a new answer."""
     pool = await db.create_pool(database_url, max_size=2)
     try:
-        store = PostgresStore(pool)
+        store = PostgresStore(Database(pool, Settings()))
         doc = await derive(store, [], "A wide document.", "document", source_uri="s3://wide.md")
         chunks = [
             NewContext(context_id=f"chunk_{i}", kind="chunk", parent_ids=[doc.context_id],

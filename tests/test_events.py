@@ -18,10 +18,11 @@ from prometheus_client import REGISTRY
 from lineage import db, derive
 from lineage.api.app import create_app
 from lineage.core.derive import Derivation, propose
+from lineage.db.database import Database, Transaction
 from lineage.services import auth
 from lineage.services.events import EventListener, read_after
 from lineage.settings import Settings
-from lineage.store.postgres import PostgresStore, append_records
+from lineage.store.postgres import PostgresStore
 from tests import live_server
 from tests.conftest import janitor, url_for
 
@@ -82,7 +83,9 @@ def doc(name: str) -> Derivation:
 
 
 async def append(connection: asyncpg.Connection, name: str) -> str:
-    [appended] = await append_records(connection, TENANT, [propose(TENANT, doc(name))])
+    """Append in the transaction open on `connection`, signed with the session's keyring."""
+    tx = Transaction(Database(connection, Settings()), connection, TENANT)
+    [appended] = await tx.append([propose(TENANT, doc(name))])
     return appended.record.context_id
 
 
@@ -91,7 +94,9 @@ async def read_all(pool: asyncpg.Pool, after: int, count: int) -> list[str]:
     found: list[str] = []
     async with asyncio.timeout(HANG_GUARD_S):
         while len(found) < count:
-            records, after = await read_after(pool, TENANT, after, "any", "any")
+            records, after = await read_after(
+                Database(pool, Settings()), TENANT, after, "any", "any"
+            )
             found += [record["context_id"] for record in records]
             await asyncio.sleep(0 if records else 0.05)
     return found
@@ -150,7 +155,7 @@ async def wait_until_it_waits_for_a_lock(owner: asyncpg.Connection, pid: int) ->
 
 
 async def test_a_tenants_appends_are_numbered_in_commit_order(
-    http: httpx.AsyncClient, pool: asyncpg.Pool, owner: asyncpg.Connection
+    http: httpx.AsyncClient, pool: asyncpg.Pool, database: Database, owner: asyncpg.Connection
 ) -> None:
     async with open_stream(http) as events, pool.acquire() as second:
         async with db.transaction(pool, TENANT) as first:
@@ -160,7 +165,7 @@ async def test_a_tenants_appends_are_numbered_in_commit_order(
             # before it, so nothing can commit behind a position a reader has passed.
             await wait_until_it_waits_for_a_lock(owner, second.get_server_pid())
             assert not later.done()
-            assert (await read_after(pool, TENANT, 0, "any", "any")) == ([], 0)
+            assert (await read_after(database, TENANT, 0, "any", "any")) == ([], 0)
             early_too = await append(first, "early_too")
         async with asyncio.timeout(HANG_GUARD_S):
             later_id = await later
@@ -176,6 +181,7 @@ async def append_in_own_transaction(connection: asyncpg.Connection, name: str) -
 
 async def test_concurrent_appends_reach_a_reader_with_no_gap_and_in_order(
     pool: asyncpg.Pool,
+    database: Database,
 ) -> None:
     names = [f"doc_{n}" for n in range(40)]
 
@@ -188,7 +194,7 @@ async def test_concurrent_appends_reach_a_reader_with_no_gap_and_in_order(
     async with asyncio.timeout(HANG_GUARD_S):
         position = 0
         while len(seen) < len(names):
-            records, position = await read_after(pool, TENANT, position, "any", "any")
+            records, position = await read_after(database, TENANT, position, "any", "any")
             seen += [(record["position"], record["context_id"]) for record in records]
     appended = await writers
     assert [number for number, _ in seen] == list(range(1, len(names) + 1))
@@ -196,7 +202,7 @@ async def test_concurrent_appends_reach_a_reader_with_no_gap_and_in_order(
 
 
 async def test_a_transaction_open_in_another_database_holds_no_stream_back(
-    http: httpx.AsyncClient, store: PostgresStore, pool: asyncpg.Pool, database_url: str
+    http: httpx.AsyncClient, store: PostgresStore, database: Database, database_url: str
 ) -> None:
     other_name = f"lineage_other_{uuid.uuid4().hex[:12]}"
     base = url_for(database_url, "postgres")
@@ -207,7 +213,7 @@ async def test_a_transaction_open_in_another_database_holds_no_stream_back(
                 # A write transaction of another database (a bulk load, say), still open.
                 await other.fetchval("SELECT pg_current_xact_id()")
                 new = await derive(store, [], "n", "document", "l", "1", source_uri="s3://n")
-                records, _ = await read_after(pool, TENANT, 0, "any", "any")
+                records, _ = await read_after(database, TENANT, 0, "any", "any")
                 assert [record["context_id"] for record in records] == [new.context_id]
                 assert await events.ids(1) == [new.context_id]
         finally:
@@ -215,13 +221,17 @@ async def test_a_transaction_open_in_another_database_holds_no_stream_back(
 
 
 async def test_positions_and_audit_ids_are_counted_per_tenant(
-    database_url: str, pool: asyncpg.Pool, owner: asyncpg.Connection, settings: Settings
+    database_url: str,
+    pool: asyncpg.Pool,
+    database: Database,
+    owner: asyncpg.Connection,
+    settings: Settings,
 ) -> None:
     owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
     tokens = {}
     for tenant in ("acme", "rival"):
-        await auth.create_tenant(owner_pool, tenant)
-        tokens[tenant], _ = await auth.create_key(pool, tenant, "read")
+        await auth.create_tenant(Database(owner_pool, Settings()), tenant)
+        tokens[tenant], _ = await auth.create_key(database, tenant, "read")
     await owner_pool.close()
     keyed = settings.model_copy(update={"auth": "keys"})
     app = create_app(keyed, database_url=database_url)
@@ -229,7 +239,7 @@ async def test_positions_and_audit_ids_are_counted_per_tenant(
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://lineage") as http:
             for tenant, reads, appends in (("rival", 2, 1), ("acme", 5, 4), ("rival", 1, 2)):
-                store = PostgresStore(pool, tenant)
+                store = PostgresStore(database, tenant)
                 for n in range(appends):
                     await derive(store, [], f"{tenant}{n}", "document", "l", "1",
                                  source_uri=f"s3://{tenant}/{n}")  # fmt: skip
@@ -250,13 +260,13 @@ async def test_positions_and_audit_ids_are_counted_per_tenant(
 
 
 async def test_each_tenant_streams_only_its_own_records(
-    database_url: str, pool: asyncpg.Pool, settings: Settings
+    database_url: str, database: Database, settings: Settings
 ) -> None:
     owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
     tokens = {}
     for tenant in ("acme", "rival"):
-        await auth.create_tenant(owner_pool, tenant)
-        tokens[tenant], _ = await auth.create_key(pool, tenant, "read")
+        await auth.create_tenant(Database(owner_pool, Settings()), tenant)
+        tokens[tenant], _ = await auth.create_key(database, tenant, "read")
     await owner_pool.close()
     keyed = settings.model_copy(update={"auth": "keys"})
     with live_server.serve(create_app(keyed, database_url=database_url)) as url:
@@ -265,16 +275,16 @@ async def test_each_tenant_streams_only_its_own_records(
             open_stream(http, {"Authorization": f"Bearer {tokens['acme']}"}) as acme,
             open_stream(http, {"Authorization": f"Bearer {tokens['rival']}"}) as rival,
         ):
-            rivals = await derive(PostgresStore(pool, "rival"), [], "r", "document", "l", "1",
+            rivals = await derive(PostgresStore(database, "rival"), [], "r", "document", "l", "1",
                                   source_uri="s3://r")  # fmt: skip
-            acmes = await derive(PostgresStore(pool, "acme"), [], "a", "document", "l", "1",
+            acmes = await derive(PostgresStore(database, "acme"), [], "a", "document", "l", "1",
                                  source_uri="s3://a")  # fmt: skip
             assert await acme.ids(1) == [acmes.context_id]
             assert await rival.ids(1) == [rivals.context_id]
 
 
 async def test_filters_by_trace_and_by_session(
-    http: httpx.AsyncClient, store: PostgresStore, pool: asyncpg.Pool
+    http: httpx.AsyncClient, store: PostgresStore, database: Database
 ) -> None:
     trace = "cd" * 16
     async with (
@@ -289,7 +299,7 @@ async def test_filters_by_trace_and_by_session(
         assert await by_trace.ids(1) == [in_trace.context_id]
         assert await by_session.ids(1) == [in_session.context_id]
     # Records the filter passed over move the position on, so they are not read again.
-    records, position = await read_after(pool, TENANT, 0, "none" * 8, "any")
+    records, position = await read_after(database, TENANT, 0, "none" * 8, "any")
     assert records == [] and position == 3
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import asyncpg
 
 from lineage.claims.verify import current_verdicts
+from lineage.db.database import Database
 from lineage.services import walks
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
@@ -38,12 +39,16 @@ def run_example(database_url: str) -> str:
 
 
 async def test_the_policy_pipeline_records_and_walks_back_its_answer(
-    database_url: str, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    database_url: str,
+    pool: asyncpg.Pool,
+    database: Database,
+    settings: Settings,
+    owner: asyncpg.Connection,
 ) -> None:
     printed = await asyncio.to_thread(run_example, database_url)
     [answer_id] = ANSWER.findall(printed)
 
-    walk = await walks.walk_back(pool, settings, "default", answer_id, None)
+    walk = await walks.walk_back(database, settings, "default", answer_id, None)
     kinds = {node["kind"] for node in walk.nodes}
     assert kinds == {
         "answer", "claim", "prompt", "summary", "retrieval", "query", "embedding", "chunk",
@@ -54,7 +59,9 @@ async def test_the_policy_pipeline_records_and_walks_back_its_answer(
     for node in walk.nodes:
         assert node["context_id"] in printed
 
-    verdicts = sorted(row["verdict"] for row in await current_verdicts(pool, "default", answer_id))
+    verdicts = sorted(
+        row["verdict"] for row in await current_verdicts(database, "default", answer_id)
+    )
     assert verdicts == ["supported", "supported", "uncited"]
     assert "1 of 3 failing (uncited 1, supported 2)" in printed
     assert 'model: "fake-model-1"' in printed
@@ -71,7 +78,7 @@ async def test_the_policy_pipeline_records_and_walks_back_its_answer(
 
 
 async def test_another_pipeline_in_the_tenant_marks_nothing_on_the_example(
-    database_url: str, pool: asyncpg.Pool, settings: Settings, store: PostgresStore
+    database_url: str, database: Database, settings: Settings, store: PostgresStore
 ) -> None:
     """The demo's loader@1.2.0, chunker@2.3.1 and summarise@7 share the tenant (and its source
     URIs) with the example's loader@1.0, chunker@1.0 and summarise@1: versions are compared
@@ -79,12 +86,12 @@ async def test_another_pipeline_in_the_tenant_marks_nothing_on_the_example(
     await load_incident(store)
     printed = await asyncio.to_thread(run_example, database_url)
     [answer_id] = ANSWER.findall(printed)
-    hops = await walks.suspicious_hops(pool, settings, "default", answer_id, None)
+    hops = await walks.suspicious_hops(database, settings, "default", answer_id, None)
     assert [h for h in hops if h["reason"] == "old_transform_version"] == []
     # The example's documents are the newest revisions of their URIs: nothing else is stale.
     assert hops == []
 
-    demo = await walks.suspicious_hops(pool, settings, "default", ANSWER_ID, None)
+    demo = await walks.suspicious_hops(database, settings, "default", ANSWER_ID, None)
     [old] = [h for h in demo if h["reason"] == "old_transform_version"]
     assert old["context_id"] == "chunk_42"
     assert old["detail"] == (

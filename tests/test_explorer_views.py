@@ -11,7 +11,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from opentelemetry.sdk.resources import Resource
@@ -22,6 +21,7 @@ from playwright.async_api import Page, expect
 
 from bench.suspicious import load_thousand_record_walk
 from lineage.core.derive import derive
+from lineage.db.database import Database
 from lineage.interop.span_processor import span_payload
 from lineage.services import auth
 from lineage.services.demo import CONTRACTOR_POLICY, load_incident
@@ -293,10 +293,10 @@ async def test_the_trace_view_draws_the_example_spans_beside_its_records(
 
 
 async def test_the_live_view_grows_as_a_session_records(
-    store: PostgresStore, pool: asyncpg.Pool, database_url: str, chromium: str,
+    store: PostgresStore, database: Database, database_url: str, chromium: str,
     artifacts: Path, tmp_path: Path,
 ) -> None:  # fmt: skip
-    key, _ = await auth.create_key(pool, "default", "read")
+    key, _ = await auth.create_key(database, "default", "read")
     session = {"session_id": "sess_live"}
     errors: list[str] = []
     with lineage_serve(database_url, tmp_path) as url:

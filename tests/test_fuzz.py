@@ -25,7 +25,9 @@ from schemathesis.specs.openapi.checks import (
 
 from bench.server import Server, serving
 from lineage.db import create_pool
+from lineage.db.database import Database
 from lineage.services.demo import load_incident
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
 # Starts servers or browsers of its own: outside the fast tier.
@@ -47,7 +49,7 @@ def server(database_url: str) -> Iterator[Server]:
     async def demo() -> None:
         pool = await create_pool(database_url, max_size=2)
         try:
-            await load_incident(PostgresStore(pool))
+            await load_incident(PostgresStore(Database(pool, Settings())))
         finally:
             await pool.close()
 

@@ -20,6 +20,7 @@ from lineage.claims.judges import OfflineJudge
 from lineage.claims.verify import claims_report, current_verdicts, mapping_resolver, verify_claims
 from lineage.core.derive import derive
 from lineage.core.errors import BadParameter
+from lineage.db.database import Database
 from lineage.services import auth, walks
 from lineage.services.demo import (
     DEMO_TEXTS,
@@ -40,10 +41,10 @@ def marks(hops: list[dict[str, object]]) -> set[tuple[object, object]]:
 
 
 async def test_the_demo_summary_fuses_two_sources(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings
+    store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     await load_incident(store)
-    checks = await verify_incident(pool)
+    checks = await verify_incident(database)
     [statement] = checks.summary.statements
     assert statement.verdict == "cross_source_merge" and statement.failing
     assert statement.merged_ids == ["chunk_17", "chunk_42"]
@@ -53,17 +54,17 @@ async def test_the_demo_summary_fuses_two_sources(
     ]
     assert statement.span == (0, len(TEXTS[SUMMARY_ID]))
     assert [c.verdict for c in checks.claim.claims] == ["supported"]
-    hops = await walks.suspicious_hops(pool, settings, "default", "answer_1", None)
+    hops = await walks.suspicious_hops(database, settings, "default", "answer_1", None)
     assert ("summary_1", "cross_source_merge") in marks(hops)
     detail = next(h["detail"] for h in hops if h["reason"] == "cross_source_merge")
     assert "chunk_17, chunk_42" in detail and "s3://policies/contractors.md" in detail
 
 
 async def test_the_demo_story_names_both_root_causes_and_both_fixes(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings
+    store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     await load_incident(store)
-    _, hops, lines = await story(pool, settings)
+    _, hops, lines = await story(database, settings)
     text = "\n".join(lines)
     assert "the claim matches its cited summary; the summary is where it went wrong" in text
     assert "A stale index" in text and "rebuild the index" in text
@@ -76,18 +77,22 @@ async def test_the_demo_story_names_both_root_causes_and_both_fixes(
 
 
 async def test_commands_the_demo_suggests_do_not_change_the_next_demo(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    settings: Settings,
+    owner: asyncpg.Connection,
 ) -> None:
     await load_incident(store)
-    _, first_hops, first = await story(pool, settings)
+    _, first_hops, first = await story(database, settings)
     # No text is captured, so these reruns can only say unknown (or judge nothing).
-    rerun = await verify_command(pool, "default", "answer_1")
+    rerun = await verify_command(database, "default", "answer_1")
     assert [c.verdict for c in getattr(rerun, "claims", [])] == ["unknown"]
-    summary = await verify_command(pool, "default", SUMMARY_ID)
+    summary = await verify_command(database, "default", SUMMARY_ID)
     assert isinstance(summary, HandoffVerification) and not summary.statements
     assert summary.unavailable
     verdicts = await owner.fetchval("SELECT count(*) FROM provenance WHERE kind = 'verdict'")
-    _, again_hops, again = await story(pool, settings)
+    _, again_hops, again = await story(database, settings)
     assert again == first
     assert marks(again_hops) == marks(first_hops)
     assert await owner.fetchval("SELECT count(*) FROM provenance WHERE kind = 'verdict'") == (
@@ -96,7 +101,7 @@ async def test_commands_the_demo_suggests_do_not_change_the_next_demo(
 
 
 async def test_a_weaker_later_run_never_hides_a_decisive_verdict(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings
+    store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     doc = await derive(
         store, [], "Contractors receive 14 days' notice.", "document", source_uri="s3://c"
@@ -106,22 +111,22 @@ async def test_a_weaker_later_run_never_hides_a_decisive_verdict(
     )
     judge = OfflineJudge()
     texts = mapping_resolver({doc.context_id: doc.text, claim.context_id: claim.text})
-    decisive = await verify_claims(pool, "default", claim.context_id, judge, texts)
+    decisive = await verify_claims(database, "default", claim.context_id, judge, texts)
     assert [c.verdict for c in decisive.claims] == ["unsupported"]
-    weaker = await verify_claims(pool, "default", claim.context_id, judge)
+    weaker = await verify_claims(database, "default", claim.context_id, judge)
     assert [c.verdict for c in weaker.claims] == ["unknown"]
-    [current] = await current_verdicts(pool, "default", claim.context_id)
+    [current] = await current_verdicts(database, "default", claim.context_id)
     assert current["verdict"] == "unsupported" and current["verdicts"] == 2
-    history = await verdict_history(pool, "default", [claim.context_id])
+    history = await verdict_history(database, "default", [claim.context_id])
     assert [h["verdict"] for h in history] == ["unknown", "unsupported"]  # newest first
-    report = await claims_report(pool, settings, "default")
+    report = await claims_report(database, settings, "default")
     assert [(r["unsupported"], r["unknown"]) for r in report] == [(1, 0)]
-    hops = await walks.suspicious_hops(pool, settings, "default", claim.context_id, None)
+    hops = await walks.suspicious_hops(database, settings, "default", claim.context_id, None)
     assert (claim.context_id, "unsupported") in marks(hops)
 
 
 async def test_statements_supported_unsupported_and_unknown(
-    store: PostgresStore, pool: asyncpg.Pool
+    store: PostgresStore, database: Database
 ) -> None:
     policy = await derive(store, [], "Policy.", "document", source_uri="s3://policy")
     chunk = await derive(store, [policy], "Contractors receive 14 days' notice.", "chunk")
@@ -129,7 +134,7 @@ async def test_statements_supported_unsupported_and_unknown(
     text = "Contractors receive 14 days' notice. Interns get 9 days' notice.\nThe sky is green."
     plan = await derive(store, [chunk, other], text, "reasoning", produced_by="agent/r@v2")
     resolver = mapping_resolver({c.context_id: c.text for c in (chunk, other, plan)})
-    result = await verify_handoff(pool, "default", plan.context_id, OfflineJudge(), resolver)
+    result = await verify_handoff(database, "default", plan.context_id, OfflineJudge(), resolver)
     assert [s.verdict for s in result.statements] == ["supported", "unsupported", "unknown"]
     assert [text[s.span[0] : s.span[1]] for s in result.statements] == [
         "Contractors receive 14 days' notice.",
@@ -137,25 +142,25 @@ async def test_statements_supported_unsupported_and_unknown(
         "The sky is green.",
     ]
     assert result.statements[0].reason.startswith(chunk.context_id)
-    current = await current_statement_verdicts(pool, "default", [plan.context_id])
+    current = await current_statement_verdicts(database, "default", [plan.context_id])
     assert [v["verdict"] for v in current] == ["supported", "unsupported", "unknown"]
     assert [v["failing"] for v in current] == [False, True, False]
     # One parent's text missing: a statement no parent entails is unknown, not unsupported.
     partial = mapping_resolver({c.context_id: c.text for c in (chunk, plan)})
-    rerun = await verify_handoff(pool, "default", plan.context_id, OfflineJudge(), partial)
+    rerun = await verify_handoff(database, "default", plan.context_id, OfflineJudge(), partial)
     assert rerun.statements[1].verdict == "unknown"
-    current = await current_statement_verdicts(pool, "default", [plan.context_id])
+    current = await current_statement_verdicts(database, "default", [plan.context_id])
     assert current[1]["verdict"] == "unsupported" and current[1]["verdicts"] == 2
     # A text that does not hash to its record is never judged.
     forged = mapping_resolver({chunk.context_id: "anything", plan.context_id: plan.text})
-    unjudged = await verify_handoff(pool, "default", plan.context_id, OfflineJudge(), forged)
+    unjudged = await verify_handoff(database, "default", plan.context_id, OfflineJudge(), forged)
     assert unjudged.unavailable and not unjudged.statements
     with pytest.raises(BadParameter, match="hand-offs are"):
-        await verify_handoff(pool, "default", chunk.context_id, OfflineJudge(), resolver)
+        await verify_handoff(database, "default", chunk.context_id, OfflineJudge(), resolver)
 
 
 async def test_parents_from_one_source_fused_are_supported_not_merged(
-    store: PostgresStore, pool: asyncpg.Pool
+    store: PostgresStore, database: Database
 ) -> None:
     doc = await derive(store, [], "policy", "document", source_uri="s3://one")
     employees = await derive(store, [doc], "Employees: 30 days' notice.", "chunk")
@@ -165,18 +170,18 @@ async def test_parents_from_one_source_fused_are_supported_not_merged(
                            "summary")  # fmt: skip
     resolver = mapping_resolver({c.context_id: c.text for c in (employees, contractors, summary)})
     [statement] = (
-        await verify_handoff(pool, "default", summary.context_id, OfflineJudge(), resolver)
+        await verify_handoff(database, "default", summary.context_id, OfflineJudge(), resolver)
     ).statements
     assert statement.verdict == "supported", statement.reason
     assert "together" in statement.reason and not statement.merged_ids
 
 
 @pytest.fixture
-async def keyed(database_url: str, pool: asyncpg.Pool) -> AsyncIterator[httpx.AsyncClient]:
+async def keyed(database_url: str, database: Database) -> AsyncIterator[httpx.AsyncClient]:
     owner_pool = await db.create_pool(database_url, max_size=2, as_owner=True)
-    await auth.create_tenant(owner_pool, "acme")
+    await auth.create_tenant(Database(owner_pool, Settings()), "acme")
     await owner_pool.close()
-    await load_incident(PostgresStore(pool, "acme"))
+    await load_incident(PostgresStore(database, "acme"))
     settings = Settings(statement_timeout_ms=5000, auth="keys", bad_request_limit=1000)
     app = create_app(settings, database_url=database_url)
     async with app.router.lifespan_context(app):
@@ -186,7 +191,7 @@ async def keyed(database_url: str, pool: asyncpg.Pool) -> AsyncIterator[httpx.As
 
 
 async def bearer(pool: asyncpg.Pool, scope: str) -> dict[str, str]:
-    token, _ = await auth.create_key(pool, "acme", scope)
+    token, _ = await auth.create_key(Database(pool, Settings()), "acme", scope)
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -231,7 +236,7 @@ async def test_only_a_verify_key_records_verdicts(
 
 
 async def test_a_handoff_with_too_many_statements_is_refused_before_judging(
-    store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, owner: asyncpg.Connection
 ) -> None:
     from lineage.claims.handoffs import MAX_STATEMENTS
 
@@ -240,5 +245,5 @@ async def test_a_handoff_with_too_many_statements_is_refused_before_judging(
     plan = await derive(store, [doc], text, "plan")
     resolver = mapping_resolver({doc.context_id: doc.text, plan.context_id: text})
     with pytest.raises(BadParameter, match=f"at most {MAX_STATEMENTS}"):
-        await verify_handoff(pool, "default", plan.context_id, OfflineJudge(), resolver)
+        await verify_handoff(database, "default", plan.context_id, OfflineJudge(), resolver)
     assert await owner.fetchval("SELECT count(*) FROM provenance WHERE kind = 'verdict'") == 0

@@ -5,7 +5,6 @@ import hashlib
 import json
 from typing import Any
 
-import asyncpg
 import httpx
 import yaml
 from typer.testing import CliRunner
@@ -13,6 +12,7 @@ from typer.testing import CliRunner
 from lineage import cli, derive
 from lineage.claims.answers import record_answer, record_prompt
 from lineage.core.record import format_timestamp
+from lineage.db.database import Database
 from lineage.interop.headers import envelope, front_matter, provenance_header
 from lineage.services.demo import ANSWER_ID, TRACE_ID, load_incident
 from lineage.store.postgres import PostgresStore
@@ -35,10 +35,10 @@ async def run_cli(database_url: str, *args: str) -> str:
 
 
 async def test_the_demo_answer_header_looks_through_its_claim(
-    store: PostgresStore, pool: asyncpg.Pool
+    store: PostgresStore, database: Database
 ) -> None:
     contexts = {c.context_id: c for c in await load_incident(store)}
-    header = await provenance_header(pool, "default", ANSWER_ID)
+    header = await provenance_header(database, "default", ANSWER_ID)
     answer = contexts[ANSWER_ID].record
     # answer_1 <- claim_1 <- summary_1, and answer_1 <- query_1: the claim is looked through.
     assert header.consumed_ids == ["query_1", "summary_1"]
@@ -59,7 +59,7 @@ async def test_the_demo_answer_header_looks_through_its_claim(
 
 
 async def test_an_answer_through_its_prompt_names_what_the_model_read(
-    store: PostgresStore, pool: asyncpg.Pool
+    store: PostgresStore, database: Database
 ) -> None:
     doc = await derive(store, [], "Contractors: 14 days.", "document", source_uri="s3://p.md")
     chunk = await derive(store, [doc], "14 days", "chunk", "chunker", "2.3.1")
@@ -72,7 +72,7 @@ async def test_an_answer_through_its_prompt_names_what_the_model_read(
         produced_by="agent/answer@v1",
         model="model-7",
     )
-    header = await provenance_header(pool, "default", recorded.answer.context_id)
+    header = await provenance_header(database, "default", recorded.answer.context_id)
     # answer <- claim <- (prompt <- chunk, other) and chunk: prompt and claim are looked through.
     assert header.consumed_ids == sorted([chunk.context_id, other.context_id])
     assert header.inputs_fingerprint == fingerprint(
@@ -83,7 +83,7 @@ async def test_an_answer_through_its_prompt_names_what_the_model_read(
 
 
 async def test_provider_model_and_operation_come_from_gen_ai_attributes(
-    store: PostgresStore, pool: asyncpg.Pool
+    store: PostgresStore, database: Database
 ) -> None:
     query = await derive(store, [], "q", "query", source_uri="chat://s/1")
     answer = await derive(
@@ -99,7 +99,7 @@ async def test_provider_model_and_operation_come_from_gen_ai_attributes(
             "gen_ai.operation.name": "chat",
         },
     )
-    header = await provenance_header(pool, "default", answer.context_id)
+    header = await provenance_header(database, "default", answer.context_id)
     assert (header.provider, header.model, header.operation) == (
         "anthropic",
         "claude-x-2026",
@@ -110,10 +110,10 @@ async def test_provider_model_and_operation_come_from_gen_ai_attributes(
 
 
 async def test_front_matter_and_envelope_carry_the_same_header(
-    store: PostgresStore, pool: asyncpg.Pool
+    store: PostgresStore, database: Database
 ) -> None:
     await load_incident(store)
-    header = await provenance_header(pool, "default", ANSWER_ID)
+    header = await provenance_header(database, "default", ANSWER_ID)
     document = front_matter(header, "# Notice periods\n")
     assert document.startswith("---\nprovenance:\n")
     block, body = document.removeprefix("---\n").split("---\n", 1)

@@ -16,6 +16,7 @@ from lineage import db, derive
 from lineage.core.errors import LogIntegrityError, NotConsistent, ProofError
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext
+from lineage.db.database import Database, Transaction
 from lineage.db.migrate import downgrade, migrate
 from lineage.db.queries import QUERIES
 from lineage.services import signing
@@ -64,7 +65,8 @@ async def logged_leaves(pool: asyncpg.Pool, tenant_id: str = "default") -> list[
                 tenant_id,
             )
         ]
-        records = await get_records(connection, tenant_id, ids)
+        tx = Transaction(Database(pool, Settings()), connection, tenant_id)
+        records = await get_records(tx, ids)
     return [merkle.leaf_hash(records[i].canonical_bytes()) for i in ids]
 
 
@@ -73,11 +75,15 @@ async def add_tenant(owner: asyncpg.Connection, tenant_id: str) -> None:
 
 
 async def test_appended_records_join_the_log_and_a_checkpoint_covers_them(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    settings: Settings,
+    owner: asyncpg.Connection,
 ) -> None:
     await store.append(documents(5))
     assert await owner.fetchval("SELECT count(*) FROM log_queue") == 5
-    signed = await storage.checkpoint(pool, settings, "default")
+    signed = await storage.checkpoint(database, settings, "default")
     assert signed.checkpoint.tree_size == 5
     assert signed.checkpoint.origin == "lineage/default"
     assert storage.signing_key(settings).verifier.open(signed.note) == signed.checkpoint
@@ -87,24 +93,28 @@ async def test_appended_records_join_the_log_and_a_checkpoint_covers_them(
     assert [row["context_id"] for row in order] == [f"doc_{i}" for i in range(5)]
     assert await owner.fetchval("SELECT count(*) FROM log_queue") == 0
 
-    again = await storage.checkpoint(pool, settings, "default")
+    again = await storage.checkpoint(database, settings, "default")
     assert again == signed  # nothing new: the same checkpoint, not a second signature
     await store.append(documents(5))  # replays add nothing
     await store.append(documents(2, tag="b"))
-    grown = await storage.checkpoint(pool, settings, "default")
+    grown = await storage.checkpoint(database, settings, "default")
     assert grown.checkpoint.tree_size == 7
     assert await owner.fetchval("SELECT count(*) FROM log_checkpoints") == 2
-    proof = await storage.consistency(pool, "default", 5, 7)
+    proof = await storage.consistency(database, "default", 5, 7)
     merkle.verify_consistency(5, 7, signed.checkpoint.root_hash, grown.checkpoint.root_hash, proof)
 
 
-async def test_the_empty_log_has_a_checkpoint(pool: asyncpg.Pool, settings: Settings) -> None:
-    signed = await storage.checkpoint(pool, settings, "default")
+async def test_the_empty_log_has_a_checkpoint(database: Database, settings: Settings) -> None:
+    signed = await storage.checkpoint(database, settings, "default")
     assert (signed.checkpoint.tree_size, signed.checkpoint.root_hash) == (0, merkle.EMPTY_ROOT)
 
 
 async def test_records_from_before_the_log_join_it(
-    database_url: str, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    database_url: str,
+    pool: asyncpg.Pool,
+    database: Database,
+    settings: Settings,
+    owner: asyncpg.Connection,
 ) -> None:
     downgrade(database_url, "0002")
     for i in range(3):  # as the schema then was: today's append path writes later tables too
@@ -118,7 +128,7 @@ async def test_records_from_before_the_log_join_it(
     # Migrating again made a new tenant vouching key: a pool made before holds the old one.
     migrated = await db.create_pool(database_url, max_size=2)
     try:
-        signed = await storage.checkpoint(migrated, settings, "default")
+        signed = await storage.checkpoint(Database(migrated, settings), settings, "default")
         assert signed.checkpoint.tree_size == 3
         assert signed.checkpoint.root_hash == merkle.root_hash(await logged_leaves(migrated))
     finally:
@@ -126,18 +136,18 @@ async def test_records_from_before_the_log_join_it(
 
 
 async def test_the_log_is_per_tenant(
-    pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    pool: asyncpg.Pool, database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     await add_tenant(owner, "acme")
-    await PostgresStore(pool, "acme").append(documents(3))
-    await PostgresStore(pool).append(documents(2))
+    await PostgresStore(database, "acme").append(documents(3))
+    await PostgresStore(database).append(documents(2))
     async with pool.acquire() as connection:  # the application role, no tenant set
         with pytest.raises(asyncpg.InsufficientPrivilegeError, match="tenant_id is not set"):
             await connection.fetchval("SELECT count(*) FROM log_queue")
-    await storage.run_once(pool, settings)  # finds both tenants' queues all the same
+    await storage.run_once(database, settings)  # finds both tenants' queues all the same
     sizes = dict(await owner.fetch("SELECT tenant_id, tree_size FROM log_heads"))
     assert sizes == {"acme": 3, "default": 2}
-    acme = await storage.checkpoint(pool, settings, "acme")
+    acme = await storage.checkpoint(database, settings, "acme")
     assert acme.checkpoint.origin == "lineage/acme"
     assert acme.checkpoint.root_hash == merkle.root_hash(await logged_leaves(pool, "acme"))
 
@@ -147,7 +157,7 @@ async def test_concurrent_writers_and_sequencers_leave_no_gaps_or_duplicates(
 ) -> None:
     pool = await db.create_pool(database_url, max_size=10)
     try:
-        store = PostgresStore(pool)
+        store = PostgresStore(Database(pool, Settings()))
         writing = True
 
         async def writer(name: str) -> None:
@@ -157,7 +167,7 @@ async def test_concurrent_writers_and_sequencers_leave_no_gaps_or_duplicates(
         async def sequencer() -> int:
             rounds = 0
             while writing:
-                await storage.sequence(pool, "default")
+                await storage.sequence(Database(pool, Settings()), "default")
                 rounds += 1
             return rounds
 
@@ -165,7 +175,7 @@ async def test_concurrent_writers_and_sequencers_leave_no_gaps_or_duplicates(
         await asyncio.gather(*(writer(f"w{n}") for n in range(5)))
         writing = False
         assert all(rounds > 0 for rounds in await asyncio.gather(*sequencers))
-        head = await storage.sequence(pool, "default")
+        head = await storage.sequence(Database(pool, Settings()), "default")
     finally:
         await pool.close()
     leaves = await owner.fetch("SELECT leaf_index, context_id FROM log_leaves")
@@ -185,16 +195,20 @@ async def test_concurrent_writers_and_sequencers_leave_no_gaps_or_duplicates(
 )
 @given(chunks=st.lists(st.integers(1, 40), min_size=1, max_size=4), data=st.data())
 async def test_every_proof_the_service_produces_verifies_and_any_bit_flip_fails(
-    pool: asyncpg.Pool, owner: asyncpg.Connection, chunks: list[int], data: st.DataObject
+    pool: asyncpg.Pool,
+    database: Database,
+    owner: asyncpg.Connection,
+    chunks: list[int],
+    data: st.DataObject,
 ) -> None:
     """A fresh tenant per example, its log grown in random batches, so stored subtrees come
     from several sequencing rounds; proofs come from the service, roots from the records."""
     tenant_id = f"t_{uuid.uuid4().hex[:12]}"
     await add_tenant(owner, tenant_id)
-    store = PostgresStore(pool, tenant_id)
+    store = PostgresStore(database, tenant_id)
     for number, size in enumerate(chunks):
         await store.append(documents(size, tag=str(number)))
-        await storage.sequence(pool, tenant_id)
+        await storage.sequence(database, tenant_id)
     leaves = await logged_leaves(pool, tenant_id)
     assert len(leaves) == sum(chunks)
     bits = st.integers(0, merkle.HASH_SIZE * 8 - 1)
@@ -203,7 +217,7 @@ async def test_every_proof_the_service_produces_verifies_and_any_bit_flip_fails(
     root = merkle.root_hash(leaves[:size])
     index = data.draw(st.integers(0, size - 1), label="index")
     context_id = f"doc{_tag_of(index, chunks)}"
-    found = await storage.inclusion(pool, tenant_id, context_id, size)
+    found = await storage.inclusion(database, tenant_id, context_id, size)
     assert found.leaf_index == index and found.leaf_hash == leaves[index]
     merkle.verify_inclusion(leaves[index], index, size, found.proof, root)
     if found.proof:
@@ -228,7 +242,7 @@ async def test_every_proof_the_service_produces_verifies_and_any_bit_flip_fails(
     second = data.draw(st.integers(1, len(leaves)), label="second")
     first = data.draw(st.integers(1, second), label="first")
     root1, root2 = merkle.root_hash(leaves[:first]), merkle.root_hash(leaves[:second])
-    proof = await storage.consistency(pool, tenant_id, first, second)
+    proof = await storage.consistency(database, tenant_id, first, second)
     merkle.verify_consistency(first, second, root1, root2, proof)
     assert not _consistency_verifies(first, second, _flip(root1, data.draw(bits)), root2, proof)
     assert not _consistency_verifies(first, second, root1, _flip(root2, data.draw(bits)), proof)
@@ -281,13 +295,13 @@ def _consistency_verifies(
 
 
 async def test_proofs_read_only_a_logarithmic_number_of_stored_subtrees(
-    store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, owner: asyncpg.Connection
 ) -> None:
     await store.append(documents(300))
-    await storage.sequence(pool, "default")
+    await storage.sequence(database, "default")
     stored = await owner.fetchval("SELECT count(*) FROM log_nodes")
     assert stored == 300 + 150 + 75 + 37 + 18 + 9 + 4 + 2 + 1  # every complete subtree, once
-    found = await storage.inclusion(pool, "default", "doc_137", 300)
+    found = await storage.inclusion(database, "default", "doc_137", 300)
     assert len(found.proof) == len(merkle.inclusion_proof_nodes(137, 300))
     nodes = [
         merkle.subtree_node(*piece)
@@ -330,12 +344,16 @@ async def tamper_with_record(owner: asyncpg.Connection, context_id: str) -> None
 
 
 async def test_a_changed_record_fails_against_an_earlier_checkpoint(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    settings: Settings,
+    owner: asyncpg.Connection,
 ) -> None:
     await load_incident(store)
     key = storage.signing_key(settings).verifier
-    signed = await storage.checkpoint(pool, settings, "default")
-    source = DatabaseSource(pool, settings, "default")
+    signed = await storage.checkpoint(database, settings, "default")
+    source = DatabaseSource(database, settings, "default")
     before = await verify_walk(source, key, signed.note, ANSWER_ID)
     assert before.ok, before.lines()
     assert {cid for cid, _, _ in before.included} >= {ANSWER_ID, "chunk_42", "doc_contractors_v1"}
@@ -352,7 +370,8 @@ async def test_a_changed_record_fails_against_an_earlier_checkpoint(
         [row] = await connection.fetch(
             "SELECT leaf_index FROM log_leaves WHERE context_id = 'doc_contractors_v1'"
         )
-        records = await get_records(connection, "default", ["doc_contractors_v1"])
+        tx = Transaction(Database(pool, Settings()), connection, "default")
+        records = await get_records(tx, ["doc_contractors_v1"])
     forged = merkle.leaf_hash(records["doc_contractors_v1"].canonical_bytes())
     await owner.execute(
         "UPDATE log_nodes SET hash = $1 WHERE level = 0 AND node_index = $2",
@@ -366,53 +385,53 @@ async def test_a_changed_record_fails_against_an_earlier_checkpoint(
 
 
 async def test_a_record_appended_after_the_checkpoint_is_not_covered_by_it(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings
+    store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     [doc] = [a.record for a in await store.append(documents(1))]
-    signed = await storage.checkpoint(pool, settings, "default")
+    signed = await storage.checkpoint(database, settings, "default")
     late = await derive(store, [doc.context_id], "late chunk", "chunk", "chunker", "1.0")
     key = storage.signing_key(settings).verifier
-    source = DatabaseSource(pool, settings, "default")
+    source = DatabaseSource(database, settings, "default")
     result = await verify_walk(source, key, signed.note, late.context_id)
     assert [cid for cid, _ in result.problems] == [late.context_id]
     assert "not in the log yet" in result.problems[0][1]
     assert result.included == []  # an unlogged record's parent ids cannot be trusted
-    newer = await storage.checkpoint(pool, settings, "default")
+    newer = await storage.checkpoint(database, settings, "default")
     assert (await verify_walk(source, key, newer.note, late.context_id)).ok
     outside = await verify_walk(source, key, signed.note, late.context_id)
     assert "outside a tree of size 1" in outside.problems[0][1]
 
 
 async def test_the_service_refuses_to_sign_a_tree_that_does_not_extend_its_last_checkpoint(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     await store.append(documents(5))
-    signed = await storage.checkpoint(pool, settings, "default")
+    signed = await storage.checkpoint(database, settings, "default")
     # Rewrite the subtree over leaves 0-3, which every later root is built on.
     await owner.execute(
         "UPDATE log_nodes SET hash = $1 WHERE level = 2 AND node_index = 0", bytes(32)
     )
     await store.append(documents(2, tag="b"))
     with pytest.raises(LogIntegrityError, match="does not extend the checkpoint of size 5"):
-        await storage.checkpoint(pool, settings, "default")
+        await storage.checkpoint(database, settings, "default")
     assert await owner.fetchval("SELECT count(*) FROM log_checkpoints") == 1
 
     await owner.execute("UPDATE log_heads SET root_hash = $1", bytes(32))
     with pytest.raises(LogIntegrityError, match="does not hash to its head's root"):
-        await storage.checkpoint(pool, settings, "default")
+        await storage.checkpoint(database, settings, "default")
     assert await owner.fetchval("SELECT note FROM log_checkpoints") == signed.note
 
 
 async def test_monitor_accepts_growth_and_rejects_a_fork(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings
+    store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     await store.append(documents(3))
     key = storage.signing_key(settings)
-    old = await storage.checkpoint(pool, settings, "default")
+    old = await storage.checkpoint(database, settings, "default")
     await store.append(documents(4, tag="b"))
-    source = DatabaseSource(pool, settings, "default")
+    source = DatabaseSource(database, settings, "default")
     assert (await monitor(source, key.verifier, old.note)).new.tree_size == 3  # not signed yet
-    await storage.checkpoint(pool, settings, "default")
+    await storage.checkpoint(database, settings, "default")
     checked = await monitor(source, key.verifier, old.note)
     assert (checked.old.tree_size, checked.new.tree_size) == (3, 7)
     same = await monitor(source, key.verifier, checked.new_note)
@@ -428,11 +447,11 @@ async def test_monitor_accepts_growth_and_rejects_a_fork(
 
 
 async def test_the_background_task_sequences_and_signs(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     await store.append(documents(3))
     quick = settings.model_copy(update={"log_interval_s": 0.01})
-    async with storage.background(pool, quick):
+    async with storage.background(database, quick):
         for _ in range(500):
             if await owner.fetchval("SELECT count(*) FROM log_checkpoints"):
                 break

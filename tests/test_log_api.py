@@ -12,6 +12,7 @@ import pytest
 from lineage import db
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord, NewContext
+from lineage.db.database import Database
 from lineage.services import auth, signing
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
@@ -36,17 +37,17 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-async def tokens(database_url: str, pool: asyncpg.Pool) -> dict[str, str]:
+async def tokens(database_url: str, database: Database) -> dict[str, str]:
     """Bearer headers' tokens: default's ingest and read keys, and a read key of tenant rival."""
     owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
     try:
-        await auth.create_tenant(owner_pool, "rival")
+        await auth.create_tenant(Database(owner_pool, Settings()), "rival")
     finally:
         await owner_pool.close()
     return {
-        "ingest": (await auth.create_key(pool, "default", "ingest"))[0],
-        "read": (await auth.create_key(pool, "default", "read"))[0],
-        "rival": (await auth.create_key(pool, "rival", "read"))[0],
+        "ingest": (await auth.create_key(database, "default", "ingest"))[0],
+        "read": (await auth.create_key(database, "default", "read"))[0],
+        "rival": (await auth.create_key(database, "rival", "read"))[0],
     }
 
 
@@ -84,7 +85,7 @@ async def test_the_key_and_a_fresh_checkpoint(
 
 
 async def test_proofs_over_http_verify_against_the_checkpoint(
-    reader: httpx.AsyncClient, store: PostgresStore, pool: asyncpg.Pool
+    reader: httpx.AsyncClient, store: PostgresStore, database: Database
 ) -> None:
     contexts = await load_incident(store)
     first = (await reader.get("/v1/log/checkpoint")).json()
@@ -113,7 +114,7 @@ async def test_proofs_over_http_verify_against_the_checkpoint(
     assert (body["first"], body["second"]) == (first["tree_size"], second["tree_size"])
     proof = [_b64(h) for h in body["proof"]]
     assert proof == await storage.consistency(
-        pool, "default", first["tree_size"], second["tree_size"]
+        database, "default", first["tree_size"], second["tree_size"]
     )
     merkle.verify_consistency(
         first["tree_size"], second["tree_size"], root1, _b64(second["root_hash"]), proof
@@ -121,14 +122,14 @@ async def test_proofs_over_http_verify_against_the_checkpoint(
 
 
 async def test_unknown_and_foreign_ids_are_the_same_404(
-    reader: httpx.AsyncClient, pool: asyncpg.Pool, tokens: dict[str, str]
+    reader: httpx.AsyncClient, database: Database, tokens: dict[str, str]
 ) -> None:
-    await load_incident(PostgresStore(pool))
-    await load_incident(PostgresStore(pool, "rival"))
+    await load_incident(PostgresStore(database))
+    await load_incident(PostgresStore(database, "rival"))
     rival = {"Authorization": f"Bearer {tokens['rival']}"}
     await reader.get("/v1/log/checkpoint", headers=rival)
     size = (await reader.get("/v1/log/checkpoint")).json()["tree_size"]
-    await PostgresStore(pool, "rival").append([_doc("rival_only")])
+    await PostgresStore(database, "rival").append([_doc("rival_only")])
     await reader.get("/v1/log/checkpoint", headers=rival)
     for context_id in ("rival_only", "no_such_id"):
         response = await reader.get(
@@ -164,14 +165,14 @@ async def test_unknown_and_foreign_ids_are_the_same_404(
 async def test_bad_sizes_are_refused_saying_why(
     reader: httpx.AsyncClient,
     store: PostgresStore,
-    pool: asyncpg.Pool,
+    database: Database,
     path: str,
     params: dict[str, int | str],
     words: str,
 ) -> None:
     for name in ("doc_a", "doc_b"):
         await store.append([_doc(name)])
-        await storage.sequence(pool, "default")
+        await storage.sequence(database, "default")
     await store.append([_doc("doc_c")])  # queued, not yet sequenced
     response = await reader.get(f"/v1/log/proof/{path}", params=params)
     assert response.status_code == 422, response.text

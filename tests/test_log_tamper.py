@@ -9,6 +9,7 @@ import pytest
 
 from lineage.core.errors import LogIntegrityError, NotConsistent
 from lineage.core.hashing import content_hash
+from lineage.db.database import Database
 from lineage.services import signing
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
@@ -32,10 +33,10 @@ def settings(tmp_path: Path) -> Settings:
 
 
 async def test_a_rewritten_log_is_not_signed_even_with_its_checkpoints_gone(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     await store.append(documents(5))
-    signed = await storage.checkpoint(pool, settings, "default")
+    signed = await storage.checkpoint(database, settings, "default")
     # Every trace of the log removed, and the same records logged again in another order: a
     # tree of the same size with another root, and no stored checkpoint to compare it with.
     for table in LOG_TABLES:
@@ -45,7 +46,7 @@ async def test_a_rewritten_log_is_not_signed_even_with_its_checkpoints_gone(
         "SELECT tenant_id, context_id FROM provenance ORDER BY context_id DESC"
     )
     with pytest.raises(LogIntegrityError, match="refusing to sign a fork"):
-        await storage.checkpoint(pool, settings, "default")
+        await storage.checkpoint(database, settings, "default")
     assert await owner.fetchval("SELECT count(*) FROM log_checkpoints") == 0
     # A shorter log (records dropped) is refused too.
     for table in LOG_TABLES:
@@ -55,19 +56,19 @@ async def test_a_rewritten_log_is_not_signed_even_with_its_checkpoints_gone(
         "SELECT tenant_id, context_id FROM provenance ORDER BY context_id LIMIT 3"
     )
     with pytest.raises(LogIntegrityError, match="signed a checkpoint of 5"):
-        await storage.checkpoint(pool, settings, "default")
+        await storage.checkpoint(database, settings, "default")
     assert signed.checkpoint.tree_size == 5
 
 
 async def test_the_monitor_checks_every_published_checkpoint(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     await store.append(documents(3))
     key = storage.signing_key(settings)
-    old = await storage.checkpoint(pool, settings, "default")
+    old = await storage.checkpoint(database, settings, "default")
     await store.append(documents(4, tag="b"))
-    await storage.checkpoint(pool, settings, "default")
-    source = DatabaseSource(pool, settings, "default")
+    await storage.checkpoint(database, settings, "default")
+    source = DatabaseSource(database, settings, "default")
     assert (await monitor(source, key.verifier, old.note)).checked == 3  # 3, 7 and the newest
     assert [Checkpoint.from_note(n).tree_size for n in await source.history(0)] == [3, 7]
     # A signed checkpoint that extends nothing, published between the two: the newest still
@@ -84,7 +85,7 @@ async def test_the_monitor_checks_every_published_checkpoint(
 
 
 async def test_a_record_logged_around_the_service_fails_log_verify(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     await load_incident(store)
     # A superuser writes a record beside the service's and queues it for the log by hand.
@@ -96,9 +97,9 @@ async def test_a_record_logged_around_the_service_fails_log_verify(
     await owner.execute(
         "INSERT INTO log_queue (tenant_id, context_id) VALUES ('default', 'planted')"
     )
-    signed = await storage.checkpoint(pool, settings, "default")
+    signed = await storage.checkpoint(database, settings, "default")
     key = storage.signing_key(settings).verifier
-    source = DatabaseSource(pool, settings, "default")
+    source = DatabaseSource(database, settings, "default")
     planted = await verify_walk(source, key, signed.note, "planted")
     assert not planted.ok
     assert planted.problems == [

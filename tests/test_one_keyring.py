@@ -1,5 +1,6 @@
-"""One running app signs with one keyring: the one its settings name (as `--config` gives them),
-for every kind of record it writes, not a second one built from the environment."""
+"""One running app signs with one keyring: the one its config file names (`lineage serve
+--config FILE`), for every kind of record it writes, never a second one built from the
+environment."""
 
 import uuid
 from datetime import UTC, datetime
@@ -7,21 +8,33 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent
 from openlineage.client.serde import Serde
 
-from lineage import db
 from lineage.api.app import create_app
+from lineage.db.database import Database
 from lineage.services import signing
-from lineage.settings import Settings
+from lineage.settings import load_settings
 from lineage.store.postgres import get_records
+from tests.test_otlp import export_request, retriever_span
+
+DOCUMENT = "Contractors get 30 days' notice."
+SUMMARY = "Contractors get 30 days' notice."
 
 
 async def test_records_of_every_route_verify_with_the_configured_keyring(
-    database_url: str, tmp_path: Path, pool: asyncpg.Pool
+    database_url: str, tmp_path: Path, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Not the session's LINEAGE_DATA_DIR: a keyring only this app's settings point at.
-    configured = Settings(data_dir=tmp_path / "configured", auth="none")
+    configured_keyring = tmp_path / "configured" / "signing-keys.json"
+    config = tmp_path / "lineage.env"
+    config.write_text(f"LINEAGE_SIGNING_KEYS_FILE={configured_keyring}\nLINEAGE_AUTH=none\n")
+    # The environment names another data folder (and so another default keyring) than the
+    # config file's keyring, whatever the test session set.
+    monkeypatch.setenv("LINEAGE_DATA_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.delenv("LINEAGE_SIGNING_KEYS_FILE", raising=False)
+    configured = load_settings(config)
+    assert configured.signing_keys_file == configured_keyring
     app = create_app(configured, database_url=database_url)
     event = RunEvent(
         eventType="COMPLETE",  # type: ignore[arg-type]
@@ -34,31 +47,78 @@ async def test_records_of_every_route_verify_with_the_configured_keyring(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://lineage") as http:
-            posted = await http.post(
-                "/v1/contexts", json={"kind": "document", "source_uri": "s3://one", "text": "a"}
+
+            async def post(path: str, **body: object) -> dict[str, object]:
+                response = await http.post(path, **body)  # type: ignore[arg-type]
+                assert response.status_code in (200, 201), (path, response.text)
+                found: dict[str, object] = response.json()
+                return found
+
+            doc = await post(
+                "/v1/contexts",
+                json={"kind": "document", "source_uri": "s3://one", "text": DOCUMENT},
             )
-            assert posted.status_code == 201, posted.text
-            lineage = await http.post(
+            prompt = await post(
+                "/v1/contexts",
+                json={"kind": "prompt", "parent_ids": [doc["context_id"]], "text": "p"},
+            )
+            answer = await post(
+                "/v1/answers",
+                json={
+                    "prompt_id": prompt["context_id"],
+                    "output": {"claims": [{"text": DOCUMENT, "supported_by": [doc["context_id"]]}]},
+                },
+            )
+            await post(f"/v1/answers/{answer['answer_id']}/verify", json={})
+            summary = await post(
+                "/v1/contexts",
+                json={"kind": "summary", "parent_ids": [doc["context_id"]], "text": SUMMARY},
+            )
+            handoff = await post(
+                f"/v1/contexts/{summary['context_id']}/verify",
+                json={
+                    "premise_texts": {doc["context_id"]: DOCUMENT, summary["context_id"]: SUMMARY}
+                },
+            )
+            assert handoff["statements"], handoff
+            await post(
                 "/api/v1/lineage",
                 content=Serde.to_json(event),
                 headers={"Content-Type": "application/json"},
             )
-            assert lineage.status_code == 200, lineage.text
-            forgotten = await http.post("/v1/forget", json={"source_uri": "s3://one"})
-            assert forgotten.status_code == 200, forgotten.text
-    keyring = signing.load_keyring(signing.keyring_path(configured), create=False)
-    async with db.transaction(pool, "default") as connection:
+            traced = await post(
+                "/v1/traces",
+                json=export_request("ab" * 16, [retriever_span("cd" * 8, str(doc["context_id"]))]),
+            )
+            assert traced["lineage"]["records"], traced  # type: ignore[index]
+            await post("/v1/queries", json={"request_id": "r1", "query": "q", "answer": "a"})
+            await post("/v1/forget", json={"source_uri": "s3://one"})
+    keyring = signing.load_keyring(configured_keyring, create=False)
+    async with Database(pool, configured).tenant("default") as tx:
         ids = [
-            row["context_id"] for row in await connection.fetch("SELECT context_id FROM provenance")
+            row["context_id"]
+            for row in await tx.connection.fetch("SELECT context_id FROM provenance")
         ]
-        records = await get_records(connection, "default", ids)
+        records = await get_records(tx, ids)
         checks = {
             (record.kind, record.context_id): await signing.verify_record(
-                connection, "default", record, keyring
+                tx.connection, "default", record, keyring
             )
             for record in records.values()
         }
-    assert {kind for kind, _ in checks} >= {"document", "tombstone"}
-    assert len(checks) >= 4  # the posted document, two datasets, a tombstone
+    made = {kind for kind, _ in checks}
+    assert made >= {
+        "document",  # contexts and OpenLineage datasets
+        "prompt",
+        "claim",  # answers
+        "answer",
+        "verdict",  # claims' verdicts and the summary's hand-off verdicts
+        "summary",
+        "retrieval",  # OTLP intake and queries
+        "query",
+        "tombstone",
+    }, made
+    verdicts = [record for record in records.values() if record.kind == "verdict"]
+    assert {v.attributes["check"] for v in verdicts} >= {"claim", "statement"}, verdicts
     unverified = {key: check.reason for key, check in checks.items() if not check.verified}
     assert unverified == {}

@@ -31,6 +31,7 @@ from lineage import db, derive
 from lineage.api.app import create_app
 from lineage.core.hashing import content_hash
 from lineage.core.record import deterministic_context_id
+from lineage.db.database import Database
 from lineage.services import auth
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
@@ -62,14 +63,14 @@ def server(database_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-async def key(database_url: str, pool: asyncpg.Pool) -> str:
+async def key(database_url: str, database: Database) -> str:
     """An ingest key of tenant acme (tenants are created as the owner)."""
     owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
     try:
-        await auth.create_tenant(owner_pool, TENANT)
+        await auth.create_tenant(Database(owner_pool, Settings()), TENANT)
     finally:
         await owner_pool.close()
-    token, _ = await auth.create_key(pool, TENANT, "ingest")
+    token, _ = await auth.create_key(database, TENANT, "ingest")
     return token
 
 
@@ -205,10 +206,10 @@ async def test_a_new_run_is_a_new_version_and_later_readers_follow_it(
 
 
 async def test_an_input_a_pipeline_loaded_is_that_document(
-    server: str, key: str, pool: asyncpg.Pool, owner: asyncpg.Connection
+    server: str, key: str, database: Database, owner: asyncpg.Connection
 ) -> None:
     policy = await derive(
-        PostgresStore(pool, TENANT),
+        PostgresStore(database, TENANT),
         [],
         "Contractors receive 14 days' notice.",
         "document",

@@ -22,6 +22,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from lineage import db, derive, render_for_prompt
 from lineage.api.app import create_app
 from lineage.core.hashing import content_hash
+from lineage.db.database import Database
 from lineage.interop import otlp_lineage
 from lineage.services import auth
 from lineage.settings import Settings
@@ -41,18 +42,18 @@ def server(database_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-async def keys(database_url: str, pool: asyncpg.Pool) -> dict[str, str]:
+async def keys(database_url: str, database: Database) -> dict[str, str]:
     owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
     try:
         for tenant in (TENANT, RIVAL):
-            await auth.create_tenant(owner_pool, tenant)
+            await auth.create_tenant(Database(owner_pool, Settings()), tenant)
     finally:
         await owner_pool.close()
     return {
-        "ingest": (await auth.create_key(pool, TENANT, "ingest"))[0],
-        "read": (await auth.create_key(pool, TENANT, "read"))[0],
-        "rival": (await auth.create_key(pool, RIVAL, "ingest"))[0],
-        "rival_read": (await auth.create_key(pool, RIVAL, "read"))[0],
+        "ingest": (await auth.create_key(database, TENANT, "ingest"))[0],
+        "read": (await auth.create_key(database, TENANT, "read"))[0],
+        "rival": (await auth.create_key(database, RIVAL, "ingest"))[0],
+        "rival_read": (await auth.create_key(database, RIVAL, "read"))[0],
     }
 
 
@@ -74,7 +75,7 @@ async def get(server: str, key: str, path: str) -> httpx.Response:
 
 
 async def indexed(pool: asyncpg.Pool) -> dict[str, Any]:
-    store = PostgresStore(pool, TENANT)
+    store = PostgresStore(Database(pool, Settings()), TENANT)
     doc = await derive(store, [], "Refunds policy", "document", "loader", "1", source_uri="kb/r")
     chunk = await derive(store, [doc], "Refunds take 14 days.", "chunk", "splitter", "1")
     other = await derive(store, [], "Shipping", "document", "loader", "1", source_uri="kb/ship")

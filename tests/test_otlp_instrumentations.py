@@ -7,7 +7,6 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -17,6 +16,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from lineage import derive
 from lineage.api.app import create_app
+from lineage.db.database import Database
 from lineage.settings import Settings
 from lineage.store import PostgresStore
 from tests.live_server import serve
@@ -57,7 +57,7 @@ async def walked_back_sources(server: str) -> tuple[list[dict[str, Any]], set[st
 
 
 async def test_langchain_retriever_and_fake_chat_model(
-    server: str, provider: TracerProvider, pool: asyncpg.Pool
+    server: str, provider: TracerProvider, database: Database
 ) -> None:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
@@ -69,7 +69,7 @@ async def test_langchain_retriever_and_fake_chat_model(
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
     # Indexing, where the pipeline records its documents and chunks with derive().
-    store = PostgresStore(pool)
+    store = PostgresStore(database)
     for uri, text in TEXTS.items():
         doc = await derive(store, [], text, "document", "loader", "1", source_uri=uri)
         await derive(store, [doc], text, "chunk", "splitter", "1")
@@ -104,7 +104,7 @@ async def test_langchain_retriever_and_fake_chat_model(
 
 
 async def test_llama_index_in_memory_index_mock_embedding_mock_llm(
-    server: str, provider: TracerProvider, pool: asyncpg.Pool
+    server: str, provider: TracerProvider, database: Database
 ) -> None:
     from llama_index.core import Document, Settings, VectorStoreIndex
     from llama_index.core.embeddings import MockEmbedding
@@ -114,7 +114,7 @@ async def test_llama_index_in_memory_index_mock_embedding_mock_llm(
     documents = [Document(text=text, metadata={"file_path": uri}) for uri, text in TEXTS.items()]
     index = VectorStoreIndex.from_documents(documents, embed_model=MockEmbedding(embed_dim=8))
     # Indexing: each node is recorded under its own node id, derived from its document.
-    store = PostgresStore(pool)
+    store = PostgresStore(database)
     for node in index.docstore.docs.values():
         uri = node.metadata["file_path"]
         doc = await derive(

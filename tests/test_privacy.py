@@ -17,10 +17,10 @@ from lineage.claims.answers import capture_texts, record_answer, record_prompt
 from lineage.core.derive import Context, derive
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
 from lineage.core.hashing import content_hash, text_matches_hash
+from lineage.db.database import Database
 from lineage.services import auth, forget, privacy
 from lineage.services.auth import Caller
 from lineage.services.demo import CONTRACTOR_POLICY, INCIDENT, load_incident
-from lineage.services.signing import signer_for
 from lineage.settings import Settings
 from lineage.store.http import HttpStore
 from lineage.store.postgres import PostgresStore
@@ -83,16 +83,16 @@ async def one_of_each_kind(store: PostgresStore) -> dict[str, Context]:
 
 
 async def test_capture_is_off_by_default_and_refused_with_the_command_that_turns_it_on(
-    store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, owner: asyncpg.Connection
 ) -> None:
-    settings = await privacy.get_settings(pool, "default")
+    settings = await privacy.get_settings(database, "default")
     assert settings.as_dict() == {"tenant_id": "default"} | dict.fromkeys(
         privacy.CAPTURE_SWITCHES, False
     )
     records = await one_of_each_kind(store)
     texts = {c.context_id: c.text for c in records.values()}
     with pytest.raises(InvalidRecord) as refused:
-        await capture_texts(pool, "default", texts)
+        await capture_texts(database, "default", texts)
     assert refused.value.rule == "capture_off"
     assert (
         "lineage tenant settings default --capture-answer-text --capture-query-text "
@@ -108,18 +108,22 @@ async def test_capture_is_off_by_default_and_refused_with_the_command_that_turns
 
 @pytest.mark.parametrize("switch", privacy.CAPTURE_SWITCHES)
 async def test_each_switch_captures_only_its_class_of_text(
-    switch: str, store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
+    switch: str,
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    owner: asyncpg.Connection,
 ) -> None:
     records = await one_of_each_kind(store)
-    await privacy.update_settings(pool, ADMIN, {switch: True})
+    await privacy.update_settings(database, ADMIN, {switch: True})
     expected = set()
     for kind, record in records.items():
         if privacy.capture_switch(kind) == switch:
-            assert await capture_texts(pool, "default", {record.context_id: record.text})
+            assert await capture_texts(database, "default", {record.context_id: record.text})
             expected.add(record.context_id)
         else:
             with pytest.raises(InvalidRecord, match="capture_off"):
-                await capture_texts(pool, "default", {record.context_id: record.text})
+                await capture_texts(database, "default", {record.context_id: record.text})
     assert await captured(owner) == expected
     assert {privacy.capture_switch(k) for k in records} == set(privacy.CAPTURE_SWITCHES)
 
@@ -148,14 +152,14 @@ async def test_the_database_refuses_text_the_tenant_does_not_capture(
     query = await derive(store, [], "my salary?", "query", source_uri="chat://2")
 
     async def switch_on(switch: str) -> None:
-        await privacy.update_settings(pool, ADMIN, {switch: True})
+        await privacy.update_settings(Database(pool, Settings()), ADMIN, {switch: True})
 
     await check_text_is_captured_only_when_switched_on(pool, "default", query, switch_on)
     assert await captured(owner) == {query.context_id}
 
 
 async def test_the_application_role_may_change_the_switches_but_never_the_key(
-    pool: asyncpg.Pool, owner: asyncpg.Connection
+    pool: asyncpg.Pool, database: Database, owner: asyncpg.Connection
 ) -> None:
     key = await text_hash_key(owner, "default")
     # Only to a key the owner registered for the tenant (tenant_text_keys), which the role
@@ -167,24 +171,24 @@ async def test_the_application_role_may_change_the_switches_but_never_the_key(
         async with db.transaction(pool, "default") as connection:
             await connection.execute("INSERT INTO tenant_text_keys VALUES ('default', '\\x00')")
     assert await text_hash_key(owner, "default") == key
-    updated = await privacy.update_settings(pool, ADMIN, {"capture_query_text": True})
+    updated = await privacy.update_settings(database, ADMIN, {"capture_query_text": True})
     assert (updated.capture_query_text, updated.capture_answer_text) == (True, False)
     assert await audited(owner, "tenant_settings") == [
         {"key_id": None, "target": "default", "detail": {"capture_query_text": True}}
     ]
     with pytest.raises(InvalidRecord, match="unknown_setting"):
-        await privacy.update_settings(pool, ADMIN, {"text_hash_key": True})
+        await privacy.update_settings(database, ADMIN, {"text_hash_key": True})
 
 
 # --- keyed hashes ------------------------------------------------------------------------------
 
 
 async def test_query_claim_and_answer_hashes_are_keyed_per_tenant_documents_stay_plain(
-    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, owner: asyncpg.Connection
+    database: Database, owner_pool: asyncpg.Pool, owner: asyncpg.Connection
 ) -> None:
-    await auth.create_tenant(owner_pool, "other")
-    mine = await one_of_each_kind(PostgresStore(pool))
-    theirs = await one_of_each_kind(PostgresStore(pool, "other"))
+    await auth.create_tenant(Database(owner_pool, Settings()), "other")
+    mine = await one_of_each_kind(PostgresStore(database))
+    theirs = await one_of_each_kind(PostgresStore(database, "other"))
     key, other_key = await text_hash_key(owner, "default"), await text_hash_key(owner, "other")
     assert key != other_key
     for kind in ("document", "chunk"):
@@ -275,11 +279,11 @@ async def test_deterministic_ids_of_keyed_kinds_come_from_the_keyed_hash(
 
 
 @pytest.fixture
-async def incident(store: PostgresStore, pool: asyncpg.Pool) -> None:
+async def incident(store: PostgresStore, database: Database) -> None:
     """The demo incident with every text captured."""
     await load_incident(store)
-    await privacy.update_settings(pool, ADMIN, ALL_ON)
-    await capture_texts(pool, "default", INCIDENT_TEXTS)
+    await privacy.update_settings(database, ADMIN, ALL_ON)
+    await capture_texts(database, "default", INCIDENT_TEXTS)
 
 
 @pytest.mark.usefixtures("incident")
@@ -287,9 +291,7 @@ async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
     pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     before = await provenance(owner)
-    forgotten = await forget.forget(
-        pool, settings, ADMIN, CONTRACTOR_POLICY, signer=signer_for(settings)
-    )
+    forgotten = await forget.forget(Database(pool, settings), settings, ADMIN, CONTRACTOR_POLICY)
     assert {node["context_id"] for node in forgotten.affected} == CONTRACTOR_RADIUS
     assert forgotten.counts_by_kind()["document"] == 2
     assert set(forgotten.purged) == CONTRACTOR_RADIUS
@@ -308,9 +310,7 @@ async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
     assert entry["target"] == forgotten.source_uri_hash
     assert entry["detail"]["total"] == 8 and entry["detail"]["purged_texts"] == 8
 
-    rerun = await forget.forget(
-        pool, settings, ADMIN, CONTRACTOR_POLICY, signer=signer_for(settings)
-    )
+    rerun = await forget.forget(Database(pool, settings), settings, ADMIN, CONTRACTOR_POLICY)
     assert rerun.nothing_left and "nothing left to purge" in rerun.summary()
     assert {node["context_id"] for node in rerun.affected} == CONTRACTOR_RADIUS
     assert await owner.fetchval("SELECT count(*) FROM provenance WHERE kind = 'tombstone'") == 1
@@ -319,11 +319,9 @@ async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
 
 @pytest.mark.usefixtures("incident")
 async def test_forget_says_exactly_what_stays_readable_and_it_is_so(
-    pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
-    forgotten = await forget.forget(
-        pool, settings, ADMIN, CONTRACTOR_POLICY, signer=signer_for(settings)
-    )
+    forgotten = await forget.forget(database, settings, ADMIN, CONTRACTOR_POLICY)
     remaining = forgotten.as_dict()["remaining"]
     # What the database still shows to anyone who can read the tenant's provenance.
     sources = await owner.fetch(
@@ -354,12 +352,10 @@ async def test_forget_refuses_a_truncated_walk_and_writes_nothing(
     before = await provenance(owner)
     with pytest.raises(BadParameter, match="deeper than max_depth 2"):
         await forget.forget(
-            pool, settings, ADMIN, CONTRACTOR_POLICY, max_depth=2, signer=signer_for(settings)
+            Database(pool, settings), settings, ADMIN, CONTRACTOR_POLICY, max_depth=2
         )
     with pytest.raises(NotFound):
-        await forget.forget(
-            pool, settings, ADMIN, "s3://never-recorded", signer=signer_for(settings)
-        )
+        await forget.forget(Database(pool, settings), settings, ADMIN, "s3://never-recorded")
     assert await captured(owner) == set(INCIDENT_TEXTS)
     assert await provenance(owner) == before
     assert await audited(owner, "forget") == []
@@ -375,9 +371,7 @@ async def test_many_sources_get_several_tombstones(
     monkeypatch.setattr(forget, "MAX_PARENTS", 2)
     for number in range(5):
         await derive(store, [], f"revision {number}", "document", source_uri="s3://person")
-    forgotten = await forget.forget(
-        pool, settings, ADMIN, "s3://person", signer=signer_for(settings)
-    )
+    forgotten = await forget.forget(Database(pool, settings), settings, ADMIN, "s3://person")
     assert len(forgotten.tombstones) == 3 and not forgotten.purged
     rows = await owner.fetch(
         "SELECT parent_ids FROM provenance WHERE kind = 'tombstone' ORDER BY attributes->'part'"
@@ -399,10 +393,10 @@ async def keyed_http(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.mark.usefixtures("incident")
 async def test_forget_and_settings_over_the_api_need_an_admin_key(
-    pool: asyncpg.Pool, keyed_http: httpx.AsyncClient, owner: asyncpg.Connection
+    database: Database, keyed_http: httpx.AsyncClient, owner: asyncpg.Connection
 ) -> None:
-    read, _ = await auth.create_key(pool, "default", "read")
-    admin, _ = await auth.create_key(pool, "default", "admin")
+    read, _ = await auth.create_key(database, "default", "read")
+    admin, _ = await auth.create_key(database, "default", "admin")
     body = {"source_uri": CONTRACTOR_POLICY, "max_depth": 20}
     for token in (read, admin):
         headers = {"Authorization": f"Bearer {token}"}

@@ -5,7 +5,6 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
-import asyncpg
 import httpx
 import pytest
 from prov.constants import PROV_ATTR_ACTIVITY, PROV_ATTR_GENERATED_ENTITY, PROV_ATTR_USED_ENTITY
@@ -25,6 +24,7 @@ from prov.serializers import Registry
 from typer.testing import CliRunner
 
 from lineage import cli, derive
+from lineage.db.database import Database
 from lineage.services import walks
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
@@ -114,9 +114,9 @@ async def incident(store: PostgresStore) -> str:
 
 
 async def test_every_format_reads_back_as_the_walk(
-    incident: str, client: httpx.AsyncClient, pool: asyncpg.Pool, settings: Settings
+    incident: str, client: httpx.AsyncClient, database: Database, settings: Settings
 ) -> None:
-    walk = await walks.walk_back(pool, settings, "default", incident, None)
+    walk = await walks.walk_back(database, settings, "default", incident, None)
     want = expected(walk)
     assert want["derived"] and want["used"] and want["attributed"]  # the walk has each kind
     documents = {}
@@ -131,9 +131,9 @@ async def test_every_format_reads_back_as_the_walk(
 
 
 async def test_entities_carry_the_record_fields(
-    incident: str, client: httpx.AsyncClient, pool: asyncpg.Pool, settings: Settings
+    incident: str, client: httpx.AsyncClient, database: Database, settings: Settings
 ) -> None:
-    walk = await walks.walk_back(pool, settings, "default", incident, None)
+    walk = await walks.walk_back(database, settings, "default", incident, None)
     response = await client.get(f"/v1/contexts/{incident}/prov", params={"format": "provn"})
     assert response.headers["content-type"].startswith("text/provenance-notation")
     document = ProvDocument.deserialize(content=response.text, format="provn")
@@ -178,9 +178,9 @@ async def test_bad_requests_say_what_to_fix(
 
 
 async def test_the_export_command_prints_each_format(
-    incident: str, database_url: str, pool: asyncpg.Pool, settings: Settings
+    incident: str, database_url: str, database: Database, settings: Settings
 ) -> None:
-    walk = await walks.walk_back(pool, settings, "default", incident, None)
+    walk = await walks.walk_back(database, settings, "default", incident, None)
     for output in FORMATS:
         result = await asyncio.to_thread(
             CliRunner().invoke,

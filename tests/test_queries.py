@@ -11,6 +11,7 @@ from prometheus_client import REGISTRY
 
 from lineage import HttpStore, PostgresStore, derive, record_query
 from lineage.api.app import create_app
+from lineage.db.database import Database
 from lineage.services import auth
 from lineage.settings import Settings
 
@@ -18,7 +19,7 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
 async def indexed(pool: asyncpg.Pool, tenant: str = "default") -> tuple[str, str]:
-    store = PostgresStore(pool, tenant)
+    store = PostgresStore(Database(pool, Settings()), tenant)
     doc = await derive(store, [], "Refunds policy", "document", "loader", "1", source_uri="kb/r")
     chunk = await derive(store, [doc], "Refunds take 14 days.", "chunk", "splitter", "1")
     return doc.context_id, chunk.context_id
@@ -118,21 +119,21 @@ async def test_the_request_trace_id_header_applies_and_bad_input_writes_nothing(
 
 
 @pytest.fixture
-async def keyed(database_url: str, pool: asyncpg.Pool) -> AsyncIterator[httpx.AsyncClient]:
+async def keyed(database_url: str, database: Database) -> AsyncIterator[httpx.AsyncClient]:
     from lineage import db
 
     owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
     try:
         for tenant in ("acme", "rival"):
-            await auth.create_tenant(owner_pool, tenant)
+            await auth.create_tenant(Database(owner_pool, Settings()), tenant)
     finally:
         await owner_pool.close()
     app = create_app(Settings(auth="keys"), database_url=database_url)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://lineage") as http:
-            http.headers["acme"] = (await auth.create_key(pool, "acme", "admin"))[0]
-            http.headers["rival"] = (await auth.create_key(pool, "rival", "admin"))[0]
+            http.headers["acme"] = (await auth.create_key(database, "acme", "admin"))[0]
+            http.headers["rival"] = (await auth.create_key(database, "rival", "admin"))[0]
             yield http
 
 
@@ -157,11 +158,11 @@ async def test_another_tenants_request_ids_and_evidence_are_unknown(
 
 
 async def test_record_query_in_the_sdk_writes_directly_or_over_http_and_degrades_open(
-    client: httpx.AsyncClient, pool: asyncpg.Pool
+    client: httpx.AsyncClient, pool: asyncpg.Pool, database: Database
 ) -> None:
     _, chunk = await indexed(pool)
     direct = await record_query(
-        PostgresStore(pool), "req-direct", query="q", answer="a", evidence=[(chunk, 0.5)]
+        PostgresStore(database), "req-direct", query="q", answer="a", evidence=[(chunk, 0.5)]
     )
     assert direct is not None
     assert direct["records"]["retrieval"]["parent_ids"] == ["req:req-direct:query", chunk]
@@ -182,7 +183,9 @@ async def test_record_query_in_the_sdk_writes_directly_or_over_http_and_degrades
         assert await record_query(down, "req-down", query="q", answer="a") is None
     finally:
         await down.aclose()
-    assert await record_query(PostgresStore(pool), "req-bad", answer="a") is None  # no query
-    conflicting = await record_query(PostgresStore(pool), "req-direct", query="other", answer="a")
+    assert await record_query(PostgresStore(database), "req-bad", answer="a") is None  # no query
+    conflicting = await record_query(
+        PostgresStore(database), "req-direct", query="other", answer="a"
+    )
     assert conflicting is None
     assert degraded("query_not_recorded") == before + 3

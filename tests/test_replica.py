@@ -19,6 +19,7 @@ import pytest
 
 from lineage import db, derive
 from lineage.api.app import create_app
+from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.services import audit, auth
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, TRACE_ID, load_incident
@@ -108,9 +109,9 @@ async def replicated(
     owner_pool = await db.create_pool(primary.url, max_size=1, as_owner=True)
     pool = await db.create_pool(primary.url, max_size=2)
     try:
-        await auth.create_tenant(owner_pool, TENANT)
-        token, _ = await auth.create_key(pool, TENANT, "admin")
-        await load_incident(PostgresStore(pool, TENANT))
+        await auth.create_tenant(Database(owner_pool, Settings()), TENANT)
+        token, _ = await auth.create_key(Database(pool, Settings()), TENANT, "admin")
+        await load_incident(PostgresStore(Database(pool, Settings()), TENANT))
     finally:
         await pool.close()
         await owner_pool.close()
@@ -270,8 +271,9 @@ async def test_the_event_stream_reads_the_standby_and_listens_on_the_primary(
                 lines = response.aiter_lines()
                 async with asyncio.timeout(HANG_GUARD_S):
                     assert (await anext(lines)).startswith(": stream open")
-                    new = await derive(PostgresStore(pool, TENANT), [], "fresh", "document",
-                                       "loader", "1", source_uri="s3://fresh")  # fmt: skip
+                    store = PostgresStore(Database(pool, Settings()), TENANT)
+                    new = await derive(store, [], "fresh", "document", "loader", "1",
+                                       source_uri="s3://fresh")  # fmt: skip
                     async for line in lines:
                         if line.startswith("data:"):
                             assert json.loads(line.removeprefix("data:"))["context_id"] == (
@@ -299,7 +301,7 @@ async def test_a_read_goes_on_while_the_primary_is_down_and_its_audit_row_waits(
             replicated.primary.start()
         pool = await db.create_pool(replicated.primary.url, max_size=1)
         try:
-            assert await audit.drain(pool, settings) == 1
+            assert await audit.drain(Database(pool, Settings()), settings) == 1
         finally:
             await pool.close()
         assert audit.spooled_entries(settings) == 0

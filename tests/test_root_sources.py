@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from lineage import db
 from lineage.core.record import NewContext
+from lineage.db.database import Database
 from lineage.db.migrate import downgrade, migrate
 from lineage.services import walks
 from lineage.services.demo import load_incident
@@ -75,7 +76,7 @@ async def append_dag(
         )
         for index, (parents, source, kind) in enumerate(nodes)
     ]
-    store = PostgresStore(pool, tenant)
+    store = PostgresStore(Database(pool, Settings()), tenant)
     for start, end in zip([0, *cuts], [*cuts, len(records)], strict=True):
         if records[start:end]:
             await store.append(records[start:end])
@@ -101,7 +102,7 @@ async def check_against_the_walk(
     deeper = any(r["depth"] > max_depth for r in unbounded)
     for name in ("blast_radius_by_source", "blast_radius_ids_by_source"):
         answered = await walks.run(
-            pool, Settings(), name,
+            Database(pool, Settings()), Settings(), name,
             tenant_id=tenant, source_uri=source_uri, kind=kind, max_depth=max_depth,
         )  # fmt: skip
         context = (name, source_uri, kind, max_depth)
@@ -146,7 +147,7 @@ async def test_the_backfill_matches_what_appends_write(
 
 
 async def test_roots_inserted_around_append_records_are_walked(
-    pool: asyncpg.Pool, owner: asyncpg.Connection, store: PostgresStore
+    pool: asyncpg.Pool, database: Database, owner: asyncpg.Connection, store: PostgresStore
 ) -> None:
     """A bulk load straight into provenance leaves root_sources without the root's row: the
     query then walks instead of trusting an incomplete side table."""
@@ -162,7 +163,7 @@ async def test_roots_inserted_around_append_records_are_walked(
     await store.append([chunk])
     await check_against_the_walk(pool, owner, "default", "s3://bulk.md", "all", 20)
     answered = await walks.run(
-        pool, Settings(), "blast_radius_by_source",
+        database, Settings(), "blast_radius_by_source",
         tenant_id="default", source_uri="s3://bulk.md", kind="all", max_depth=20,
     )  # fmt: skip
     assert [row["context_id"] for row in answered] == ["bulk_doc", "bulk_chunk"]

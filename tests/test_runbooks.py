@@ -316,7 +316,7 @@ async def keyed_client(demo_database: str) -> AsyncIterator[tuple[httpx.AsyncCli
     """The app as deployed (LINEAGE_AUTH=keys) and a read key of tenant default."""
     app = create_app(Settings(auth="keys"), database_url=demo_database)
     async with app.router.lifespan_context(app):
-        api_key, _ = await auth.create_key(app.state.pool, "default", "read")
+        api_key, _ = await auth.create_key(app.state.db, "default", "read")
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://lineage") as http:
             yield http, api_key

@@ -21,6 +21,7 @@ from lineage import cli, db
 from lineage.api.app import create_app
 from lineage.core.queries import record_query
 from lineage.core.record import MAX_ATTRIBUTES_BYTES, MAX_PARENTS
+from lineage.db.database import Database
 from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.services import auth
@@ -80,17 +81,17 @@ class Tenants:
 
 
 @pytest.fixture
-async def tenants(database_url: str, pool: asyncpg.Pool) -> AsyncIterator[Tenants]:
+async def tenants(database_url: str, database: Database) -> AsyncIterator[Tenants]:
     owner_pool = await db.create_pool(database_url, max_size=2, as_owner=True)
     keys = {}
     for tenant in ("acme", "rival"):
-        assert await auth.create_tenant(owner_pool, tenant)
+        assert await auth.create_tenant(Database(owner_pool, Settings()), tenant)
         for scope in auth.SCOPES:
-            token, _ = await auth.create_key(pool, tenant, scope, f"{tenant} {scope}")
+            token, _ = await auth.create_key(database, tenant, scope, f"{tenant} {scope}")
             keys[f"{tenant}:{scope}"] = token
-    await load_incident(PostgresStore(pool, "acme"))
+    await load_incident(PostgresStore(database, "acme"))
     recorded = await record_query(
-        PostgresStore(pool, "acme"), "req-1", query="q", answer="a", evidence=["chunk_42"]
+        PostgresStore(database, "acme"), "req-1", query="q", answer="a", evidence=["chunk_42"]
     )
     assert recorded is not None
     yield Tenants(owner_pool, keys)
@@ -127,7 +128,7 @@ def test_no_keys_only_for_the_embedded_database_on_loopback() -> None:
 
 
 async def test_missing_wrong_malformed_and_revoked_keys_get_401(
-    tenants: Tenants, http: httpx.AsyncClient, pool: asyncpg.Pool
+    tenants: Tenants, http: httpx.AsyncClient, database: Database
 ) -> None:
     good = tenants.keys["acme:read"]
     key_id = good.split("_")[1]
@@ -138,7 +139,7 @@ async def test_missing_wrong_malformed_and_revoked_keys_get_401(
         assert response.headers["www-authenticate"].startswith("Bearer")
         assert "lineage key create" in response.json()["detail"]
     assert (await http.get("/v1/contexts/answer_1", headers=bearer(good))).status_code == 200
-    await auth.revoke_key(pool, "acme", key_id)
+    await auth.revoke_key(database, "acme", key_id)
     assert (await http.get("/v1/contexts/answer_1", headers=bearer(good))).status_code == 401
     assert (await http.get("/healthz")).status_code == 200  # health needs no key
 

@@ -15,10 +15,11 @@ import psycopg
 import pytest
 from typer.testing import CliRunner, Result
 
-from lineage import cli, db
+from lineage import cli
 from lineage.api.app import create_app
 from lineage.core.derive import Derivation, derive, derive_many
 from lineage.core.errors import SigningKeyError, UnknownSigningKey
+from lineage.db.database import Database
 from lineage.services import selftest, signing
 from lineage.services.signing import KeyringSigner, SignatureCheck, load_keyring, rotate_keyring
 from lineage.settings import Settings
@@ -48,9 +49,9 @@ async def api(database_url: str, keyring: Path) -> AsyncIterator[httpx.AsyncClie
 
 
 async def check(pool: asyncpg.Pool, context_id: str, signer: signing.Signer) -> SignatureCheck:
-    async with db.transaction(pool, TENANT) as connection:
-        record = (await get_records(connection, TENANT, [context_id]))[context_id]
-        return await signing.verify_record(connection, TENANT, record, signer)
+    async with Database(pool, Settings(), signer).tenant(TENANT) as tx:
+        record = (await get_records(tx, [context_id]))[context_id]
+        return await signing.verify_record(tx.connection, TENANT, record, signer)
 
 
 async def alter_as_superuser(owner: asyncpg.Connection, context_id: str) -> None:
@@ -126,9 +127,9 @@ def test_sign_and_verify_round_trip(signer: KeyringSigner, tmp_path: Path) -> No
 
 
 async def test_appended_records_are_signed_once_with_the_current_key(
-    pool: asyncpg.Pool, owner: asyncpg.Connection, signer: KeyringSigner
+    pool: asyncpg.Pool, database: Database, owner: asyncpg.Connection, signer: KeyringSigner
 ) -> None:
-    store = PostgresStore(pool, TENANT, signer)
+    store = PostgresStore(Database(pool, Settings(), signer), TENANT)
     items = [Derivation([], f"document {i}", "document", source_uri=f"s3://d{i}") for i in range(3)]
     made = await derive_many(store, items)
     chunk = await derive(store, [made[0]], "chunk", "chunk", "chunker", "1")
@@ -151,11 +152,15 @@ async def test_appended_records_are_signed_once_with_the_current_key(
 
 
 async def test_rotation_signs_new_records_with_the_new_key_and_old_ones_still_verify(
-    pool: asyncpg.Pool, keyring: Path, signer: KeyringSigner, tmp_path: Path
+    pool: asyncpg.Pool, database: Database, keyring: Path, signer: KeyringSigner, tmp_path: Path
 ) -> None:
     first_key = signer.current_key_id
     old = await derive(
-        PostgresStore(pool, TENANT, signer), [], "old", "document", source_uri="s3://o"
+        PostgresStore(Database(pool, Settings(), signer), TENANT),
+        [],
+        "old",
+        "document",
+        source_uri="s3://o",
     )
     added = rotate_keyring(keyring)
     rotated = load_keyring(keyring, create=False)
@@ -163,7 +168,11 @@ async def test_rotation_signs_new_records_with_the_new_key_and_old_ones_still_ve
     assert rotated.current_key_id == added.key_id != first_key
 
     new = await derive(
-        PostgresStore(pool, TENANT, rotated), [], "new", "document", source_uri="s3://n"
+        PostgresStore(Database(pool, Settings(), rotated), TENANT),
+        [],
+        "new",
+        "document",
+        source_uri="s3://n",
     )
     assert await check(pool, old.context_id, rotated) == SignatureCheck(True, True, first_key, "ok")
     assert await check(pool, new.context_id, rotated) == SignatureCheck(
@@ -177,12 +186,12 @@ async def test_rotation_signs_new_records_with_the_new_key_and_old_ones_still_ve
     )
 
 
-async def test_without_a_signer_the_store_signs_with_the_environments_keyring(
-    pool: asyncpg.Pool, isolated_data_dir: Path
+async def test_a_database_given_no_signer_signs_with_the_keyring_its_settings_name(
+    pool: asyncpg.Pool, database: Database, isolated_data_dir: Path
 ) -> None:
-    made = await derive(PostgresStore(pool), [], "plain", "document", source_uri="s3://plain")
-    assert signing.keyring_path(Settings()) == isolated_data_dir / signing.KEYRING_NAME
-    default = signing.default_signer()
+    made = await derive(PostgresStore(database), [], "plain", "document", source_uri="s3://plain")
+    assert signing.keyring_path(database.settings) == isolated_data_dir / signing.KEYRING_NAME
+    default = signing.signer_for(database.settings)
     assert await check(pool, made.context_id, default) == SignatureCheck(
         True, True, default.current_key_id, "ok"
     )
@@ -323,7 +332,9 @@ def test_selftest_fails_when_the_alteration_goes_unnoticed(
 ) -> None:
     steps: list[tuple[bool, str]] = []
     blind = BlindSigner(load_keyring(keyring, create=True).keys)
-    assert not selftest.run_selftest(database_url, blind, lambda ok, text: steps.append((ok, text)))
+    assert not selftest.run_selftest(
+        Settings(), database_url, blind, lambda ok, text: steps.append((ok, text))
+    )
     failed = [text for ok, text in steps if not ok]
     assert failed == [
         "the altered record reports verified=True, reason ok; it must report false, mismatch"

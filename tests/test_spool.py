@@ -23,6 +23,7 @@ from lineage.api.app import create_app
 from lineage.core.derive import Context, Derivation, derive, derive_many
 from lineage.core.errors import Conflict, Forbidden, InvalidRecord, Unauthorized
 from lineage.core.record import NewContext
+from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.services import auth
 from lineage.settings import Settings
@@ -96,7 +97,12 @@ async def test_a_database_outage_mid_run_loses_nothing(
 ) -> None:
     """Thousands of derive() calls in a DAG; the database stops a third of the way in and comes
     back at two thirds: nothing raises, and every record ends up stored once, parents right."""
-    store = SpoolingStore(PostgresStore(private_pool), tmp_path, retry_min_s=0.01, retry_max_s=0.1)
+    store = SpoolingStore(
+        PostgresStore(Database(private_pool, Settings())),
+        tmp_path,
+        retry_min_s=0.01,
+        retry_max_s=0.1,
+    )
     rows_before = await provenance_rows(private.url)
     failures_before = degraded("store_unavailable")
     rng = random.Random(5)
@@ -236,7 +242,12 @@ async def test_a_record_the_store_refuses_on_replay_moves_aside(
 async def test_the_spool_drains_by_itself_when_the_store_is_back(
     private: PrivatePostgres, private_pool: asyncpg.Pool, tmp_path: Path
 ) -> None:
-    store = SpoolingStore(PostgresStore(private_pool), tmp_path, retry_min_s=0.05, retry_max_s=0.2)
+    store = SpoolingStore(
+        PostgresStore(Database(private_pool, Settings())),
+        tmp_path,
+        retry_min_s=0.05,
+        retry_max_s=0.2,
+    )
     private.stop("fast")
     try:
         doc = await derive(store, [], "doc", "document", source_uri="s3://later")
@@ -326,13 +337,13 @@ def test_a_script_starts_and_runs_while_the_database_is_down(
 
 
 @pytest.fixture
-async def keyed_api(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, asyncpg.Pool]]:
-    """The API as deployed with keys, and its pool to make and revoke them."""
+async def keyed_api(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Database]]:
+    """The API as deployed with keys, and its Database to make and revoke them."""
     app = create_app(Settings(auth="keys"), database_url=database_url)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://lineage") as http:
-            yield http, app.state.pool
+            yield http, app.state.db
 
 
 def keyed_store(http: httpx.AsyncClient, token: str) -> HttpStore:
@@ -341,14 +352,14 @@ def keyed_store(http: httpx.AsyncClient, token: str) -> HttpStore:
 
 
 async def test_a_revoked_or_unscoped_key_is_spooled_and_counted_not_raised(
-    keyed_api: tuple[httpx.AsyncClient, asyncpg.Pool],
+    keyed_api: tuple[httpx.AsyncClient, Database],
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    http, pool = keyed_api
-    revoked, described = await auth.create_key(pool, "default", "ingest")
-    await auth.revoke_key(pool, "default", described["key_id"])
-    reader, _ = await auth.create_key(pool, "default", "read")
+    http, database = keyed_api
+    revoked, described = await auth.create_key(database, "default", "ingest")
+    await auth.revoke_key(database, "default", described["key_id"])
+    reader, _ = await auth.create_key(database, "default", "read")
     before = degraded("credentials_refused")
     for index, token in enumerate((revoked, reader, "lk_0000000000000000_forged")):
         spooling = SpoolingStore(keyed_store(http, token), tmp_path, retry_min_s=60)
@@ -363,7 +374,7 @@ async def test_a_revoked_or_unscoped_key_is_spooled_and_counted_not_raised(
     assert "refused the key" in caplog.text
     assert not (tmp_path / "default.jsonl.rejected").exists()  # waits for a fixed key
 
-    writer, _ = await auth.create_key(pool, "default", "ingest")
+    writer, _ = await auth.create_key(database, "default", "ingest")
     spooling = SpoolingStore(keyed_store(http, writer), tmp_path)
     try:
         assert (await spooling.replay()).replayed == 3
@@ -372,10 +383,10 @@ async def test_a_revoked_or_unscoped_key_is_spooled_and_counted_not_raised(
 
 
 async def test_strict_mode_raises_a_refused_key(
-    keyed_api: tuple[httpx.AsyncClient, asyncpg.Pool], tmp_path: Path
+    keyed_api: tuple[httpx.AsyncClient, Database], tmp_path: Path
 ) -> None:
-    http, pool = keyed_api
-    reader, _ = await auth.create_key(pool, "default", "read")
+    http, database = keyed_api
+    reader, _ = await auth.create_key(database, "default", "read")
     for token, error in ((reader, Forbidden), ("lk_0000000000000000_forged", Unauthorized)):
         spooling = SpoolingStore(keyed_store(http, token), tmp_path, strict=True)
         try:

@@ -314,14 +314,15 @@ sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
 from lineage import PostgresStore
 from lineage import derive
 from lineage.core import telemetry
-from lineage.db import create_pool
+from lineage.db.database import Database
+from lineage.settings import Settings
 
 async def main(url: str) -> None:
-    pool = await create_pool(url)
+    database = await Database.connect(Settings(), url)
     with telemetry.trace_context() as trace_id:
-        doc = await derive(PostgresStore(pool), [], "t", "document", "l", "1", source_uri="s3://t")
+        doc = await derive(PostgresStore(database), [], "t", "document", "l", "1", source_uri="s3://t")
         assert telemetry.outgoing_headers()["X-Trace-Id"] == trace_id
-    await pool.close()
+    await database.close()
     assert telemetry.otel_trace is None and doc.record.trace_id == trace_id
     print("recorded", doc.record.trace_id)
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from lineage import cli, db
 from lineage.claims.answers import capture_texts
 from lineage.core.errors import Forbidden, NotFound
+from lineage.db.database import Database
 from lineage.services import audit, auth, privacy
 from lineage.services.auth import Caller
 from lineage.services.demo import INCIDENT, load_incident, verify_incident
@@ -58,18 +59,20 @@ async def rows_per_table(owner: asyncpg.Connection, tenant_id: str) -> dict[str,
 async def fill_tenant(pool: asyncpg.Pool, owner_pool: asyncpg.Pool, tenant_id: str) -> None:
     """Rows in as many tables as the service writes: records, signatures, verdicts, text, a key,
     audit, a span, the log and a checkpoint (events and root sources follow the records)."""
-    await auth.create_tenant(owner_pool, tenant_id)
-    await load_incident(PostgresStore(pool, tenant_id))
-    await verify_incident(pool, tenant_id)
+    await auth.create_tenant(Database(owner_pool, Settings()), tenant_id)
+    await load_incident(PostgresStore(Database(pool, Settings()), tenant_id))
+    await verify_incident(Database(pool, Settings()), tenant_id)
     caller = Caller(tenant_id, None, "admin")
-    await privacy.update_settings(pool, caller, {"capture_source_text": True})
-    await capture_texts(pool, tenant_id, {"chunk_42": INCIDENT[2].text})
-    await auth.create_key(pool, tenant_id, "read", "test")
-    await audit.record(pool, caller, "walk", "answer_1")
+    await privacy.update_settings(Database(pool, Settings()), caller, {"capture_source_text": True})
+    await capture_texts(Database(pool, Settings()), tenant_id, {"chunk_42": INCIDENT[2].text})
+    await auth.create_key(Database(pool, Settings()), tenant_id, "read", "test")
+    await audit.record(Database(pool, Settings()), caller, "walk", "answer_1")
     async with db.transaction(pool, tenant_id) as connection:
         await db.execute(connection, "append_spans", tenant_id=tenant_id, **SPAN)
-    await storage.checkpoint(pool, Settings(), tenant_id)
-    await load_incident(PostgresStore(pool, tenant_id))  # nothing new: a replay
+    await storage.checkpoint(Database(pool, Settings()), Settings(), tenant_id)
+    await load_incident(
+        PostgresStore(Database(pool, Settings()), tenant_id)
+    )  # nothing new: a replay
 
 
 @pytest.fixture
@@ -97,7 +100,7 @@ async def test_every_row_of_the_tenant_goes_and_no_other_tenants(
         "ORDER BY tree_size DESC LIMIT 1"
     )
 
-    receipt = await delete_tenant(owner_pool, "doomed")
+    receipt = await delete_tenant(Database(owner_pool, Settings()), "doomed")
 
     after = await rows_per_table(owner, "doomed")
     assert after == dict.fromkeys(after, 0)
@@ -115,7 +118,7 @@ async def test_every_row_of_the_tenant_goes_and_no_other_tenants(
 async def test_the_triggers_refuse_again_after_a_deletion(
     two_tenants: None, owner_pool: asyncpg.Pool, owner: asyncpg.Connection
 ) -> None:
-    await delete_tenant(owner_pool, "doomed")
+    await delete_tenant(Database(owner_pool, Settings()), "doomed")
     for statement in (
         "DELETE FROM provenance WHERE tenant_id = 'kept'",
         "DELETE FROM audit_log WHERE tenant_id = 'kept'",
@@ -131,10 +134,10 @@ async def test_the_triggers_refuse_again_after_a_deletion(
 
 
 async def test_the_application_role_is_refused(
-    two_tenants: None, pool: asyncpg.Pool, owner: asyncpg.Connection
+    two_tenants: None, pool: asyncpg.Pool, database: Database, owner: asyncpg.Connection
 ) -> None:
     with pytest.raises(Forbidden, match="owner"):
-        await delete_tenant(pool, "doomed")
+        await delete_tenant(database, "doomed")
     async with pool.acquire() as connection:
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await connection.execute("SELECT lineage_delete_tenant('doomed')")
@@ -145,7 +148,7 @@ async def test_the_application_role_is_refused(
 
 async def test_an_unknown_tenant_is_not_found(owner_pool: asyncpg.Pool) -> None:
     with pytest.raises(NotFound, match="no tenant 'nobody'"):
-        await delete_tenant(owner_pool, "nobody")
+        await delete_tenant(Database(owner_pool, Settings()), "nobody")
 
 
 def test_the_cli_deletes_only_once_the_name_is_typed(

@@ -24,6 +24,7 @@ from pydantic import SecretStr
 from lineage.api.app import create_app
 from lineage.api.session import SESSION_COOKIE, issue_session, read_session
 from lineage.core.derive import Derivation, derive, derive_many
+from lineage.db.database import Database
 from lineage.services import auth, walks
 from lineage.services.auth import Caller
 from lineage.services.demo import (
@@ -160,14 +161,14 @@ async def demo(store: PostgresStore) -> PostgresStore:
 
 
 async def test_a_key_becomes_a_read_only_session_cookie(
-    demo: PostgresStore, database_url: str, settings: Settings, pool: asyncpg.Pool,
+    demo: PostgresStore, database_url: str, settings: Settings, database: Database,
     owner: asyncpg.Connection,
 ) -> None:  # fmt: skip
-    read_key, _ = await auth.create_key(pool, "default", "read")
-    admin_key, _ = await auth.create_key(pool, "default", "admin")
-    ingest_key, _ = await auth.create_key(pool, "default", "ingest")
+    read_key, _ = await auth.create_key(database, "default", "read")
+    admin_key, _ = await auth.create_key(database, "default", "admin")
+    ingest_key, _ = await auth.create_key(database, "default", "ingest")
     await owner.execute("INSERT INTO tenants (tenant_id) VALUES ('other')")
-    other_key, _ = await auth.create_key(pool, "other", "read")
+    other_key, _ = await auth.create_key(database, "other", "read")
     async with serve(settings.model_copy(update={"auth": "keys"}), database_url) as http:
         for refused in ("lk_0000000000000000_" + "x" * 43, "not a key"):
             response = await http.post("/v1/session", json={"key": refused})
@@ -214,7 +215,7 @@ async def test_a_key_becomes_a_read_only_session_cookie(
         response = await http.post("/v1/session", json={"key": read_key})
         session = session_header(http, response)
         assert (await http.get(f"/v1/contexts/{ANSWER_ID}", headers=session)).status_code == 200
-        await auth.revoke_key(pool, "default", read_key.split("_")[1])
+        await auth.revoke_key(database, "default", read_key.split("_")[1])
         revoked = await http.get(f"/v1/contexts/{ANSWER_ID}", headers=session)
         assert revoked.status_code == 401, revoked.text
 
@@ -356,7 +357,7 @@ async def judge(store: PostgresStore, judge_name: str, verdict: str) -> None:
 
 
 async def marks(pool: asyncpg.Pool, settings: Settings, start: str) -> dict[tuple[str, str], Any]:
-    hops = await walks.suspicious_hops(pool, settings, "default", start, None)
+    hops = await walks.suspicious_hops(Database(pool, Settings()), settings, "default", start, None)
     return {(hop["context_id"], hop["reason"]): (hop["depth"], hop["detail"]) for hop in hops}
 
 
@@ -494,11 +495,11 @@ async def check_blast_radius(page: Page, radius: dict[str, Any], folder: Path) -
 
 
 async def test_the_explorer_in_chromium_marks_the_demo_causes_and_downloads_ids(
-    demo: PostgresStore, pool: asyncpg.Pool, database_url: str, client: httpx.AsyncClient,
+    demo: PostgresStore, database: Database, database_url: str, client: httpx.AsyncClient,
     chromium: str, artifacts: Path, tmp_path: Path,
 ) -> None:  # fmt: skip
-    await verify_incident(pool)
-    key, _ = await auth.create_key(pool, "default", "read")
+    await verify_incident(database)
+    key, _ = await auth.create_key(database, "default", "read")
     walk = (await client.get(f"/v1/contexts/{ANSWER_ID}/lineage")).json()
     chunk_42 = next(n for n in walk["nodes"] if n["context_id"] == "chunk_42")
     radius = (await client.get("/v1/impact", params={"source_uri": CONTRACTOR_POLICY})).json()

@@ -24,6 +24,7 @@ from lineage import cli, db
 from lineage.api.app import create_app
 from lineage.core.derive import Context, Derivation, derive, derive_many
 from lineage.core.errors import NotFound, WalkTimeout
+from lineage.db.database import Database
 from lineage.db.queries import QUERIES, SQL_DIR, load, parse
 from lineage.services import walks
 from lineage.services.demo import (
@@ -222,10 +223,10 @@ async def load_wide(owner: asyncpg.Connection) -> None:
 
 
 async def test_ladder_walks_visit_each_node_once_at_its_minimal_depth(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings
+    store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     await derive_many(store, ladder())
-    walk = await walks.walk_back(pool, settings, "default", f"rung_{LAYERS}_a", 100)
+    walk = await walks.walk_back(database, settings, "default", f"rung_{LAYERS}_a", 100)
     expected = {f"rung_{LAYERS}_a": 0, "rung_0": LAYERS}
     expected |= {f"rung_{layer}_{s}": LAYERS - layer for layer in range(1, LAYERS) for s in "ab"}
     assert depths(walk.nodes) == expected
@@ -235,7 +236,7 @@ async def test_ladder_walks_visit_each_node_once_at_its_minimal_depth(
     assert len(edges) == len({(e["child"], e["parent"]) for e in edges}) == 2 * 37 + 2
 
     radius = await walks.run(
-        pool, settings, "blast_radius",
+        database, settings, "blast_radius",
         tenant_id="default", context_ids=["rung_0"], kind="all", max_depth=100,
     )  # fmt: skip
     expected_down = {"rung_0": 0} | {
@@ -246,7 +247,7 @@ async def test_ladder_walks_visit_each_node_once_at_its_minimal_depth(
 
 
 async def test_node_reachable_at_two_depths_appears_once_at_the_smaller(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings
+    store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     # root <- a <- b <- c, and c also names root directly: c sees root at depths 1 and 3.
     await derive_many(
@@ -258,10 +259,10 @@ async def test_node_reachable_at_two_depths_appears_once_at_the_smaller(
             Derivation(["two_b", "two_root"], "c", "answer", context_id="two_c"),
         ],
     )
-    walk = await walks.walk_back(pool, settings, "default", "two_c", 100)
+    walk = await walks.walk_back(database, settings, "default", "two_c", 100)
     assert depths(walk.nodes) == {"two_c": 0, "two_b": 1, "two_root": 1, "two_a": 2}
     radius = await walks.run(
-        pool, settings, "blast_radius",
+        database, settings, "blast_radius",
         tenant_id="default", context_ids=["two_root"], kind="all", max_depth=100,
     )  # fmt: skip
     assert depths(radius) == {"two_root": 0, "two_a": 1, "two_c": 1, "two_b": 2}
@@ -271,11 +272,11 @@ async def test_node_reachable_at_two_depths_appears_once_at_the_smaller(
 
 
 async def test_big_blast_radius_counts_and_ndjson_stream(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, client: httpx.AsyncClient
+    store: PostgresStore, database: Database, settings: Settings, client: httpx.AsyncClient
 ) -> None:
     await derive_many(store, fan())
     nodes = await walks.run(
-        pool, settings, "blast_radius",
+        database, settings, "blast_radius",
         tenant_id="default", context_ids=["fan_doc"], kind="any", max_depth=20,
     )  # fmt: skip
     assert len(depths(nodes)) == FAN_TOTAL
@@ -330,7 +331,11 @@ async def test_refused_json_impacts_do_not_strand_pooled_connections(
 
 
 async def test_max_depth_truncates_walks(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, client: httpx.AsyncClient
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    settings: Settings,
+    client: httpx.AsyncClient,
 ) -> None:
     await derive_many(store, chain())
 
@@ -353,9 +358,9 @@ async def test_max_depth_truncates_walks(
     assert depths(root_only) == {"chain_0": 0}
     assert root_only[0]["truncated"] is False
 
-    assert (await walks.walk_back(pool, settings, "default", "chain_5", 2)).truncated is True
-    assert (await walks.walk_back(pool, settings, "default", "chain_5", 5)).truncated is False
-    start = await walks.walk_back(pool, settings, "default", "chain_5", 0)
+    assert (await walks.walk_back(database, settings, "default", "chain_5", 2)).truncated is True
+    assert (await walks.walk_back(database, settings, "default", "chain_5", 5)).truncated is False
+    start = await walks.walk_back(database, settings, "default", "chain_5", 0)
     assert [n["context_id"] for n in start.nodes] == ["chain_5"]
     assert start.edges() == []
 
@@ -392,31 +397,32 @@ async def test_max_depth_truncates_walks(
 
 
 async def test_walks_past_the_statement_timeout_raise_and_answer_503(
-    owner: asyncpg.Connection, pool: asyncpg.Pool, settings: Settings, database_url: str
+    owner: asyncpg.Connection, database: Database, settings: Settings, database_url: str
 ) -> None:
     await load_wide(owner)
     assert await owner.fetchval("SELECT count(*) FROM provenance") == WIDE + WIDE // 1000 + 2
     # The same walks, cut short, answer under the normal timeout: the start ids are right.
     start = await walks.run(
-        pool, settings, "blast_radius",
+        database, settings, "blast_radius",
         tenant_id="default", context_ids=["wide_doc"], kind="all", max_depth=0,
     )  # fmt: skip
     assert [(n["context_id"], n["truncated"]) for n in start] == [("wide_doc", True)]
-    up = await walks.walk_back(pool, settings, "default", "wide_sink", 1)
+    up = await walks.walk_back(database, settings, "default", "wide_sink", 1)
     assert len(up.nodes) == 1 + WIDE // 1000
     assert up.truncated is True
 
     hurried = Settings(statement_timeout_ms=1, auth="none")
     with pytest.raises(WalkTimeout, match="1 ms statement timeout"):
         await walks.run(
-            pool, hurried, "blast_radius",
+            database, hurried, "blast_radius",
             tenant_id="default", context_ids=["wide_doc"], kind="all", max_depth=20,
         )  # fmt: skip
     with pytest.raises(WalkTimeout, match="walk_back ran past the 1 ms statement timeout"):
-        await walks.walk_back(pool, hurried, "default", "wide_sink", 20)
+        await walks.walk_back(database, hurried, "default", "wide_sink", 20)
     # The pool is still usable after the cancelled transactions.
     assert (
-        await walks.run(pool, settings, "trace_contexts", tenant_id="default", trace_id="x") == []
+        await walks.run(database, settings, "trace_contexts", tenant_id="default", trace_id="x")
+        == []
     )
 
     async with serve(hurried, database_url) as http:
@@ -806,15 +812,19 @@ async def read_everything(pool: asyncpg.Pool, settings: Settings, tenant: str) -
     for name, values in asks.items():
         wanted = set(QUERIES[name].parameters)
         given = {k: v for k, v in (SAMPLE_VALUES | common | values).items() if k in wanted}
-        results[name] = await walks.run(pool, settings, name, **given)
+        results[name] = await walks.run(Database(pool, Settings()), settings, name, **given)
     return results
 
 
 async def test_every_read_query_is_confined_to_its_tenant(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    database: Database,
+    settings: Settings,
+    owner: asyncpg.Connection,
 ) -> None:
     await db.fetch(owner, "tenant_create", tenant_id="other")  # with its text hash key
-    other_store = PostgresStore(pool, "other")
+    other_store = PostgresStore(database, "other")
     mine = {c.context_id: c.record.content_hash for c in await load_incident(store)}
     # One call per record, as load_incident does, so each revision has its own created_at.
     loaded = [(await derive_many(other_store, [item]))[0] for item in other_incident()]
@@ -844,8 +854,8 @@ async def test_every_read_query_is_confined_to_its_tenant(
 
     # An id only "other" holds is unknown to "default".
     with pytest.raises(NotFound):
-        await walks.walk_back(pool, settings, "default", "doc_employee_leave_v2", 20)
-    assert (await PostgresStore(pool).get("doc_employee_leave_v2")) is None
+        await walks.walk_back(database, settings, "default", "doc_employee_leave_v2", 20)
+    assert (await PostgresStore(database).get("doc_employee_leave_v2")) is None
 
 
 # --- 8. bad parameters over HTTP ---------------------------------------------------------------
@@ -896,6 +906,7 @@ DEMO_SUSPICIOUS = EXPECTED["default"]["suspicious_hops"]
 async def test_api_cli_and_sql_return_the_same_nodes_for_the_demo(
     store: PostgresStore,
     pool: asyncpg.Pool,
+    database: Database,
     settings: Settings,
     client: httpx.AsyncClient,
     database_url: str,
@@ -936,7 +947,7 @@ async def test_api_cli_and_sql_return_the_same_nodes_for_the_demo(
     assert summary["total"] == len(expected_impact)
 
     # Suspicious hops: the query, the API and the CLI flag the same hops, and only those.
-    hops = await walks.suspicious_hops(pool, settings, "default", ANSWER_ID, None)
+    hops = await walks.suspicious_hops(database, settings, "default", ANSWER_ID, None)
     assert {(h["context_id"], h["reason"]) for h in hops} == DEMO_SUSPICIOUS
     api_hops = (await client.get(f"/v1/contexts/{ANSWER_ID}/suspicious")).json()["hops"]
     assert {(h["context_id"], h["reason"]) for h in api_hops} == DEMO_SUSPICIOUS
@@ -954,7 +965,13 @@ async def test_invalidation_freshness_and_kind_filters_on_the_demo(
     async def ask(name: str, kind: str, **values: Any) -> dict[str, int]:
         return depths(
             await walks.run(
-                pool, settings, name, tenant_id="default", kind=kind, max_depth=20, **values
+                Database(pool, Settings()),
+                settings,
+                name,
+                tenant_id="default",
+                kind=kind,
+                max_depth=20,
+                **values,
             )
         )
 
@@ -1015,7 +1032,7 @@ async def test_list_contexts_kind_all_lists_every_kind(
 
 
 async def test_revisions_in_one_batch_are_stale_for_freshness_and_suspicious_hops_alike(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings
+    store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     # One batch stamps one created_at, so only the context_id can order these two revisions.
     await derive_many(
@@ -1026,10 +1043,10 @@ async def test_revisions_in_one_batch_are_stale_for_freshness_and_suspicious_hop
             Derivation(["same_v1"], "chunk of v1", "chunk", context_id="same_chunk"),
         ],
     )
-    hops = await walks.suspicious_hops(pool, settings, "default", "same_chunk", None)
+    hops = await walks.suspicious_hops(database, settings, "default", "same_chunk", None)
     changed = {hop["context_id"] for hop in hops if hop["reason"] == "source_changed"}
     stale = await walks.run(
-        pool, settings, "stale_sources",
+        database, settings, "stale_sources",
         tenant_id="default", source_uri="any", kind="all", max_depth=20,
     )  # fmt: skip
     stale_roots = {node["context_id"] for node in stale if node["depth"] == 0}

@@ -1,4 +1,4 @@
-"""The app factory: its lifespan owns the pool; nothing connects at import time."""
+"""The app factory: its lifespan owns the one Database; nothing connects at import time."""
 
 import asyncio
 import logging
@@ -32,6 +32,7 @@ from lineage.api.routes import (
 from lineage.api.routes import log as log_routes
 from lineage.claims.judges import judge_from_settings
 from lineage.claims.sampling import Sampler
+from lineage.db.database import Database
 from lineage.db.migrate import migrate as upgrade
 from lineage.services import audit, signing
 from lineage.services.events import EventListener
@@ -44,7 +45,12 @@ CONNECT_RETRY_MAX_S = 10.0
 
 
 async def _connect(
-    app: FastAPI, url: str, settings: Settings, running: AsyncExitStack, retry: bool
+    app: FastAPI,
+    url: str,
+    settings: Settings,
+    signer: signing.Signer,
+    running: AsyncExitStack,
+    retry: bool,
 ) -> None:
     """Connect (and migrate, when retrying for `lineage serve`), then start the log's rounds."""
     delay = 0.5
@@ -52,14 +58,8 @@ async def _connect(
         try:
             if retry:
                 await asyncio.to_thread(upgrade, url)
-            pool = await db.create_pool(url)
-            read_pool = pool
-            if settings.read_database_url:
-                try:
-                    read_pool = await db.create_pool(settings.read_database_url)
-                except BaseException:
-                    await pool.close()
-                    raise
+            database = await Database.connect(settings, url, signer=signer)
+            if database.has_replica:
                 log.info("reads go to the replica named by LINEAGE_READ_DATABASE_URL")
             break
         except Exception as exc:
@@ -69,14 +69,11 @@ async def _connect(
             log.warning("%s: %s; retrying in %.1f s", app.state.not_ready, exc, delay)
             await asyncio.sleep(delay)
             delay = min(CONNECT_RETRY_MAX_S, delay * 2)
-    running.push_async_callback(pool.close)
-    if read_pool is not pool:
-        running.push_async_callback(read_pool.close)
-    await running.enter_async_context(log_storage.background(pool, settings))
-    audit_drain = asyncio.create_task(audit.drain_forever(pool, settings), name="audit-drain")
+    running.push_async_callback(database.close)
+    await running.enter_async_context(log_storage.background(database, settings))
+    audit_drain = asyncio.create_task(audit.drain_forever(database, settings), name="audit-drain")
     running.push_async_callback(_cancelled, audit_drain)
-    app.state.read_pool = read_pool
-    app.state.pool = pool
+    app.state.db = database
     app.state.not_ready = None
     log.info("connected to the database")
 
@@ -102,17 +99,16 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = database_url or db.database_url(chosen)
-        app.state.signer = signing.signer_for(chosen)  # before connecting: a bad keyring stops here
-        app.state.pool = None  # until connected: /readyz and every data route answer 503
+        signer = signing.signer_for(chosen)  # before connecting: a bad keyring stops here
+        app.state.db = None  # until connected: /readyz and every data route answer 503
         app.state.not_ready = "connecting to the database"
-        app.state.read_pool = None
         # On the primary: a hot standby cannot LISTEN, and commits notify where they happen.
         app.state.events = EventListener(url)
         app.state.sampler = Sampler(
             chosen.sample_share,
             chosen.sample_queue,
             lambda: getattr(app.state, "claim_judge", None) or judge_from_settings(chosen),
-            lambda: app.state.pool,
+            lambda: app.state.db,
         )
         if auth == "none":
             log.warning(
@@ -126,7 +122,7 @@ def create_app(
             app.state.sampler.start()
             running.push_async_callback(app.state.sampler.stop)
             connecting = asyncio.create_task(
-                _connect(app, url, chosen, running, migrate_first), name="connect"
+                _connect(app, url, chosen, signer, running, migrate_first), name="connect"
             )
             try:
                 if not migrate_first:  # a test's or embedder's database: up, or fail at once

@@ -1,15 +1,13 @@
-"""What a route may ask for: the pools, the settings, and the caller (tenant, key, scope).
+"""What a route may ask for: the database, the settings, and the caller (tenant, key, scope).
 
-`Pool` is the primary: every route that writes (appends, verdicts, checkpoints, keys) uses it,
-and so do audit rows. `ReadPool` is the read replica when LINEAGE_READ_DATABASE_URL names one,
-else the primary: a route that only reads uses it, so a hot standby can serve it.
+`Db` is the app's one Database, on the primary: every route that writes (appends, verdicts,
+checkpoints, keys) uses it, and so do audit rows. `ReadDb` is the same Database reading from
+the read replica when LINEAGE_READ_DATABASE_URL names one (`Database.reads`): a route that only
+reads uses it, so a hot standby can serve it.
 """
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
-import asyncpg
 from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
@@ -17,65 +15,45 @@ from starlette.requests import HTTPConnection
 from starlette.types import Scope as StarletteScope
 
 from lineage.api.session import SESSION_COOKIE, read_session
-from lineage.core import metrics, telemetry
+from lineage.core import telemetry
 from lineage.core.errors import BadParameter, Forbidden, StoreUnavailable, Unauthorized
+from lineage.db.database import Database
 from lineage.services import audit, auth
 from lineage.services.auth import Caller, Scope
-from lineage.services.signing import Signer
 from lineage.settings import Settings
 
 __all__ = [
     "Admin",
     "AppSettings",
-    "AppSigner",
     "Caller",
+    "Db",
     "Ingest",
-    "Pool",
     "Read",
-    "ReadPool",
+    "ReadDb",
     "SentTraceId",
 ]
 
-T = TypeVar("T")
+
+def database_of(app: Any) -> Database:
+    """The app's Database; until it is connected, StoreUnavailable (503, retry)."""
+    database: Database | None = app.state.db
+    if database is None:
+        raise StoreUnavailable(f"not ready: {app.state.not_ready}; retry shortly")
+    return database
 
 
 # Async, so that FastAPI runs them on the event loop: a plain `def` costs a worker-thread hop.
-async def get_pool(request: Request) -> asyncpg.Pool:
-    return _pool(request.app, "pool")
+async def get_database(request: Request) -> Database:
+    return database_of(request.app)
 
 
-async def get_read_pool(request: Request) -> asyncpg.Pool:
-    return _pool(request.app, "read_pool")
-
-
-def _pool(app: Any, which: str) -> asyncpg.Pool:
-    pool: asyncpg.Pool | None = getattr(app.state, which)
-    if pool is None:
-        raise StoreUnavailable(f"not ready: {app.state.not_ready}; retry shortly")
-    return pool
-
-
-async def on_primary(app: Any, lookup: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
-    """A key lookup on the primary, so that a revocation holds at once; while the primary
-    cannot answer, on the read replica (as replayed so far), so that reads go on."""
-    try:
-        async with asyncio.timeout(audit.WRITE_TIMEOUT_S):
-            return await lookup(_pool(app, "pool"))
-    except audit.SPOOLED_ERRORS:
-        if app.state.read_pool is app.state.pool:
-            raise
-        metrics.count_degraded("keys_read_on_replica")
-        return await lookup(_pool(app, "read_pool"))
+async def get_read_database(request: Request) -> Database:
+    return database_of(request.app).reads
 
 
 async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
-
-
-async def get_signer(request: Request) -> Signer:
-    signer: Signer = request.app.state.signer
-    return signer
 
 
 async def sent_trace_id(request: Request) -> str | None:
@@ -108,12 +86,16 @@ async def caller_of(scope: StarletteScope) -> Caller | None:
         caller = auth.NO_AUTH_CALLER
     elif (token := auth.bearer_token(connection.headers.get("authorization", ""))) is not None:
         if auth.KEY_PATTERN.match(token):  # anything else is refused without a lookup
-            caller = await on_primary(app, lambda pool: auth.authenticate(pool, token))
+            caller = await database_of(app).on_primary(
+                lambda database: auth.authenticate(database, token)
+            )
     elif cookie := connection.cookies.get(SESSION_COOKIE):
         caller = read_session(cookie, app.state.settings)
         if caller is not None:
             session = caller
-            if not await on_primary(app, lambda pool: auth.still_valid(pool, session)):
+            if not await database_of(app).on_primary(
+                lambda database: auth.still_valid(database, session)
+            ):
                 caller = None
     state[_VERIFIED] = caller
     return caller
@@ -165,7 +147,7 @@ def require(scope: Scope) -> object:
             target = "/".join(str(v) for v in request.path_params.values()) or None
             detail = dict(request.query_params)
             await audit.record(
-                await get_pool(request),
+                database_of(request.app),
                 found,
                 request.scope["route"].name,
                 target,
@@ -177,10 +159,9 @@ def require(scope: Scope) -> object:
     return Depends(caller)
 
 
-Pool = Annotated[asyncpg.Pool, Depends(get_pool)]
-ReadPool = Annotated[asyncpg.Pool, Depends(get_read_pool)]
+Db = Annotated[Database, Depends(get_database)]
+ReadDb = Annotated[Database, Depends(get_read_database)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
-AppSigner = Annotated[Signer, Depends(get_signer)]
 SentTraceId = Annotated[str | None, Depends(sent_trace_id)]
 # A route declares the scope it needs; the caller's tenant confines every query it runs.
 Ingest = Annotated[Caller, require("ingest")]

@@ -28,7 +28,7 @@ from lineage.core.errors import (
     StoreUnavailable,
     TooManyRequests,
 )
-from lineage.store.postgres import is_outage
+from lineage.db.errors import is_outage
 
 # Answers that mean the caller sent something wrong; 404 is left out (a walk of an unknown
 # id is an ordinary question).

@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from lineage.api.models import Problem
 from lineage.core import telemetry
 from lineage.core.errors import InvalidRequest, LineageError, StoreUnavailable
-from lineage.store.postgres import OUTAGE_ERRORS, is_outage
+from lineage.db.errors import OUTAGE_ERRORS, is_outage
 
 PROBLEM = "application/problem+json"
 

@@ -5,11 +5,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
-import asyncpg
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from lineage.core.errors import BadParameter, LineageError
+from lineage.db.database import Database
 from lineage.services import walks
 from lineage.settings import Settings
 
@@ -39,14 +39,14 @@ def wants_stream(request: Request) -> bool:
 
 
 async def impact_response(
-    request: Request, pool: asyncpg.Pool, settings: Settings, name: str, **values: Any
+    request: Request, database: Database, settings: Settings, name: str, **values: Any
 ) -> Response:
     if wants_stream(request):
-        streamed = await started(walks.stream(pool, settings, name, **values))
+        streamed = await started(walks.stream(database, settings, name, **values))
         return StreamingResponse(chunked(_ndjson(streamed)), media_type=NDJSON)
     summary = walks.ImpactSummary()
     nodes: list[dict[str, Any]] = []
-    async for node in walks.stream(pool, settings, name, **values):
+    async for node in walks.stream(database, settings, name, **values):
         if len(nodes) == settings.stream_threshold:
             raise BadParameter(
                 f"more than {settings.stream_threshold} records; ask for them as a stream "

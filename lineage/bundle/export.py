@@ -6,12 +6,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import asyncpg
-
-from lineage import db
 from lineage.bundle import format as bundle
 from lineage.core.errors import LogIntegrityError, NotFound
 from lineage.core.progress import Progress, unwatched
+from lineage.db.database import Database
 from lineage.db.queries import QUERIES
 from lineage.services import audit
 from lineage.services.auth import Caller
@@ -33,7 +31,7 @@ class Exported:
 
 
 async def export_bundle(
-    pool: asyncpg.Pool,
+    database: Database,
     settings: Settings,
     tenant_id: str,
     path: Path,
@@ -46,15 +44,15 @@ async def export_bundle(
     service runs, with its log signing key, and as the owner (the bundle carries the tenant's
     text hash key)."""
     progress("sign a checkpoint")
-    signed = await storage.checkpoint(pool, settings, tenant_id)
+    signed = await storage.checkpoint(database, settings, tenant_id)
     tree_size = signed.checkpoint.tree_size
     verifier = str(storage.signing_key(settings).verifier)
     draft = path.with_name(f".{path.name}.{os.getpid()}.partial")
     texts = 0
     try:
         with draft.open("wb") as out:
-            async with db.transaction(pool, tenant_id) as connection:
-                rows = await db.fetch(connection, "bundle_tenant_settings", tenant_id=tenant_id)
+            async with database.tenant(tenant_id) as tx:
+                rows = await tx.fetch("bundle_tenant_settings")
                 if not rows:
                     raise NotFound(f"no tenant {tenant_id!r}")
                 settings_row = dict(rows[0])
@@ -72,7 +70,7 @@ async def export_bundle(
                 query = QUERIES["bundle_records"]
                 arguments = query.arguments({"tenant_id": tenant_id, "tree_size": tree_size})
                 written = 0
-                async for row in connection.cursor(query.sql, *arguments, prefetch=FETCH_ROWS):
+                async for row in tx.connection.cursor(query.sql, *arguments, prefetch=FETCH_ROWS):
                     signature = None
                     if row["key_id"] is not None:
                         signature = {
@@ -102,7 +100,9 @@ async def export_bundle(
                 if include_text:
                     query = QUERIES["bundle_texts"]
                     arguments = query.arguments({"tenant_id": tenant_id})
-                    async for row in connection.cursor(query.sql, *arguments, prefetch=FETCH_ROWS):
+                    async for row in tx.connection.cursor(
+                        query.sql, *arguments, prefetch=FETCH_ROWS
+                    ):
                         out.write(
                             bundle.text_line(row["context_id"], row["text"], row["captured_at"])
                         )
@@ -115,7 +115,7 @@ async def export_bundle(
     finally:
         draft.unlink(missing_ok=True)
     await audit.record(
-        pool,
+        database,
         Caller(tenant_id, None, "admin"),
         "export_bundle",
         str(path),

@@ -23,6 +23,7 @@ from lineage.bundle import format as bundle
 from lineage.core.errors import BadParameter, BundleError, Conflict, UnknownSigningKey
 from lineage.core.progress import Progress, unwatched
 from lineage.core.record import ContextRecord, check_id
+from lineage.db.database import Database, Transaction
 from lineage.services import audit, signing
 from lineage.services.auth import Caller
 from lineage.settings import Settings
@@ -117,34 +118,33 @@ def _check_root(root: bundle.RootBuilder, expected: bytes) -> None:
 
 
 async def import_bundle(
-    pool: asyncpg.Pool,
+    database: Database,
     settings: Settings,
     path: Path,
     tenant_id: str,
     verifier: VerifierKey,
-    signer: signing.Signer,
     progress: Progress = unwatched,
 ) -> Imported:
     """Check the bundle, then write it into `tenant_id` (created if missing; it must hold no
     records), sequence the tenant's log and sign its checkpoint. As the owner."""
     check_id(tenant_id, "tenant name")
     started = time.perf_counter()
-    verified = check_bundle(path, verifier, signer, progress)
+    verified = check_bundle(path, verifier, database.signer, progress)
     seconds = {"verify": time.perf_counter() - started}
-    async with db.transaction(pool, tenant_id) as connection:
-        await db.fetch(connection, "tenant_create", tenant_id=tenant_id)
-        [has] = await db.fetch(connection, "tenant_has_records", tenant_id=tenant_id)
+    async with database.tenant(tenant_id) as tx:
+        await tx.fetch("tenant_create")
+        [has] = await tx.fetch("tenant_has_records")
         if has["has_records"]:
             raise Conflict(
                 f"tenant {tenant_id} already holds records: import into a new or empty tenant"
             )
-        await _write(connection, path, tenant_id, verified, verifier, signer, progress)
+        await _write(tx, path, verified, verifier, progress)
     seconds["write"] = time.perf_counter() - started - seconds["verify"]
     progress("sequence the log and sign a checkpoint")
-    signed = await storage.checkpoint(pool, settings, tenant_id)
+    signed = await storage.checkpoint(database, settings, tenant_id)
     seconds["log"] = time.perf_counter() - started - seconds["verify"] - seconds["write"]
     await audit.record(
-        pool,
+        database,
         Caller(tenant_id, None, "admin"),
         "import_bundle",
         str(path),
@@ -160,14 +160,13 @@ async def import_bundle(
 
 
 async def _write(
-    connection: asyncpg.Connection,
+    tx: Transaction,
     path: Path,
-    tenant_id: str,
     verified: bundle.Verified,
     verifier: VerifierKey,
-    signer: signing.Signer,
     progress: Progress,
 ) -> None:
+    connection, tenant_id = tx.connection, tx.tenant_id
     settings = verified.header.settings
     updated = await db.fetch(
         connection,
@@ -199,15 +198,15 @@ async def _write(
             root.add([entry.leaf_hash])
             batch.append(entry.record.model_copy(update={"tenant_id": tenant_id}))
             if len(batch) == BATCH_RECORDS:
-                waiting = await _write_records(connection, tenant_id, waiting + batch, signer)
+                waiting = await _write_records(tx, waiting + batch)
                 batch = []
                 progress("write", root.size, verified.records)
                 if root.size == analyze_at:  # at 1k, 10k, 100k... records: plans fit the size
                     await db.execute(connection, "bundle_analyze")
                     analyze_at *= 10
-        waiting = await _write_records(connection, tenant_id, waiting + batch, signer)
+        waiting = await _write_records(tx, waiting + batch)
         while waiting:
-            left = await _write_records(connection, tenant_id, waiting, signer)
+            left = await _write_records(tx, waiting)
             if len(left) == len(waiting):
                 shown = ", ".join(record.context_id for record in left[:5])
                 raise BundleError(
@@ -219,16 +218,12 @@ async def _write(
     _check_root(root, checkpoint.root_hash)
 
 
-async def _write_records(
-    connection: asyncpg.Connection,
-    tenant_id: str,
-    records: list[ContextRecord],
-    signer: signing.Signer,
-) -> list[ContextRecord]:
+async def _write_records(tx: Transaction, records: list[ContextRecord]) -> list[ContextRecord]:
     """Insert the records whose parents are stored or come before them here; the others are
     returned to wait for their parents (a log's leaf order need not put parents first)."""
     if not records:
         return []
+    connection, tenant_id = tx.connection, tx.tenant_id
     check_batch(tenant_id, records)
     own = {record.context_id for record in records}
     outside = {parent for record in records for parent in record.parent_ids} - own
@@ -246,7 +241,7 @@ async def _write_records(
             else:
                 still.append(record)
         waiting = still
-    inserted = await insert_records(connection, tenant_id, ready, signer)
+    inserted = await insert_records(tx, ready)
     if len(inserted) != len(ready):
         raise BundleError("the bundle lists a record twice")
     return waiting

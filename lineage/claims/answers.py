@@ -30,16 +30,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
-
-from lineage import db
 from lineage.core.derive import Context, Derivation, derive, derive_many, render_for_prompt
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
 from lineage.core.hashing import Sha256, text_matches_hash
 from lineage.core.record import ContextRecord, new_context_id
+from lineage.db.database import Database, Transaction
 from lineage.services.privacy import check_capture, text_hash_key
 from lineage.store.base import Store
-from lineage.store.postgres import ConnectionStore, PostgresStore, get_records
+from lineage.store.postgres import PostgresStore, get_records
 
 __all__ = [
     "AnswerRecorded",
@@ -51,7 +49,6 @@ __all__ = [
     "in_prompt",
     "parse_output",
     "record_answer",
-    "record_answer_in",
     "record_prompt",
 ]
 
@@ -501,35 +498,6 @@ async def _record(
     )
 
 
-async def record_answer_in(
-    connection: asyncpg.Connection,
-    tenant_id: str,
-    prompt_id: str,
-    output: Mapping[str, Any],
-    produced_by: str | None = None,
-    model: str | None = None,
-    trace_id: str | None = None,
-    *,
-    answer_id: str | None = None,
-    file_ids: Mapping[str, str] | None = None,
-    capture_text: bool = False,
-) -> AnswerRecorded:
-    """record_answer within the caller's transaction (the HTTP route runs it so)."""
-    store = ConnectionStore(connection, tenant_id)
-    recorded = await _record(
-        store, prompt_id, output, produced_by, model, trace_id, answer_id, file_ids
-    )
-    if not capture_text:
-        return recorded
-    texts = {c.claim_id: c.text for c in recorded.claims}
-    texts[recorded.answer.context_id] = recorded.answer.text
-    # Refused here, the caller's transaction rolls back: the answer is not recorded either.
-    kinds = dict.fromkeys(texts, "claim") | {recorded.answer.context_id: "answer"}
-    await check_capture(connection, tenant_id, kinds)
-    await _capture(connection, tenant_id, texts)
-    return dataclasses.replace(recorded, captured_text=True)
-
-
 async def record_answer(
     store: Store,
     prompt_id: str,
@@ -544,18 +512,17 @@ async def record_answer(
 ) -> AnswerRecorded:
     """Record a model's output for a recorded prompt: its claims, then the answer over them.
 
-    One transaction (all or none). `trace_id` defaults to the prompt's. `answer_id` names the
-    answer and makes a replay a no-op. `file_ids` maps OpenAI file ids to context ids.
-    `capture_text` (opt-in) also stores the claim and answer texts in context_text; it needs a
-    PostgresStore and the tenant's capture_answer_text switch (else InvalidRecord
-    `capture_off`, nothing recorded). Raises NotFound for an unknown prompt, BadParameter for
-    unreadable output.
+    One transaction (all or none): a Transaction's (the HTTP route's), else one of its own.
+    `trace_id` defaults to the prompt's. `answer_id` names the answer and makes a replay a
+    no-op. `file_ids` maps OpenAI file ids to context ids. `capture_text` (opt-in) also stores
+    the claim and answer texts in context_text; it needs a PostgresStore (or a Transaction) and
+    the tenant's capture_answer_text switch (else InvalidRecord `capture_off`, nothing
+    recorded). Raises NotFound for an unknown prompt, BadParameter for unreadable output.
     """
     if isinstance(store, PostgresStore):
-        async with db.transaction(store.pool, store.tenant_id) as connection:
-            return await record_answer_in(
-                connection,
-                store.tenant_id,
+        async with store.database.tenant(store.tenant_id) as tx:
+            return await record_answer(
+                tx,
                 prompt_id,
                 output,
                 produced_by,
@@ -565,30 +532,35 @@ async def record_answer(
                 file_ids=file_ids,
                 capture_text=capture_text,
             )
-    if capture_text:
+    if capture_text and not isinstance(store, Transaction):
         raise BadParameter("capture_text needs a PostgresStore; over HTTP, POST /v1/answers")
-    return await _record(
+    recorded = await _record(
         store, prompt_id, output, produced_by, model, trace_id, answer_id, file_ids
     )
+    if not capture_text or not isinstance(store, Transaction):
+        return recorded
+    texts = {c.claim_id: c.text for c in recorded.claims}
+    texts[recorded.answer.context_id] = recorded.answer.text
+    # Refused here, the transaction rolls back: the answer is not recorded either.
+    kinds = dict.fromkeys(texts, "claim") | {recorded.answer.context_id: "answer"}
+    await check_capture(store, kinds)
+    await _capture(store, texts)
+    return dataclasses.replace(recorded, captured_text=True)
 
 
 # --- captured text -----------------------------------------------------------------------------
 
 
-async def _capture(
-    connection: asyncpg.Connection, tenant_id: str, texts: Mapping[str, str]
-) -> list[str]:
-    rows = await db.fetch(
-        connection,
+async def _capture(tx: Transaction, texts: Mapping[str, str]) -> list[str]:
+    rows = await tx.fetch(
         "claim_capture_text",
-        tenant_id=tenant_id,
         context_ids=list(texts),
         texts=list(texts.values()),
     )
     return [row["context_id"] for row in rows]
 
 
-async def capture_texts(pool: asyncpg.Pool, tenant_id: str, texts: Mapping[str, str]) -> list[str]:
+async def capture_texts(database: Database, tenant_id: str, texts: Mapping[str, str]) -> list[str]:
     """Store opt-in text for existing records (id -> text); returns the ids newly captured.
 
     Each text must hash to its record's content_hash, so a verdict is never judged on other
@@ -596,18 +568,18 @@ async def capture_texts(pool: asyncpg.Pool, tenant_id: str, texts: Mapping[str, 
     of text must be switched on for the tenant (lineage.services.privacy), else InvalidRecord
     `capture_off` and nothing is captured.
     """
-    async with db.transaction(pool, tenant_id) as connection:
-        records = await get_records(connection, tenant_id, list(texts))
+    async with database.tenant(tenant_id) as tx:
+        records = await get_records(tx, list(texts))
         hashes = {context_id: record.content_hash for context_id, record in records.items()}
         missing = [context_id for context_id in texts if context_id not in hashes]
         if missing:
             raise NotFound(f"no context {missing[0]}")
-        key = await text_hash_key(connection, tenant_id)
+        key = await text_hash_key(tx)
         for context_id, text in texts.items():
             if not text_matches_hash(text, hashes[context_id], key):
                 raise InvalidRecord(
                     "text_hash_mismatch",
                     f"the text given for {context_id} does not hash to its content_hash",
                 )
-        await check_capture(connection, tenant_id, {i: records[i].kind for i in texts})
-        return await _capture(connection, tenant_id, texts)
+        await check_capture(tx, {i: records[i].kind for i in texts})
+        return await _capture(tx, texts)

@@ -6,9 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import asyncpg
-
 from lineage.claims.verify import _since, bucket_label, check_bucket
+from lineage.db.database import Database
 from lineage.services import walks
 from lineage.settings import Settings
 
@@ -16,7 +15,7 @@ __all__ = ["drift_report", "drift_table"]
 
 
 async def drift_report(
-    pool: asyncpg.Pool,
+    database: Database,
     settings: Settings,
     tenant_id: str,
     since: datetime | str | None = None,
@@ -27,7 +26,7 @@ async def drift_report(
     if start.tzinfo is None:
         start = start.replace(tzinfo=UTC)
     return await walks.run(
-        pool,
+        database,
         settings,
         "drift_by_produced_by",
         tenant_id=tenant_id,

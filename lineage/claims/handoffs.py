@@ -28,9 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-import asyncpg
-
-from lineage import db
 from lineage.claims.answers import _sentences, claim_hypothesis
 from lineage.claims.judges import Judge, OfflineJudge
 from lineage.claims.verify import (
@@ -45,9 +42,10 @@ from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, NotFound
 from lineage.core.hashing import text_matches_hash
 from lineage.core.record import ContextRecord
+from lineage.db.database import Database, Transaction
 from lineage.services import walks
 from lineage.services.privacy import text_hash_key
-from lineage.store.postgres import ConnectionStore, get_records
+from lineage.store.postgres import get_records
 
 __all__ = [
     "HANDOFF_KINDS",
@@ -163,16 +161,8 @@ class _Parent:
     sources: tuple[str, ...]  # the source_uri (or id) of each root document it derives from
 
 
-async def _roots(
-    connection: asyncpg.Connection, tenant_id: str, context_ids: Sequence[str]
-) -> dict[str, tuple[str, ...]]:
-    rows = await db.fetch(
-        connection,
-        "parent_roots",
-        tenant_id=tenant_id,
-        context_ids=list(context_ids),
-        max_depth=MAX_ROOT_DEPTH,
-    )
+async def _roots(tx: Transaction, context_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    rows = await tx.fetch("parent_roots", context_ids=list(context_ids), max_depth=MAX_ROOT_DEPTH)
     found: dict[str, set[str]] = {i: set() for i in context_ids}
     for row in rows:
         found[row["context_id"]].add(row["source_uri"] or row["root_id"])
@@ -222,7 +212,7 @@ async def _statement_verdict(
 
 
 async def verify_handoff(
-    pool: asyncpg.Pool,
+    database: Database,
     tenant_id: str,
     context_id: str,
     judge: Judge,
@@ -234,19 +224,19 @@ async def verify_handoff(
     per statement. Texts come from `resolver` (default: context_text), each checked against its
     record's content_hash. Raises NotFound for an unknown id, BadParameter for a kind that is
     not a hand-off."""
-    default = context_text_resolver(pool, tenant_id)
+    default = context_text_resolver(database, tenant_id)
     chosen = resolver or default
-    async with db.transaction(pool, tenant_id) as connection:
-        record = (await get_records(connection, tenant_id, [context_id])).get(context_id)
+    async with database.tenant(tenant_id) as tx:
+        record = (await get_records(tx, [context_id])).get(context_id)
         if record is None:
             raise NotFound(f"no context {context_id}")
         if record.kind not in HANDOFF_KINDS:
             raise BadParameter(
                 f"{context_id} is a {record.kind}; hand-offs are {', '.join(sorted(HANDOFF_KINDS))}"
             )
-        parents = await get_records(connection, tenant_id, record.parent_ids)
-        roots = await _roots(connection, tenant_id, list(parents))
-        key = await text_hash_key(connection, tenant_id)
+        parents = await get_records(tx, record.parent_ids)
+        roots = await _roots(tx, list(parents))
+        key = await text_hash_key(tx)
     records = {context_id: record, **parents}
     texts = await _checked_texts(chosen, records, list(records), key)
     if resolver is not None:
@@ -286,7 +276,7 @@ async def verify_handoff(
         return StatementVerdict(index, span, outcome, short, merged, sources)
 
     verdicts = await asyncio.gather(*(one(i, span) for i, span in enumerate(spans)))
-    recorded = await _append(pool, tenant_id, record, judge, verdicts)
+    recorded = await _append(database, tenant_id, record, judge, verdicts)
     return dataclasses.replace(result, statements=recorded)
 
 
@@ -298,7 +288,7 @@ async def _checked_texts(
 
 
 async def _append(
-    pool: asyncpg.Pool,
+    database: Database,
     tenant_id: str,
     record: ContextRecord,
     judge: Judge,
@@ -330,8 +320,8 @@ async def _append(
         )
     if not items:
         return []
-    async with db.transaction(pool, tenant_id) as connection:
-        made = await derive_many(ConnectionStore(connection, tenant_id), items)
+    async with database.tenant(tenant_id) as tx:
+        made = await derive_many(tx, items)
     return [
         dataclasses.replace(verdict, verdict_id=context.context_id)
         for verdict, context in zip(verdicts, made, strict=True)
@@ -339,38 +329,34 @@ async def _append(
 
 
 async def current_statement_verdicts(
-    pool: asyncpg.Pool, tenant_id: str, context_ids: Sequence[str]
+    database: Database, tenant_id: str, context_ids: Sequence[str]
 ) -> list[dict[str, Any]]:
     """The current verdict per (record, statement, judge), in statement order."""
-    async with db.transaction(pool, tenant_id) as connection:
-        rows = await db.fetch(
-            connection, "statement_verdicts", tenant_id=tenant_id, context_ids=list(context_ids)
-        )
+    async with database.tenant(tenant_id) as tx:
+        rows = await tx.fetch("statement_verdicts", context_ids=list(context_ids))
     nodes = [walks.node_from_row(row) for row in rows]
     return sorted(nodes, key=lambda n: (n["record_id"], n["statement"], n["judge"]))
 
 
 async def verdict_history(
-    pool: asyncpg.Pool, tenant_id: str, context_ids: Sequence[str]
+    database: Database, tenant_id: str, context_ids: Sequence[str]
 ) -> list[dict[str, Any]]:
     """Every verdict on these records, current or not, newest first per record."""
-    async with db.transaction(pool, tenant_id) as connection:
-        rows = await db.fetch(
-            connection, "verdict_history", tenant_id=tenant_id, context_ids=list(context_ids)
-        )
+    async with database.tenant(tenant_id) as tx:
+        rows = await tx.fetch("verdict_history", context_ids=list(context_ids))
     return [walks.node_from_row(row) for row in rows]
 
 
-async def record_kind(pool: asyncpg.Pool, tenant_id: str, context_id: str) -> str:
-    async with db.transaction(pool, tenant_id) as connection:
-        record = (await get_records(connection, tenant_id, [context_id])).get(context_id)
+async def record_kind(database: Database, tenant_id: str, context_id: str) -> str:
+    async with database.tenant(tenant_id) as tx:
+        record = (await get_records(tx, [context_id])).get(context_id)
     if record is None:
         raise NotFound(f"no context {context_id}")
     return record.kind
 
 
 async def verify_any(
-    pool: asyncpg.Pool,
+    database: Database,
     tenant_id: str,
     context_id: str,
     judge: Judge,
@@ -380,21 +366,21 @@ async def verify_any(
 ) -> Verification | HandoffVerification:
     """Verify any record an LLM or agent made: an answer's or a claim's claims against what
     they cite, a hand-off's statements against its parents."""
-    kind = await record_kind(pool, tenant_id, context_id)
+    kind = await record_kind(database, tenant_id, context_id)
     if kind in CLAIM_KINDS:
         return await verify_claims(
-            pool, tenant_id, context_id, judge, resolver, claim_texts=claim_texts
+            database, tenant_id, context_id, judge, resolver, claim_texts=claim_texts
         )
     if claim_texts:
         raise BadParameter(f"claim_texts is for answers and claims; {context_id} is a {kind}")
     if kind in HANDOFF_KINDS:
-        return await verify_handoff(pool, tenant_id, context_id, judge, resolver)
+        return await verify_handoff(database, tenant_id, context_id, judge, resolver)
     made = ", ".join(sorted(CLAIM_KINDS | HANDOFF_KINDS))
     raise BadParameter(f"{context_id} is a {kind}; only records a model or agent made ({made})")
 
 
 async def verify_command(
-    pool: asyncpg.Pool, tenant_id: str, context_id: str, judge: Judge | None = None
+    database: Database, tenant_id: str, context_id: str, judge: Judge | None = None
 ) -> Verification | HandoffVerification:
     """`lineage verify ID`: verify any LLM-made record with texts from context_text."""
-    return await verify_any(pool, tenant_id, context_id, judge or OfflineJudge())
+    return await verify_any(database, tenant_id, context_id, judge or OfflineJudge())

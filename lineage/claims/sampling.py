@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable
 from contextlib import suppress
 from typing import Final
 
-import asyncpg
 from prometheus_client import Counter, Gauge
 
 from lineage.claims.handoffs import CLAIM_KINDS, HANDOFF_KINDS, verify_any
 from lineage.claims.judges import Judge
+from lineage.db.database import Database
 
 __all__ = ["SAMPLED_KINDS", "Sampler"]
 
@@ -44,13 +44,13 @@ class Sampler:
         share: float,
         capacity: int,
         judge: Callable[[], Judge],
-        pool: Callable[[], asyncpg.Pool | None],
+        database: Callable[[], Database | None],
         chance: Callable[[], float] = random.random,
     ) -> None:
         self.share = share
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue(maxsize=capacity)
         self._judge = judge
-        self._pool = pool
+        self._database = database
         self._chance = chance
         self._worker: asyncio.Task[None] | None = None
 
@@ -89,10 +89,10 @@ class Sampler:
             tenant_id, context_id = await self._queue.get()
             QUEUE_DEPTH.set(self._queue.qsize())
             try:
-                pool = self._pool()
-                if pool is None:
+                database = self._database()
+                if database is None:
                     raise RuntimeError("the database is not connected")
-                await verify_any(pool, tenant_id, context_id, self._judge())
+                await verify_any(database, tenant_id, context_id, self._judge())
                 SAMPLED.labels("verified").inc()
             except Exception:
                 SAMPLED.labels("failed").inc()

@@ -35,17 +35,17 @@ from typing import Any, Final, Literal
 
 import asyncpg
 
-from lineage import db
 from lineage.claims.answers import claim_hypothesis
 from lineage.claims.judges import Judge, Judgement
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, NotFound
 from lineage.core.hashing import text_matches_hash
 from lineage.core.record import ContextRecord
+from lineage.db.database import Database
 from lineage.services import walks
 from lineage.services.privacy import text_hash_key
 from lineage.settings import Settings
-from lineage.store.postgres import ConnectionStore, get_records
+from lineage.store.postgres import get_records
 
 __all__ = [
     "FAILING",
@@ -80,16 +80,14 @@ GROUP_BYS: Final = ("produced_by",)
 TextResolver = Callable[[Sequence[str]], Awaitable[Mapping[str, str]] | Mapping[str, str]]
 
 
-def context_text_resolver(pool: asyncpg.Pool, tenant_id: str) -> TextResolver:
+def context_text_resolver(database: Database, tenant_id: str) -> TextResolver:
     """Texts captured in context_text for this tenant (opt-in; see capture_texts)."""
 
     async def resolve(context_ids: Sequence[str]) -> Mapping[str, str]:
         if not context_ids:
             return {}
-        async with db.transaction(pool, tenant_id) as connection:
-            rows = await db.fetch(
-                connection, "claim_text", tenant_id=tenant_id, context_ids=list(context_ids)
-            )
+        async with database.tenant(tenant_id) as tx:
+            rows = await tx.fetch("claim_text", context_ids=list(context_ids))
         return {row["context_id"]: row["text"] for row in rows}
 
     return resolve
@@ -211,22 +209,20 @@ class _Claim:
         return [c if isinstance(c, str) else json.dumps(c) for c in cited]
 
 
-async def _claims_of(pool: asyncpg.Pool, tenant_id: str, context_id: str) -> list[_Claim]:
+async def _claims_of(database: Database, tenant_id: str, context_id: str) -> list[_Claim]:
     """The claims of an answer (in the answer's order) or the one claim named, with scopes."""
-    async with db.transaction(pool, tenant_id) as connection:
-        target = (await get_records(connection, tenant_id, [context_id])).get(context_id)
+    async with database.tenant(tenant_id) as tx:
+        target = (await get_records(tx, [context_id])).get(context_id)
         if target is None:
             raise NotFound(f"no context {context_id}")
         if target.kind == "claim":
             records = [target]
         elif target.kind == "answer":
-            parents = await get_records(connection, tenant_id, target.parent_ids)
+            parents = await get_records(tx, target.parent_ids)
             records = [parents[p] for p in target.parent_ids if parents[p].kind == "claim"]
         else:
             raise BadParameter(f"{context_id} is a {target.kind}; verify an answer or a claim")
-        up = await get_records(
-            connection, tenant_id, sorted({p for r in records for p in r.parent_ids})
-        )
+        up = await get_records(tx, sorted({p for r in records for p in r.parent_ids}))
     claims = []
     for record in records:
         prompts = [up[p] for p in record.parent_ids if up[p].kind == "prompt"]
@@ -308,7 +304,7 @@ async def _texts(
 
 
 async def verify_claims(
-    pool: asyncpg.Pool,
+    database: Database,
     tenant_id: str,
     answer_id: str,
     judge: Judge,
@@ -324,11 +320,11 @@ async def verify_claims(
     Judges run `concurrency` claims at a time, outside any transaction. Raises NotFound for an
     unknown id, BadParameter for a record that is not an answer or a claim.
     """
-    default = context_text_resolver(pool, tenant_id)
+    default = context_text_resolver(database, tenant_id)
     premise_resolver = resolver or default
-    claims = await _claims_of(pool, tenant_id, answer_id)
-    async with db.transaction(pool, tenant_id) as connection:
-        key = await text_hash_key(connection, tenant_id)  # claims' hashes are keyed
+    claims = await _claims_of(database, tenant_id, answer_id)
+    async with database.tenant(tenant_id) as tx:
+        key = await text_hash_key(tx)  # claims' hashes are keyed
     by_id = {c.record.context_id: c.record for c in claims}
     given = dict(claim_texts or {})
     for claim_id, text in given.items():
@@ -343,8 +339,8 @@ async def verify_claims(
 
     # Only ids that were in a prompt are ever resolved: an outside id is never looked up.
     cited = sorted({i for c in claims if not set(c.cited_ids) - c.scope for i in c.cited_ids})
-    async with db.transaction(pool, tenant_id) as connection:
-        cited_records = await get_records(connection, tenant_id, cited)
+    async with database.tenant(tenant_id) as tx:
+        cited_records = await get_records(tx, cited)
     premises = await _texts(
         premise_resolver, cited_records, [i for i in cited if i in cited_records], key
     )
@@ -356,12 +352,12 @@ async def verify_claims(
             return await _verdict(claim, judge, claim_text.get(claim.record.context_id), premises)
 
     verdicts = await asyncio.gather(*(one(claim) for claim in claims))
-    recorded = await _append_verdicts(pool, tenant_id, answer_id, claims, verdicts)
+    recorded = await _append_verdicts(database, tenant_id, answer_id, claims, verdicts)
     return Verification(answer_id, judge.name, judge.version, recorded)
 
 
 async def _append_verdicts(
-    pool: asyncpg.Pool,
+    database: Database,
     tenant_id: str,
     answer_id: str,
     claims: Sequence[_Claim],
@@ -392,8 +388,8 @@ async def _append_verdicts(
         )
     if not items:
         return []
-    async with db.transaction(pool, tenant_id) as connection:
-        records = await derive_many(ConnectionStore(connection, tenant_id), items)
+    async with database.tenant(tenant_id) as tx:
+        records = await derive_many(tx, items)
     return [
         dataclasses.replace(verdict, verdict_id=record.context_id)
         for verdict, record in zip(verdicts, records, strict=True)
@@ -401,27 +397,25 @@ async def _append_verdicts(
 
 
 async def current_verdicts(
-    pool: asyncpg.Pool, tenant_id: str, context_id: str
+    database: Database, tenant_id: str, context_id: str
 ) -> list[dict[str, Any]]:
     """The current verdict per (claim, judge) for an answer's claims, or for one claim."""
-    claims = await _claims_of(pool, tenant_id, context_id)
-    return [walks.node_from_row(row) for row in await _verdict_rows(pool, tenant_id, claims)]
+    claims = await _claims_of(database, tenant_id, context_id)
+    return [walks.node_from_row(row) for row in await _verdict_rows(database, tenant_id, claims)]
 
 
 async def _verdict_rows(
-    pool: asyncpg.Pool, tenant_id: str, claims: Sequence[_Claim]
+    database: Database, tenant_id: str, claims: Sequence[_Claim]
 ) -> list[asyncpg.Record]:
-    async with db.transaction(pool, tenant_id) as connection:
-        return await db.fetch(
-            connection,
+    async with database.tenant(tenant_id) as tx:
+        return await tx.fetch(
             "claim_verdicts",
-            tenant_id=tenant_id,
             context_ids=[c.record.context_id for c in claims],
         )
 
 
 async def ensure_verified(
-    pool: asyncpg.Pool,
+    database: Database,
     tenant_id: str,
     context_id: str,
     judge: Judge,
@@ -429,15 +423,15 @@ async def ensure_verified(
 ) -> Verification:
     """The current verdicts when this judge (same version) has one for every claim, else a new
     verification: running it again appends nothing (the demo stays a replay)."""
-    claims = await _claims_of(pool, tenant_id, context_id)
-    rows = await _verdict_rows(pool, tenant_id, claims)
+    claims = await _claims_of(database, tenant_id, context_id)
+    rows = await _verdict_rows(database, tenant_id, claims)
     mine = {
         row["claim_id"]: row
         for row in rows
         if row["judge"] == judge.name and row["judge_version"] == judge.version
     }
     if not claims or any(c.record.context_id not in mine for c in claims):
-        return await verify_claims(pool, tenant_id, context_id, judge, resolver)
+        return await verify_claims(database, tenant_id, context_id, judge, resolver)
     verdicts = [
         ClaimVerdict(
             row["claim_id"], row["verdict"], row["reason"], list(row["cited_ids"] or []),
@@ -467,7 +461,7 @@ def _since(since: datetime | str) -> datetime:
 
 
 async def claims_report(
-    pool: asyncpg.Pool,
+    database: Database,
     settings: Settings,
     tenant_id: str,
     since: datetime | str | None = None,
@@ -482,7 +476,7 @@ async def claims_report(
     if start.tzinfo is None:
         start = start.replace(tzinfo=UTC)
     return await walks.run(
-        pool,
+        database,
         settings,
         "claims_by_produced_by",
         tenant_id=tenant_id,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from lineage.cli.errors import diagnostics, reported
+from lineage.cli.errors import diagnostics
 from lineage.cli.export import export_app
 from lineage.cli.log import VerifierKeyOption, verifier_key
 from lineage.cli.progress import progress_bar
@@ -34,8 +34,8 @@ def export_bundle(
     with progress_bar() as progress:
         exported = run(
             settings,
-            lambda pool: write_bundle(
-                pool, settings, tenant, output, include_text=include_text, progress=progress
+            lambda database: write_bundle(
+                database, settings, tenant, output, include_text=include_text, progress=progress
             ),
             as_owner=True,
         )
@@ -58,17 +58,14 @@ def import_bundle(
     or empty tenant in one transaction: all or nothing. Exits 1, writing nothing, if a record
     is missing, added, reordered or altered. As the database owner."""
     from lineage.bundle.load import import_bundle as load_bundle
-    from lineage.services import signing
 
     settings = load(config)
     verifier = verifier_key(settings, key)
-    with reported():
-        signer = signing.signer_for(settings)
     with progress_bar() as progress:
         imported = run(
             settings,
-            lambda pool: load_bundle(
-                pool, settings, bundle_file, tenant, verifier, signer, progress
+            lambda database: load_bundle(
+                database, settings, bundle_file, tenant, verifier, progress
             ),
             as_owner=True,
         )

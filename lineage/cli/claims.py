@@ -33,7 +33,9 @@ def verify(
     result = run(
         settings,
         # LINEAGE_CLAIM_JUDGE: offline, openai or a plug-in (named errors come from run)
-        lambda pool: verify_command(pool, tenant, context_id, judge_from_settings(settings)),
+        lambda database: verify_command(
+            database, tenant, context_id, judge_from_settings(settings)
+        ),
     )
     if output == "json":
         print(json.dumps(result.as_dict(), indent=2))
@@ -57,7 +59,8 @@ def report_claims(
 
     settings = load(config)
     rows = run(
-        settings, lambda pool: claims_report(pool, settings, tenant, since, bucket, group_by)
+        settings,
+        lambda database: claims_report(database, settings, tenant, since, bucket, group_by),
     )
     if output == "ndjson":
         for row in rows:
@@ -83,7 +86,7 @@ def report_drift(
     from lineage.claims.drift import drift_report, drift_table
 
     settings = load(config)
-    rows = run(settings, lambda pool: drift_report(pool, settings, tenant, since, bucket))
+    rows = run(settings, lambda database: drift_report(database, settings, tenant, since, bucket))
     if output == "ndjson":
         for row in rows:
             print(json.dumps(row))

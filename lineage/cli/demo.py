@@ -9,8 +9,7 @@ from lineage.cli.errors import diagnostics
 from lineage.cli.runner import ConfigOption, TenantOption, console, database_url, load, run
 
 if TYPE_CHECKING:
-    import asyncpg
-
+    from lineage.db.database import Database
     from lineage.services.walks import Walk
 
 
@@ -30,10 +29,10 @@ def demo(tenant: TenantOption = "default", config: ConfigOption = None) -> None:
     url = database_url(settings)
     upgrade(url)
 
-    async def work(pool: asyncpg.Pool) -> tuple[Walk, list[dict[str, Any]], list[str]]:
-        contexts = await load_incident(PostgresStore(pool, tenant))
+    async def work(database: Database) -> tuple[Walk, list[dict[str, Any]], list[str]]:
+        contexts = await load_incident(PostgresStore(database, tenant))
         diagnostics.print(f"loaded {len(contexts)} demo records (tenant {tenant})")
-        return await story(pool, settings, tenant)
+        return await story(database, settings, tenant)
 
     walk, hops, lines = run(settings, work, url=url)
     console.print(

@@ -36,7 +36,8 @@ def export_prov(
     with progress_bar() as progress:
         progress("walk back")
         found = run(
-            settings, lambda pool: walks.walk_back(pool, settings, tenant, context_id, max_depth)
+            settings,
+            lambda database: walks.walk_back(database, settings, tenant, context_id, max_depth),
         )
         progress("walk back", len(found.nodes), len(found.nodes))
         progress(f"write PROV ({output})")
@@ -61,7 +62,7 @@ def export_header(
     if output not in {"yaml", "json"}:
         raise fail("--format must be yaml or json", 2)
     settings = load(config)
-    header = run(settings, lambda pool: headers.provenance_header(pool, tenant, context_id))
+    header = run(settings, lambda database: headers.provenance_header(database, tenant, context_id))
     if output == "json":
         print(json.dumps(headers.envelope(header), indent=2))
     else:

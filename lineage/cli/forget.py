@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from lineage.cli.errors import reported
 from lineage.cli.progress import progress_bar
 from lineage.cli.render import LISTED_ROWS, command_line, print_more, table
 from lineage.cli.runner import ConfigOption, DepthOption, TenantOption, console, load, run
@@ -32,17 +31,14 @@ def forget_source(
     Refuses, writing nothing, if --max-depth cuts the walk short."""
     from lineage.services.auth import Caller
     from lineage.services.forget import forget
-    from lineage.services.signing import signer_for
 
     settings = load(config)
     caller = Caller(tenant, None, "admin")
-    with reported():
-        signer = signer_for(settings)  # this invocation's keyring, from --config
     with progress_bar() as progress:
         forgotten = run(
             settings,
-            lambda pool: forget(
-                pool, settings, caller, source_uri, max_depth, signer=signer, progress=progress
+            lambda database: forget(
+                database, settings, caller, source_uri, max_depth, progress=progress
             ),
         )
     listed = table("context_id", "kind", "depth", title=f"blast radius of {source_uri}", numbers=1)

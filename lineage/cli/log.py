@@ -55,7 +55,7 @@ def _log_run(
     from lineage.verifiable_log.audit import DatabaseSource, HttpSource
 
     if url is None:
-        return run(settings, lambda pool: work(DatabaseSource(pool, settings, tenant_id)))
+        return run(settings, lambda database: work(DatabaseSource(database, settings, tenant_id)))
 
     async def main() -> T:
         import httpx
@@ -112,7 +112,7 @@ def log_checkpoint(
 
     settings = load(config)
     if url is None:  # this machine acts as the service: its signing key must be the log's
-        signed = run(settings, lambda pool: storage.checkpoint(pool, settings, tenant))
+        signed = run(settings, lambda database: storage.checkpoint(database, settings, tenant))
         note = signed.note
     else:
         note = _log_run(settings, url, api_key, tenant, lambda source: source.checkpoint())

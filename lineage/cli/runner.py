@@ -12,8 +12,7 @@ from rich.console import Console
 from lineage.cli.errors import diagnostics, reported
 
 if TYPE_CHECKING:
-    import asyncpg
-
+    from lineage.db.database import Database
     from lineage.settings import Settings
 
 # Data (tables, trees, JSON) goes to stdout; lineage.cli.errors.diagnostics is stderr.
@@ -55,20 +54,23 @@ def database_url(settings: Settings) -> str:
 
 def run(
     settings: Settings,
-    work: Callable[[asyncpg.Pool], Awaitable[T]],
+    work: Callable[[Database], Awaitable[T]],
     *,
     as_owner: bool = False,
     url: str | None = None,
 ) -> T:
-    """Open a pool, do the work, close it; errors a user can act on become one red line."""
-    from lineage import db
+    """Open this invocation's one Database (its pool, the keyring its settings name), do the
+    work, close it; errors a user can act on become one red line."""
+    from lineage.db.database import Database
 
     async def main() -> T:
-        pool = await db.create_pool(url or database_url(settings), max_size=2, as_owner=as_owner)
+        database = await Database.connect(
+            settings, url or database_url(settings), max_size=2, as_owner=as_owner
+        )
         try:
-            return await work(pool)
+            return await work(database)
         finally:
-            await pool.close()
+            await database.close()
 
     return traced(main)
 

@@ -12,8 +12,7 @@ from lineage.cli.errors import reported
 from lineage.cli.runner import ConfigOption, TenantOption, console, database_url, load, run
 
 if TYPE_CHECKING:
-    import asyncpg
-
+    from lineage.db.database import Database
     from lineage.services.signing import SignatureCheck
 
 signing_key_app = typer.Typer(
@@ -63,20 +62,20 @@ def verify_record(
 ) -> None:
     """Check a record's stored row against its stored signature: signed, verified, reason (ok,
     unsigned, mismatch, unknown_key). Exits 1 unless verified."""
-    from lineage import db
     from lineage.core.errors import NotFound
     from lineage.services import signing
     from lineage.store.postgres import get_records
 
     settings = load(config)
 
-    async def work(pool: asyncpg.Pool) -> SignatureCheck:
+    async def work(database: Database) -> SignatureCheck:
+        # The keyring must exist: verifying never makes one (it would verify nothing).
         signer = signing.load_keyring(signing.keyring_path(settings), create=False)
-        async with db.transaction(pool, tenant) as connection:
-            record = (await get_records(connection, tenant, [context_id])).get(context_id)
+        async with database.tenant(tenant) as tx:
+            record = (await get_records(tx, [context_id])).get(context_id)
             if record is None:
                 raise NotFound(f"no context {context_id} in tenant {tenant}")
-            return await signing.verify_record(connection, tenant, record, signer)
+            return await signing.verify_record(tx.connection, tenant, record, signer)
 
     check = run(settings, work)
     if output == "json":
@@ -108,5 +107,5 @@ def selftest(config: ConfigOption = None) -> None:
         mark = "[green]✓[/green]" if ok else "[red]✗[/red]"
         console.print(f"{mark} {escape(text)}", highlight=False)
 
-    if not run_selftest(database_url(settings), signer, report):
+    if not run_selftest(settings, database_url(settings), signer, report):
         raise typer.Exit(1)

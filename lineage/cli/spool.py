@@ -12,9 +12,8 @@ from lineage.cli.progress import progress_bar
 from lineage.cli.runner import ConfigOption, console, load, run
 
 if TYPE_CHECKING:
-    import asyncpg
-
     from lineage.core.progress import Progress
+    from lineage.db.database import Database
     from lineage.store.spool import Replay
 
 spool_app = typer.Typer(
@@ -63,8 +62,8 @@ def spool_replay(
     config: ConfigOption = None,
 ) -> None:
     """Send spooled records to the store, oldest first; ones it already holds are no-ops."""
+    from lineage.db.errors import OUTAGE_ERRORS
     from lineage.store import HttpStore, PostgresStore
-    from lineage.store.postgres import OUTAGE_ERRORS
     from lineage.store.spool import SpoolingStore, spool_dir, spooled_tenants
 
     settings = load(config)
@@ -83,9 +82,9 @@ def spool_replay(
                 await http.aclose()
         return replays
 
-    async def to_database(pool: asyncpg.Pool, progress: Progress) -> dict[str, Replay]:
+    async def to_database(database: Database, progress: Progress) -> dict[str, Replay]:
         return {
-            name: await SpoolingStore(PostgresStore(pool, name), directory).replay(progress)
+            name: await SpoolingStore(PostgresStore(database, name), directory).replay(progress)
             for name in tenants
         }
 
@@ -96,7 +95,7 @@ def spool_replay(
             if api_url:
                 replays = asyncio.run(through_api(progress))
             else:
-                replays = run(settings, lambda pool: to_database(pool, progress))
+                replays = run(settings, lambda database: to_database(database, progress))
     except OUTAGE_ERRORS as exc:
         raise fail(f"the database is unavailable ({exc}); nothing replayed") from exc
     for name, replay in replays.items():

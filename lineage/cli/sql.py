@@ -11,8 +11,7 @@ from lineage.cli.errors import fail
 from lineage.cli.runner import ConfigOption, console, load, run
 
 if TYPE_CHECKING:
-    import asyncpg
-
+    from lineage.db.database import Database
     from lineage.db.queries import NamedQuery
 
 sql_app = typer.Typer(help="The named queries in sql/: print them, run them.", no_args_is_help=True)
@@ -70,12 +69,12 @@ def sql_run(
         raise fail(f"{name} takes no -v {', '.join(unknown)}", 2)
     settings = load(config)
 
-    async def work(pool: asyncpg.Pool) -> list[dict[str, Any]]:
-        async with pool.acquire() as connection:
+    async def work(database: Database) -> list[dict[str, Any]]:
+        async with database.connection() as connection:
             statement = await connection.prepare(query.sql)
             types = ["array" if t.kind == "array" else t.name for t in statement.get_parameters()]
         values = {p: _convert(given[p], t) for p, t in zip(query.parameters, types, strict=True)}
-        return await walks.run(pool, settings, name, **values)
+        return await walks.run(database, settings, name, **values)
 
     for row in run(settings, work):
         print(json.dumps(row, default=str))

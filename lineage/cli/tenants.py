@@ -22,7 +22,7 @@ def tenant_create(name: str, config: ConfigOption = None) -> None:
     """Create a tenant (as the database owner; the service's role cannot)."""
     from lineage.services import auth
 
-    created = run(load(config), lambda pool: auth.create_tenant(pool, name), as_owner=True)
+    created = run(load(config), lambda database: auth.create_tenant(database, name), as_owner=True)
     console.print(f"tenant {name} " + ("created" if created else "exists already"))
 
 
@@ -82,9 +82,11 @@ def tenant_settings(
     }
     caller = Caller(name, None, "admin")
     if all(on is None for on in changes.values()):
-        shown = run(load(config), lambda pool: privacy.get_settings(pool, name))
+        shown = run(load(config), lambda database: privacy.get_settings(database, name))
     else:
-        shown = run(load(config), lambda pool: privacy.update_settings(pool, caller, changes))
+        shown = run(
+            load(config), lambda database: privacy.update_settings(database, caller, changes)
+        )
     table = render.table("switch", "captures", title=f"tenant {name}")
     for switch in privacy.CAPTURE_SWITCHES:
         table.add_row(switch, "on" if getattr(shown, switch) else "off")
@@ -101,7 +103,7 @@ def key_create(
     """Create a key and print it once; store it now, it cannot be shown again."""
     from lineage.services import auth
 
-    token, row = run(load(config), lambda pool: auth.create_key(pool, tenant, scope, label))
+    token, row = run(load(config), lambda database: auth.create_key(database, tenant, scope, label))
     console.print(f"key {row['key_id']} ({row['scope']}) for tenant {tenant}; shown once:")
     print(token)
 
@@ -111,7 +113,7 @@ def key_list(tenant: NamedTenantOption, config: ConfigOption = None) -> None:
     """The tenant's keys (ids, scopes, labels; never secrets)."""
     from lineage.services import auth
 
-    rows = run(load(config), lambda pool: auth.list_keys(pool, tenant))
+    rows = run(load(config), lambda database: auth.list_keys(database, tenant))
     table = render.table("key id", "scope", "label", "created", "revoked")
     for row in rows:
         table.add_row(
@@ -126,7 +128,7 @@ def key_revoke(key_id: str, tenant: NamedTenantOption, config: ConfigOption = No
     """Revoke a key: the next request with it gets 401."""
     from lineage.services import auth
 
-    run(load(config), lambda pool: auth.revoke_key(pool, tenant, key_id))
+    run(load(config), lambda database: auth.revoke_key(database, tenant, key_id))
     console.print(f"key {key_id} revoked")
 
 
@@ -143,7 +145,7 @@ def audit_list(
     from lineage.services import audit
 
     start = datetime.fromisoformat(since)
-    rows = run(load(config), lambda pool: audit.entries(pool, tenant, start, limit))
+    rows = run(load(config), lambda database: audit.entries(database, tenant, start, limit))
     for row in rows:
         print(json.dumps(row, default=str))
 
@@ -170,7 +172,7 @@ def tenant_delete(
         )
     if typed != name:
         raise fail(f"{typed!r} is not {name!r}: nothing deleted", 2)
-    receipt = run(load(config), lambda pool: delete_tenant(pool, name), as_owner=True)
+    receipt = run(load(config), lambda database: delete_tenant(database, name), as_owner=True)
     print(json.dumps(receipt, indent=2, default=str))
     total = sum(receipt["rows"].values())
     diagnostics.print(
@@ -193,6 +195,8 @@ def audit_operator(
     from lineage.services.tenant_deletion import operator_entries
 
     start = datetime.fromisoformat(since)
-    rows = run(load(config), lambda pool: operator_entries(pool, start, limit), as_owner=True)
+    rows = run(
+        load(config), lambda database: operator_entries(database, start, limit), as_owner=True
+    )
     for row in rows:
         print(json.dumps(row, default=str))

@@ -19,8 +19,7 @@ from lineage.cli.runner import (
 )
 
 if TYPE_CHECKING:
-    import asyncpg
-
+    from lineage.db.database import Database
     from lineage.services.walks import Walk
 
 WALK_FORMATS = ("tree", "json", "dot")
@@ -50,9 +49,9 @@ def walk(
     _check_format(output, WALK_FORMATS)
     settings = load(config)
 
-    async def work(pool: asyncpg.Pool) -> tuple[Walk, list[dict[str, Any]]]:
-        found = await walks.walk_back(pool, settings, tenant, context_id, max_depth)
-        hops = await walks.suspicious_hops(pool, settings, tenant, context_id, max_depth)
+    async def work(database: Database) -> tuple[Walk, list[dict[str, Any]]]:
+        found = await walks.walk_back(database, settings, tenant, context_id, max_depth)
+        hops = await walks.suspicious_hops(database, settings, tenant, context_id, max_depth)
         return found, hops
 
     with progress_bar(transient=True) as progress:
@@ -95,9 +94,9 @@ def impact(
     _check_format(output, NODE_FORMATS)
     settings = load(config)
 
-    async def work(pool: asyncpg.Pool) -> list[dict[str, Any]]:
+    async def work(database: Database) -> list[dict[str, Any]]:
         return await walks.run(
-            pool,
+            database,
             settings,
             walks.IMPACT_QUERIES[name],
             tenant_id=tenant,
@@ -127,9 +126,9 @@ def freshness(
     _check_format(output, NODE_FORMATS)
     settings = load(config)
 
-    async def work(pool: asyncpg.Pool) -> list[dict[str, Any]]:
+    async def work(database: Database) -> list[dict[str, Any]]:
         return await walks.run(
-            pool,
+            database,
             settings,
             "stale_sources",
             tenant_id=tenant,

@@ -6,14 +6,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lineage import db
 from lineage.core import telemetry
 from lineage.core.errors import InvalidRecord
 from lineage.core.hashing import ContentHasher, HmacSha256, content_hash
 from lineage.core.record import ContextRecord, NewContext, deterministic_context_id, new_context_id
+from lineage.db.database import Transaction
+from lineage.db.errors import outage_as_unavailable
 from lineage.services.privacy import KEYED_KINDS, text_hash_key
 from lineage.store.base import Store
-from lineage.store.postgres import ConnectionStore, PostgresStore, outage_as_unavailable
+from lineage.store.postgres import PostgresStore
 from lineage.store.spool import SpoolingStore
 
 
@@ -106,12 +107,12 @@ async def _text_hasher(store: Store) -> HmacSha256 | None:
     if isinstance(store, SpoolingStore):
         return await _text_hasher(store.store)
     if store not in _text_hashers:
-        if isinstance(store, ConnectionStore):
-            key = await text_hash_key(store.connection, store.tenant_id)
+        if isinstance(store, Transaction):
+            key = await text_hash_key(store)
         elif isinstance(store, PostgresStore):
             with outage_as_unavailable():
-                async with db.transaction(store.pool, store.tenant_id) as connection:
-                    key = await text_hash_key(connection, store.tenant_id)
+                async with store.database.tenant(store.tenant_id) as tx:
+                    key = await text_hash_key(tx)
         else:
             return None
         _text_hashers[store] = HmacSha256(key)

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lineage import db
 from lineage.core import metrics, telemetry
 from lineage.store.base import Store
 from lineage.store.http import HttpStore
@@ -83,8 +82,8 @@ async def record_query(
             recorded: dict[str, Any] = response.json()
             return recorded
         if isinstance(inner, PostgresStore):
-            async with db.transaction(inner.pool, inner.tenant_id) as connection:
-                return await record_in(connection, inner.tenant_id, body, inner.signer)
+            async with inner.database.tenant(inner.tenant_id) as tx:
+                return await record_in(tx, body)
         raise TypeError(f"record_query needs an HttpStore or a PostgresStore, not {inner!r}")
     except Exception as exc:  # degrade-open: the gateway's answer must go out regardless
         log.warning("lineage did not record query %r: %r", request_id, exc)

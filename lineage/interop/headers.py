@@ -22,11 +22,9 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import asyncpg
-
-from lineage import db
 from lineage.core.errors import NotFound
 from lineage.core.record import ContextRecord, format_timestamp
+from lineage.db.database import Database, Transaction
 from lineage.store.postgres import get_records
 
 __all__ = [
@@ -78,9 +76,7 @@ def _first(attributes: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     return None
 
 
-async def _consumed(
-    connection: asyncpg.Connection, tenant_id: str, record: ContextRecord
-) -> dict[str, ContextRecord]:
+async def _consumed(tx: Transaction, record: ContextRecord) -> dict[str, ContextRecord]:
     consumed: dict[str, ContextRecord] = {}
     seen = {record.context_id}
     frontier = list(record.parent_ids)
@@ -88,7 +84,7 @@ async def _consumed(
         if not frontier:
             break
         seen.update(frontier)
-        found = await get_records(connection, tenant_id, frontier)
+        found = await get_records(tx, frontier)
         frontier = []
         for parent in found.values():
             if parent.kind in LOOKED_THROUGH:
@@ -100,14 +96,14 @@ async def _consumed(
 
 
 async def provenance_header(
-    pool: asyncpg.Pool, tenant_id: str, context_id: str
+    database: Database, tenant_id: str, context_id: str
 ) -> ProvenanceHeader:
     """The header of one record (an answer, usually); NotFound for an unknown id."""
-    async with db.transaction(pool, tenant_id) as connection:
-        record = (await get_records(connection, tenant_id, [context_id])).get(context_id)
+    async with database.tenant(tenant_id) as tx:
+        record = (await get_records(tx, [context_id])).get(context_id)
         if record is None:
             raise NotFound(f"no context {context_id}")
-        consumed = await _consumed(connection, tenant_id, record)
+        consumed = await _consumed(tx, record)
     attributes = record.attributes
     return ProvenanceHeader(
         context_id=record.context_id,

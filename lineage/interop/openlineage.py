@@ -35,15 +35,12 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-import asyncpg
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lineage import db
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, BodyTooLarge, InvalidRecord, UnsupportedEncoding
-from lineage.services.signing import Signer
-from lineage.store.postgres import ConnectionStore
+from lineage.db.database import Transaction
 
 __all__ = [
     "BodyTooLarge",
@@ -211,21 +208,16 @@ class RecordedEvent:
         }
 
 
-async def record_run_event(
-    connection: asyncpg.Connection, tenant_id: str, event: RunEvent, signer: Signer
-) -> RecordedEvent:
+async def record_run_event(tx: Transaction, event: RunEvent) -> RecordedEvent:
     """Record the event's datasets within the caller's transaction (all or none)."""
-    store = ConnectionStore(connection, tenant_id, signer)
     run_id = str(event.run.run_id)
     trace_id = event.run.run_id.hex
     inputs, declared = _unique(event.inputs), _unique(event.outputs)
     outputs = declared if event.event_type == "COMPLETE" else []
     known: dict[str, str] = {}
     for dataset in inputs:
-        rows = await db.fetch(
-            connection,
+        rows = await tx.fetch(
             "openlineage_input",
-            tenant_id=tenant_id,
             trace_id=trace_id,
             source_uri=dataset.source_uri,
         )
@@ -244,7 +236,7 @@ async def record_run_event(
         )
         for dataset in new
     ]
-    for dataset, root in zip(new, await derive_many(store, roots), strict=True):
+    for dataset, root in zip(new, await derive_many(tx, roots), strict=True):
         known[dataset.source_uri] = root.context_id
     parents = [known[dataset.source_uri] for dataset in inputs]
     derived = [
@@ -279,7 +271,7 @@ async def record_run_event(
                 deterministic=True,
             )
         )
-    written = await derive_many(store, derived)
+    written = await derive_many(tx, derived)
     return RecordedEvent(
         run_id,
         event.event_type,

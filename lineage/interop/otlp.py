@@ -30,7 +30,7 @@ try:
 except ImportError:  # the otlp extra is optional
     ExportTraceServiceRequest = None  # type: ignore[assignment,misc]
 
-from lineage.api.routes.spans import SpanIn
+from lineage.services.spans import SpanIn
 
 __all__ = [
     "JSON",

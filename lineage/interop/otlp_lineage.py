@@ -29,14 +29,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
-
-from lineage import db
-from lineage.api.routes.spans import SpanIn
 from lineage.core.derive import Derivation
 from lineage.core.hashing import content_hash
 from lineage.core.record import ID_PATTERN
 from lineage.core.telemetry import CONSUMED_ATTRIBUTE, PRODUCED_ATTRIBUTE
+from lineage.db.database import Transaction
+from lineage.services.spans import SpanIn
 
 # OpenInference semantic conventions (openinference-semantic-conventions).
 OI_SPAN_KIND = "openinference.span.kind"
@@ -218,25 +216,21 @@ class Resolved:
         return self.by_source.get(document.source_uri or "")
 
 
-async def resolve(
-    connection: asyncpg.Connection, tenant_id: str, readings: Sequence[SpanReading]
-) -> Resolved:
+async def resolve(tx: Transaction, readings: Sequence[SpanReading]) -> Resolved:
     """Three lookups for the whole request, whatever its size."""
     documents = [d for r in readings for d in r.documents]
     ids = {d.context_id for d in documents if d.context_id}
     ids |= {i for r in readings for i in (*r.block_ids, *r.noted_ids) if ID_PATTERN.match(i)}
     # The records a replay of these spans would make again.
     ids |= {r.record_id("prompt" if r.role == "llm" else "retrieval") for r in readings if r.role}
-    rows = await db.fetch(connection, "get_contexts", tenant_id=tenant_id, context_ids=list(ids))
+    rows = await tx.fetch("get_contexts", context_ids=list(ids))
     known = {row["context_id"] for row in rows}
     hashes = {d.content_hash for d in documents if d.content_hash and d.context_id not in known}
     by_hash = {
         row["content_hash"]: row["context_id"]
         for row in (
-            await db.fetch(
-                connection,
+            await tx.fetch(
                 "newest_by_content_hash",
-                tenant_id=tenant_id,
                 content_hashes=list(hashes),
             )
             if hashes
@@ -251,11 +245,7 @@ async def resolve(
     by_source = {
         row["source_uri"]: row["context_id"]
         for row in (
-            await db.fetch(
-                connection, "newest_by_source_uri", tenant_id=tenant_id, source_uris=list(sources)
-            )
-            if sources
-            else []
+            await tx.fetch("newest_by_source_uri", source_uris=list(sources)) if sources else []
         )
     }
     return Resolved(known, by_hash, by_source)

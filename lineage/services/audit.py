@@ -19,8 +19,8 @@ from typing import Any
 
 import asyncpg
 
-from lineage import db
 from lineage.core import metrics
+from lineage.db.database import Database, Transaction
 from lineage.services.auth import Caller
 from lineage.settings import Settings
 
@@ -40,8 +40,7 @@ SPOOLED_ERRORS: tuple[type[Exception], ...] = (
 
 
 async def append(
-    connection: asyncpg.Connection,
-    tenant_id: str,
+    tx: Transaction,
     key_id: str | None,
     action: str,
     target: str | None,
@@ -49,10 +48,8 @@ async def append(
     at: datetime | None = None,
 ) -> None:
     """One audit row inside the caller's transaction; `at` None means now."""
-    await db.execute(
-        connection,
+    await tx.execute(
         "audit_append",
-        tenant_id=tenant_id,
         key_id=key_id or "",
         action=action,
         target=target or "",
@@ -66,7 +63,7 @@ def spool_dir(settings: Settings) -> Path:
 
 
 async def record(
-    pool: asyncpg.Pool,
+    database: Database,
     caller: Caller,
     action: str,
     target: str | None,
@@ -80,8 +77,8 @@ async def record(
     at = datetime.now(UTC)
     try:
         async with asyncio.timeout(WRITE_TIMEOUT_S if spool is not None else None):
-            async with db.transaction(pool, caller.tenant_id) as connection:
-                await append(connection, caller.tenant_id, caller.key_id, action, target, detail)
+            async with database.tenant(caller.tenant_id) as tx:
+                await append(tx, caller.key_id, action, target, detail)
     except SPOOLED_ERRORS as exc:
         if spool is None:
             raise
@@ -116,7 +113,7 @@ def spooled_entries(settings: Settings) -> int:
     return sum(len(path.read_text().splitlines()) for path in directory.glob("*.jsonl"))
 
 
-async def drain(pool: asyncpg.Pool, settings: Settings) -> int:
+async def drain(database: Database, settings: Settings) -> int:
     """Write every spooled audit row to the primary; returns how many were written."""
     directory = spool_dir(settings)
     if not directory.is_dir():
@@ -129,11 +126,10 @@ async def drain(pool: asyncpg.Pool, settings: Settings) -> int:
             while waiting:
                 tenant_id = waiting[0]["tenant_id"]
                 group = [entry for entry in waiting if entry["tenant_id"] == tenant_id]
-                async with db.transaction(pool, tenant_id) as connection:
+                async with database.tenant(tenant_id) as tx:
                     for entry in group:
                         await append(
-                            connection,
-                            tenant_id,
+                            tx,
                             entry["key_id"],
                             entry["action"],
                             entry["target"],
@@ -155,22 +151,20 @@ def _rewrite(file: Any, entries: list[dict[str, Any]]) -> None:
     os.fsync(file.fileno())
 
 
-async def drain_forever(pool: asyncpg.Pool, settings: Settings) -> None:
+async def drain_forever(database: Database, settings: Settings) -> None:
     """The service's background task: drain the spool every DRAIN_INTERVAL_S."""
     while True:
         await asyncio.sleep(DRAIN_INTERVAL_S)
         try:
-            if written := await drain(pool, settings):
+            if written := await drain(database, settings):
                 log.info("wrote %d spooled audit rows", written)
         except SPOOLED_ERRORS as exc:
             log.warning("spooled audit rows wait, the primary still does not take them: %r", exc)
 
 
 async def entries(
-    pool: asyncpg.Pool, tenant_id: str, since: datetime, limit: int
+    database: Database, tenant_id: str, since: datetime, limit: int
 ) -> list[dict[str, Any]]:
-    async with db.transaction(pool, tenant_id) as connection:
-        rows = await db.fetch(
-            connection, "audit_list", tenant_id=tenant_id, since=since, limit=limit
-        )
+    async with database.tenant(tenant_id) as tx:
+        rows = await tx.fetch("audit_list", since=since, limit=limit)
     return [dict(row) for row in rows]

@@ -18,6 +18,7 @@ import asyncpg
 from lineage import db
 from lineage.core.errors import BadParameter, NotFound
 from lineage.core.record import check_id
+from lineage.db.database import Database
 
 Scope = Literal["ingest", "read", "verify", "admin"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
@@ -58,24 +59,24 @@ def check_scope(scope: str) -> Scope:
     raise BadParameter(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
 
 
-async def create_tenant(pool: asyncpg.Pool, tenant_id: str) -> bool:
+async def create_tenant(database: Database, tenant_id: str) -> bool:
     """Create a tenant (as the owner: the application role cannot); False if it existed."""
     check_id(tenant_id, "tenant name")
-    async with db.transaction(pool, tenant_id) as connection:
-        return bool(await db.fetch(connection, "tenant_create", tenant_id=tenant_id))
+    async with database.tenant(tenant_id) as tx:
+        return bool(await tx.fetch("tenant_create"))
 
 
 async def create_key(
-    pool: asyncpg.Pool, tenant_id: str, scope: str, label: str | None = None
+    database: Database, tenant_id: str, scope: str, label: str | None = None
 ) -> tuple[str, dict[str, Any]]:
     """A new key for the tenant: the token (show it once) and its stored description."""
     chosen = check_scope(scope)
     key_id = secrets.token_hex(8)
     secret = secrets.token_urlsafe(32)
-    async with db.transaction(pool, tenant_id) as connection:
+    async with database.tenant(tenant_id) as tx:
         try:
             [row] = await db.fetch(
-                connection,
+                tx.connection,
                 "key_create",
                 key_id=key_id,
                 tenant_id=tenant_id,
@@ -90,19 +91,19 @@ async def create_key(
     return f"lk_{key_id}_{secret}", dict(row)
 
 
-async def revoke_key(pool: asyncpg.Pool, tenant_id: str, key_id: str) -> None:
-    async with db.transaction(pool, tenant_id) as connection:
-        if not await db.fetch(connection, "key_revoke", tenant_id=tenant_id, key_id=key_id):
+async def revoke_key(database: Database, tenant_id: str, key_id: str) -> None:
+    async with database.tenant(tenant_id) as tx:
+        if not await tx.fetch("key_revoke", key_id=key_id):
             raise NotFound(f"no key {key_id!r} for tenant {tenant_id!r}")
 
 
-async def rotate_vouching_key(pool: asyncpg.Pool) -> None:
+async def rotate_vouching_key(database: Database) -> None:
     """A new tenant vouching key (as the owner): every token made under the old one stops
     counting at once, so pools made before must be made again (restart the service; on Citus
     run `lineage distribute` to copy it to the workers)."""
     key = secrets.token_bytes(32)
     padded = key + bytes(32)
-    async with pool.acquire() as connection:
+    async with database.connection() as connection:
         await connection.execute(
             "UPDATE tenant_vouching_key SET key = $1, inner_pad = $2, outer_pad = $3",
             key,
@@ -111,9 +112,9 @@ async def rotate_vouching_key(pool: asyncpg.Pool) -> None:
         )
 
 
-async def list_keys(pool: asyncpg.Pool, tenant_id: str) -> list[dict[str, Any]]:
-    async with db.transaction(pool, tenant_id) as connection:
-        return [dict(r) for r in await db.fetch(connection, "key_list", tenant_id=tenant_id)]
+async def list_keys(database: Database, tenant_id: str) -> list[dict[str, Any]]:
+    async with database.tenant(tenant_id) as tx:
+        return [dict(r) for r in await tx.fetch("key_list")]
 
 
 def bearer_token(authorization: str) -> str | None:
@@ -122,19 +123,19 @@ def bearer_token(authorization: str) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token else None
 
 
-async def _key(pool: asyncpg.Pool, key_id: str) -> asyncpg.Record | None:
-    async with pool.acquire() as connection:
+async def _key(database: Database, key_id: str) -> asyncpg.Record | None:
+    async with database.connection() as connection:
         rows = await db.fetch(connection, "key_lookup", key_id=key_id)
     return rows[0] if rows else None
 
 
-async def authenticate(pool: asyncpg.Pool, token: str) -> Caller | None:
+async def authenticate(database: Database, token: str) -> Caller | None:
     """The caller a bearer token stands for; None for a malformed, unknown or revoked key."""
     match = KEY_PATTERN.match(token)
     if match is None:
         return None
     key_id, secret = match.groups()
-    row = await _key(pool, key_id)
+    row = await _key(database, key_id)
     if row is None or row["revoked"]:
         return None
     if not hmac.compare_digest(bytes(row["key_hash"]), _secret_hash(secret)):
@@ -142,10 +143,10 @@ async def authenticate(pool: asyncpg.Pool, token: str) -> Caller | None:
     return Caller(row["tenant_id"], key_id, check_scope(row["scope"]))
 
 
-async def still_valid(pool: asyncpg.Pool, caller: Caller) -> bool:
+async def still_valid(database: Database, caller: Caller) -> bool:
     """Whether the key a browser session was opened with still stands (not revoked), so that
     revoking a key ends its sessions at once rather than when they expire."""
     if caller.key_id is None:
         return True  # LINEAGE_AUTH=none: no key behind the session
-    row = await _key(pool, caller.key_id)
+    row = await _key(database, caller.key_id)
     return row is not None and not row["revoked"] and row["tenant_id"] == caller.tenant_id

@@ -10,8 +10,6 @@ that fused the two chunks into a "fact" about contractors (a cross_source_merge)
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
-
 from lineage.claims.handoffs import (
     HandoffVerification,
     StatementVerdict,
@@ -22,6 +20,7 @@ from lineage.claims.judges import OfflineJudge
 from lineage.claims.verify import Verification, ensure_verified, mapping_resolver
 from lineage.core import telemetry
 from lineage.core.derive import Context, Derivation, derive_many
+from lineage.db.database import Database
 from lineage.services import walks
 from lineage.settings import Settings
 from lineage.store.base import Store
@@ -170,19 +169,19 @@ def _text(context_id: str) -> str:
     return next(item.text for item in INCIDENT if item.context_id == context_id)
 
 
-async def verify_incident(pool: asyncpg.Pool, tenant_id: str = "default") -> IncidentChecks:
+async def verify_incident(database: Database, tenant_id: str = "default") -> IncidentChecks:
     """Judge the claim against its summary and the summary against its chunks, with the texts
     handed over here (text capture is off by default). Each check runs once: a rerun finds
     the offline judge's verdicts and appends nothing, and a weaker later run (`lineage verify`
     with no texts captured gives unknown) never replaces them, so every demo shows the same."""
     judge = OfflineJudge()
     texts = mapping_resolver({name: _text(name) for name in DEMO_TEXTS})
-    claim = await ensure_verified(pool, tenant_id, ANSWER_ID, judge, texts)
-    current = await current_statement_verdicts(pool, tenant_id, [SUMMARY_ID])
+    claim = await ensure_verified(database, tenant_id, ANSWER_ID, judge, texts)
+    current = await current_statement_verdicts(database, tenant_id, [SUMMARY_ID])
     mine = [v for v in current if v["judge"] == judge.name and v["judge_version"] == judge.version]
     if not mine:
         return IncidentChecks(
-            claim, await verify_handoff(pool, tenant_id, SUMMARY_ID, judge, texts)
+            claim, await verify_handoff(database, tenant_id, SUMMARY_ID, judge, texts)
         )
     summary = next(item for item in INCIDENT if item.context_id == SUMMARY_ID)
     statements = [
@@ -207,21 +206,21 @@ async def verify_incident(pool: asyncpg.Pool, tenant_id: str = "default") -> Inc
 
 
 async def story(
-    pool: asyncpg.Pool, settings: Settings, tenant_id: str = "default"
+    database: Database, settings: Settings, tenant_id: str = "default"
 ) -> tuple[walks.Walk, list[dict[str, Any]], list[str]]:
     """The incident told whole: its walk-back and marks, then the two checks, the two root
     causes and their fixes, as lines for the terminal. Loading and checks are idempotent."""
-    checks = await verify_incident(pool, tenant_id)
-    walk = await walks.walk_back(pool, settings, tenant_id, ANSWER_ID, None)
-    hops = await walks.suspicious_hops(pool, settings, tenant_id, ANSWER_ID, None)
+    checks = await verify_incident(database, tenant_id)
+    walk = await walks.walk_back(database, settings, tenant_id, ANSWER_ID, None)
+    hops = await walks.suspicious_hops(database, settings, tenant_id, ANSWER_ID, None)
     depth = walks.check_depth(settings, None)
     stale = await walks.run(
-        pool, settings, "stale_sources", tenant_id=tenant_id, source_uri="any", kind="any",
+        database, settings, "stale_sources", tenant_id=tenant_id, source_uri="any", kind="any",
         max_depth=depth,
     )  # fmt: skip
     merged_at = [s for s in checks.summary.statements if s.verdict == "cross_source_merge"]
     resting = await walks.run(
-        pool, settings, "blast_radius", tenant_id=tenant_id, context_ids=[SUMMARY_ID],
+        database, settings, "blast_radius", tenant_id=tenant_id, context_ids=[SUMMARY_ID],
         kind="claim", max_depth=depth,
     ) if merged_at else []  # fmt: skip
     lines = [

@@ -5,13 +5,14 @@ holding the tenant's counter row until commit, so a tenant's positions are dense
 their order, and depend on no server's transaction ids: a reader after position p gets every
 record numbered above p that is visible to it, and none can become visible later below it.
 It also NOTIFYs `lineage_events` on the server it writes to (the primary; on Citus the
-coordinator), which wakes the streams (lineage/api/routes/events.py); they also poll, so a
+coordinator), which wakes the streams (`follow`); they also poll, so a
 lost notification, a direct writer or a replica that replays later only delays them.
 """
 
 import asyncio
 import logging
 import re
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -21,11 +22,16 @@ import asyncpg
 from lineage import db
 from lineage.core import metrics
 from lineage.core.errors import BadParameter
+from lineage.db.database import Database, Transaction
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "lineage_events"
 PAGE_SIZE = 500
+KEEPALIVE_S = 15.0
+# How soon a stream reads again when a notification announced a position its server (a replica
+# behind the primary) does not show yet; it doubles up to the poll interval.
+REPLAY_RETRY_S = 0.01
 BIGINT_MAX = 2**63 - 1
 POSITION = re.compile(r"^\d{1,19}$")
 # What streams sent before positions were counted per tenant.
@@ -48,36 +54,32 @@ def parse_position(text: str) -> int:
     return int(text)
 
 
-async def note_appended(
-    connection: asyncpg.Connection, tenant_id: str, context_ids: Sequence[str]
-) -> None:
+async def note_appended(tx: Transaction, context_ids: Sequence[str]) -> None:
     """Number newly appended records for the stream and wake its readers at commit.
 
     Locks the tenant's events counter until the transaction ends: call it last."""
     if not context_ids:
         return
-    [row] = await db.fetch(
-        connection, "events_append", tenant_id=tenant_id, context_ids=list(context_ids)
+    [row] = await tx.fetch("events_append", context_ids=list(context_ids))
+    await db.execute(
+        tx.connection, "events_notify", payload=f"{row['last_position']}:{tx.tenant_id}"
     )
-    await db.execute(connection, "events_notify", payload=f"{row['last_position']}:{tenant_id}")
 
 
-async def newest_position(pool: asyncpg.Pool, tenant_id: str) -> int:
-    async with db.transaction(pool, tenant_id) as connection:
-        [row] = await db.fetch(connection, "event_horizon", tenant_id=tenant_id)
+async def newest_position(database: Database, tenant_id: str) -> int:
+    async with database.tenant(tenant_id) as tx:
+        [row] = await tx.fetch("event_horizon")
     position: int = row["position"]
     return position
 
 
 async def read_after(
-    pool: asyncpg.Pool, tenant_id: str, after: int, trace_id: str, session_id: str
+    database: Database, tenant_id: str, after: int, trace_id: str, session_id: str
 ) -> tuple[list[asyncpg.Record], int]:
     """Records after `after` (at most PAGE_SIZE), and where the next page starts."""
-    async with db.transaction(pool, tenant_id) as connection:
-        rows = await db.fetch(
-            connection,
+    async with database.tenant(tenant_id) as tx:
+        rows = await tx.fetch(
             "events_after",
-            tenant_id=tenant_id,
             after=after,
             trace_id=trace_id,
             session_id=session_id,
@@ -147,3 +149,47 @@ class EventListener:
     async def close(self) -> None:
         if self._connection is not None:
             await self._connection.close()
+
+
+async def follow(
+    database: Database,
+    listener: EventListener,
+    poll_s: float,
+    tenant_id: str,
+    start: int,
+    trace_id: str,
+    session_id: str,
+) -> AsyncIterator[asyncpg.Record | None]:
+    """Every record of the tenant after position `start`, in order, as it commits; forever.
+
+    None when there is nothing to send: first once subscribed (a record committed from then on
+    is sent), then after KEEPALIVE_S without a record. It reads after a notification says the
+    tenant has new records, and every `poll_s`; with a read replica it reads the replica and
+    listens on the primary, reading again shortly until the replica shows the position a
+    notification announced.
+    """
+    async with listener.subscribe(tenant_id) as wake:
+        position, last_sent, retry_s = start, time.monotonic(), REPLAY_RETRY_S
+        yield None
+        while True:
+            wake.clear()  # before reading: a NOTIFY during the read wakes the next wait
+            records, position = await read_after(
+                database, tenant_id, position, trace_id, session_id
+            )
+            for row in records:
+                yield row
+            if records:
+                last_sent = time.monotonic()
+            if len(records) == PAGE_SIZE:
+                continue
+            if position < listener.notified_position(tenant_id):
+                wait_s, retry_s = retry_s, min(retry_s * 2, poll_s)
+            else:
+                wait_s, retry_s = poll_s, REPLAY_RETRY_S
+            await listener.listen()
+            try:
+                await asyncio.wait_for(wake.wait(), wait_s)
+            except TimeoutError:
+                if time.monotonic() - last_sent >= KEEPALIVE_S:
+                    yield None
+                    last_sent = time.monotonic()

@@ -28,18 +28,16 @@ from typing import Any
 
 import asyncpg
 
-from lineage import db
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, NotFound, WalkTimeout
 from lineage.core.hashing import HmacSha256
 from lineage.core.progress import Progress, unwatched
 from lineage.core.record import MAX_PARENTS
+from lineage.db.database import Database, Transaction
 from lineage.services import audit, walks
 from lineage.services.auth import Caller
 from lineage.services.privacy import text_hash_key
-from lineage.services.signing import Signer
 from lineage.settings import Settings
-from lineage.store.postgres import ConnectionStore
 
 __all__ = ["FORGET_TRANSFORM", "Forgotten", "Remaining", "forget"]
 
@@ -131,13 +129,12 @@ def _remaining(nodes: list[dict[str, Any]], source_uri: str) -> Remaining:
 
 
 async def forget(
-    pool: asyncpg.Pool,
+    database: Database,
     settings: Settings,
     caller: Caller,
     source_uri: str,
     max_depth: int | None = None,
     *,
-    signer: Signer,
     progress: Progress = unwatched,
 ) -> Forgotten:
     """Run the right-to-be-forgotten flow for `source_uri` in the caller's tenant.
@@ -148,10 +145,10 @@ async def forget(
     depth = walks.check_depth(settings, max_depth)
     tenant_id = caller.tenant_id
     try:
-        async with db.transaction(
-            pool, tenant_id, statement_timeout_ms=settings.statement_timeout_ms
-        ) as connection:
-            return await _forget_in(connection, caller, source_uri, depth, signer, progress)
+        async with database.tenant(
+            tenant_id, statement_timeout_ms=settings.statement_timeout_ms
+        ) as tx:
+            return await _forget(tx, caller, source_uri, depth, progress)
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(
             f"forget ran past the {settings.statement_timeout_ms} ms statement timeout and "
@@ -159,22 +156,14 @@ async def forget(
         ) from exc
 
 
-async def _forget_in(
-    connection: asyncpg.Connection,
-    caller: Caller,
-    source_uri: str,
-    depth: int,
-    signer: Signer,
-    progress: Progress,
+async def _forget(
+    tx: Transaction, caller: Caller, source_uri: str, depth: int, progress: Progress
 ) -> Forgotten:
-    tenant_id = caller.tenant_id
     progress("walk the blast radius")
     nodes = [
         walks.node_from_row(row)
-        for row in await db.fetch(
-            connection,
+        for row in await tx.fetch(
             "blast_radius_by_source",
-            tenant_id=tenant_id,
             source_uri=source_uri,
             kind="all",
             max_depth=depth,
@@ -199,30 +188,25 @@ async def _forget_in(
     progress("purge captured text")
     purged = [
         row["context_id"]
-        for row in await db.fetch(
-            connection,
+        for row in await tx.fetch(
             "forget_purge_text",
-            tenant_id=tenant_id,
             context_ids=[node["context_id"] for node in nodes],
         )
     ]
     # The URI may itself be personal: tombstones and the audit keep only its keyed hash.
-    uri_hasher = HmacSha256(await text_hash_key(connection, tenant_id))
+    uri_hasher = HmacSha256(await text_hash_key(tx))
     uri_hash = f"{uri_hasher.name}:{uri_hasher.hexdigest(source_uri.encode())}"
     progress("purge captured text", len(purged))
     progress("append tombstones")
     tombstones: list[str] = []
     if purged or not tombstoned.issuperset(roots):
-        tombstones = await _append_tombstones(
-            connection, tenant_id, roots, uri_hash, affected, purged, signer
-        )
+        tombstones = await _append_tombstones(tx, roots, uri_hash, affected, purged)
     progress("append tombstones", len(tombstones))
     forgotten = Forgotten(
         uri_hash, affected, purged, tombstones, datetime.now(UTC), _remaining(nodes, source_uri)
     )
     await audit.append(
-        connection,
-        tenant_id,
+        tx,
         caller.key_id,
         "forget",
         uri_hash,
@@ -237,13 +221,11 @@ async def _forget_in(
 
 
 async def _append_tombstones(
-    connection: asyncpg.Connection,
-    tenant_id: str,
+    tx: Transaction,
     roots: list[str],
     uri_hash: str,
     affected: list[dict[str, Any]],
     purged: list[str],
-    signer: Signer,
 ) -> list[str]:
     parts = [roots[start : start + MAX_PARENTS] for start in range(0, len(roots), MAX_PARENTS)]
     facts = {
@@ -266,7 +248,4 @@ async def _append_tombstones(
         )
         for number, part in enumerate(parts, start=1)
     ]
-    return [
-        context.context_id
-        for context in await derive_many(ConnectionStore(connection, tenant_id, signer), items)
-    ]
+    return [context.context_id for context in await derive_many(tx, items)]

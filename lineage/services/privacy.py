@@ -20,10 +20,10 @@ from typing import Any
 
 import asyncpg
 
-from lineage import db
 from lineage.core.errors import InvalidRecord, NotFound
 from lineage.core.hashing import HmacSha256, Sha256
 from lineage.core.record import NewContext
+from lineage.db.database import Database, Transaction
 from lineage.services import audit
 from lineage.services.auth import Caller
 
@@ -78,18 +78,18 @@ def _settings_from_row(rows: Sequence[asyncpg.Record], tenant_id: str) -> Tenant
     return TenantSettings(**dict(rows[0]))
 
 
-async def tenant_settings(connection: asyncpg.Connection, tenant_id: str) -> TenantSettings:
-    rows = await db.fetch(connection, "tenant_settings_get", tenant_id=tenant_id)
-    return _settings_from_row(rows, tenant_id)
+async def tenant_settings(tx: Transaction) -> TenantSettings:
+    rows = await tx.fetch("tenant_settings_get")
+    return _settings_from_row(rows, tx.tenant_id)
 
 
-async def get_settings(pool: asyncpg.Pool, tenant_id: str) -> TenantSettings:
-    async with db.transaction(pool, tenant_id) as connection:
-        return await tenant_settings(connection, tenant_id)
+async def get_settings(database: Database, tenant_id: str) -> TenantSettings:
+    async with database.tenant(tenant_id) as tx:
+        return await tenant_settings(tx)
 
 
 async def update_settings(
-    pool: asyncpg.Pool, caller: Caller, changes: Mapping[str, bool | None]
+    database: Database, caller: Caller, changes: Mapping[str, bool | None]
 ) -> TenantSettings:
     """Turn capture switches on or off (None keeps one as it is); audited with the changes."""
     unknown = sorted(set(changes) - set(CAPTURE_SWITCHES))
@@ -98,15 +98,12 @@ async def update_settings(
             "unknown_setting", f"{', '.join(unknown)}: settings are {', '.join(CAPTURE_SWITCHES)}"
         )
     given = {switch: changes.get(switch) for switch in CAPTURE_SWITCHES}
-    async with db.transaction(pool, caller.tenant_id) as connection:
-        rows = await db.fetch(
-            connection, "tenant_settings_update", tenant_id=caller.tenant_id, **given
-        )
+    async with database.tenant(caller.tenant_id) as tx:
+        rows = await tx.fetch("tenant_settings_update", **given)
         updated = _settings_from_row(rows, caller.tenant_id)
         changed = {switch: on for switch, on in given.items() if on is not None}
         await audit.append(
-            connection,
-            caller.tenant_id,
+            tx,
             caller.key_id,
             "tenant_settings",
             caller.tenant_id,
@@ -115,14 +112,12 @@ async def update_settings(
     return updated
 
 
-async def check_capture(
-    connection: asyncpg.Connection, tenant_id: str, kinds: Mapping[str, str]
-) -> None:
+async def check_capture(tx: Transaction, kinds: Mapping[str, str]) -> None:
     """Refuse to capture (InvalidRecord `capture_off`) unless every record's switch is on.
 
     `kinds` maps each record to capture onto its kind.
     """
-    settings = await tenant_settings(connection, tenant_id)
+    settings = await tenant_settings(tx)
     refused = {i: capture_switch(kind) for i, kind in kinds.items() if not settings.captures(kind)}
     if not refused:
         return
@@ -131,20 +126,20 @@ async def check_capture(
         f" and {len(refused) - 5} more" if len(refused) > 5 else ""
     )
     off = f"{', '.join(switches)} {'is' if len(switches) == 1 else 'are'} off"
-    command = f"lineage tenant settings {tenant_id} {' '.join(_option(s) for s in switches)}"
+    command = f"lineage tenant settings {tx.tenant_id} {' '.join(_option(s) for s in switches)}"
     raise InvalidRecord(
         "capture_off",
-        f"tenant {tenant_id!r} does not capture text for {shown} ({off}); nothing was "
+        f"tenant {tx.tenant_id!r} does not capture text for {shown} ({off}); nothing was "
         f"captured. An admin turns it on with `{command}` or PUT /v1/tenant/settings",
     )
 
 
-async def text_hash_key(connection: asyncpg.Connection, tenant_id: str) -> bytes:
+async def text_hash_key(tx: Transaction) -> bytes:
     """The tenant's secret key for keyed text hashes; it never leaves the service."""
-    rows = await db.fetch(connection, "tenant_settings_text_hash_key", tenant_id=tenant_id)
+    rows = await tx.fetch("tenant_settings_text_hash_key")
     if not rows:
         raise NotFound(
-            f"tenant {tenant_id!r} has no settings (nor text hash key): create tenants with "
+            f"tenant {tx.tenant_id!r} has no settings (nor text hash key): create tenants with "
             "`lineage tenant create`, which makes both"
         )
     return bytes(rows[0]["text_hash_key"])
@@ -156,9 +151,7 @@ def _needs_key(proposal: NewContext) -> bool:
     )
 
 
-async def keyed_proposals(
-    connection: asyncpg.Connection, tenant_id: str, proposals: Sequence[NewContext]
-) -> Sequence[NewContext]:
+async def keyed_proposals(tx: Transaction, proposals: Sequence[NewContext]) -> Sequence[NewContext]:
     """The proposals with each query, claim and answer `sha256:` hash keyed for the tenant.
 
     Reads the key only when a proposal needs it. Refuses (InvalidRecord `unkeyed_hash`) any
@@ -174,7 +167,7 @@ async def keyed_proposals(
                 f"'{Sha256.name}:<64 hex>' (the service keys it with the tenant's text hash "
                 f"key) or '{HmacSha256.name}:<hex>', not {proposal.content_hash[:80]!r}",
             )
-    hasher = HmacSha256(await text_hash_key(connection, tenant_id))
+    hasher = HmacSha256(await text_hash_key(tx))
 
     def keyed(proposal: NewContext) -> NewContext:
         digest = bytes.fromhex(proposal.content_hash.partition(":")[2])

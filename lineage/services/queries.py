@@ -9,13 +9,12 @@ does not know are kept on the retrieval (`attributes.unknown_ids`) and reported,
 
 from typing import Any
 
-import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lineage.core.hashing import content_hash
 from lineage.core.record import ID_PATTERN, ContextRecord, NewContext
-from lineage.services.signing import Signer
-from lineage.store.postgres import append_records, get_records
+from lineage.db.database import Transaction
+from lineage.store.postgres import get_records
 
 ROLES = ("query", "retrieval", "answer")
 MAX_EVIDENCE = 1000
@@ -66,15 +65,11 @@ def record_ids(request_id: str) -> list[str]:
 
 
 async def record_query(
-    connection: asyncpg.Connection,
-    tenant_id: str,
-    body: QueryIn,
-    signer: Signer | None,
-    sent_trace_id: str | None = None,
+    tx: Transaction, body: QueryIn, sent_trace_id: str | None = None
 ) -> dict[str, Any]:
     """Append the three records within the caller's transaction (all or none)."""
     wanted = list(dict.fromkeys(e.context_id for e in body.evidence))
-    known = await get_records(connection, tenant_id, wanted)
+    known = await get_records(tx, wanted)
     evidence = [e for e in body.evidence if e.context_id in known]
     unknown = [i for i in wanted if i not in known]
     trace_id = body.trace_id or sent_trace_id
@@ -121,7 +116,7 @@ async def record_query(
             | ({"model": body.model} if body.model else {}),
         ),
     ]
-    appended = await append_records(connection, tenant_id, proposals, signer)
+    appended = await tx.append(proposals)
     return {
         "request_id": body.request_id,
         "trace_id": trace_id,
@@ -131,9 +126,7 @@ async def record_query(
     }
 
 
-async def query_records(
-    connection: asyncpg.Connection, tenant_id: str, request_id: str
-) -> list[ContextRecord]:
+async def query_records(tx: Transaction, request_id: str) -> list[ContextRecord]:
     """The request's records, query first; none for an unknown or another tenant's request."""
-    found = await get_records(connection, tenant_id, record_ids(request_id))
+    found = await get_records(tx, record_ids(request_id))
     return [found[i] for i in record_ids(request_id) if i in found]

@@ -21,8 +21,10 @@ from lineage.core.derive import derive
 from lineage.core.errors import StepFailed
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord
+from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.services import signing
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, get_records
 
 TENANT = "default"
@@ -41,7 +43,9 @@ def _server_name(url: str) -> str:
     return f"{host}:{parts['port']}" if parts.get("port") else host
 
 
-def run_selftest(server_url: str, signer: signing.Signer, report: Report) -> bool:
+def run_selftest(
+    settings: Settings, server_url: str, signer: signing.Signer, report: Report
+) -> bool:
     """Every step reported; True when all went as they must. The throwaway database is dropped
     whatever happens once it exists."""
     name = f"lineage_selftest_{secrets.token_hex(6)}"
@@ -57,7 +61,7 @@ def run_selftest(server_url: str, signer: signing.Signer, report: Report) -> boo
     try:
         migrate(url)
         report(True, "migrated it to the newest schema")
-        asyncio.run(_cycle(url, signer, report))
+        asyncio.run(_cycle(settings, url, signer, report))
         return True
     except StepFailed as exc:
         report(False, str(exc))
@@ -76,11 +80,11 @@ def run_selftest(server_url: str, signer: signing.Signer, report: Report) -> boo
             report(False, f"could not drop {name}; drop it by hand: {exc}")
 
 
-async def _cycle(url: str, signer: signing.Signer, report: Report) -> None:
-    pool = await db.create_pool(url, max_size=2)
+async def _cycle(settings: Settings, url: str, signer: signing.Signer, report: Report) -> None:
+    database = await Database.connect(settings, url, signer=signer, max_size=2)
     try:
         made = await derive(
-            PostgresStore(pool, TENANT, signer),
+            PostgresStore(database, TENANT),
             [],
             "lineage selftest: a document to sign, store, read back and alter.",
             "document",
@@ -89,7 +93,7 @@ async def _cycle(url: str, signer: signing.Signer, report: Report) -> None:
             source_uri="selftest://document",
         )
         report(True, f"built and stored a record with derive(): document {made.context_id}")
-        record, check = await _read_back(pool, made.context_id, signer)
+        record, check = await _read_back(database, made.context_id)
         if not check.signed:
             raise StepFailed("the store wrote no signature beside the record")
         report(True, f"signed it with key {check.key_id}; the signature is in record_signatures")
@@ -106,7 +110,7 @@ async def _cycle(url: str, signer: signing.Signer, report: Report) -> None:
             "altered its row as the database owner (append-only trigger disabled for one "
             "UPDATE of content_hash, then enabled again)",
         )
-        _, check = await _read_back(pool, made.context_id, signer)
+        _, check = await _read_back(database, made.context_id)
         if check.verified or check.reason != "mismatch":
             raise StepFailed(
                 f"the altered record reports verified={check.verified}, reason {check.reason}; "
@@ -114,15 +118,15 @@ async def _cycle(url: str, signer: signing.Signer, report: Report) -> None:
             )
         report(True, "verified again: false (reason mismatch): the alteration is detected")
     finally:
-        await pool.close()
+        await database.close()
 
 
 async def _read_back(
-    pool: asyncpg.Pool, context_id: str, signer: signing.Signer
+    database: Database, context_id: str
 ) -> tuple[ContextRecord, signing.SignatureCheck]:
-    async with db.transaction(pool, TENANT) as connection:
-        record = (await get_records(connection, TENANT, [context_id]))[context_id]
-        return record, await signing.verify_record(connection, TENANT, record, signer)
+    async with database.tenant(TENANT) as tx:
+        record = (await get_records(tx, [context_id]))[context_id]
+        return record, await signing.verify_record(tx.connection, TENANT, record, tx.signer)
 
 
 async def _alter(url: str, context_id: str) -> None:

@@ -16,7 +16,6 @@ keyring.
 import base64
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import hmac
 import json
@@ -200,13 +199,6 @@ def _write_keyring(path: Path, keys: Sequence[SigningKey], *, replace: bool) -> 
 
 def signer_for(settings: Settings) -> KeyringSigner:
     return load_keyring(keyring_path(settings), create=True)
-
-
-@functools.cache
-def default_signer() -> Signer:
-    """The environment's keyring (Settings()), loaded once per process: what append_records
-    signs with when it is handed no signer."""
-    return signer_for(Settings())
 
 
 # --- signatures in the database ----------------------------------------------------------------

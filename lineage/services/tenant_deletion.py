@@ -14,13 +14,14 @@ import asyncpg
 from lineage import db
 from lineage.core.errors import Forbidden, NotFound
 from lineage.core.record import check_id
+from lineage.db.database import Database
 
 
-async def delete_tenant(pool: asyncpg.Pool, tenant_id: str) -> dict[str, Any]:
+async def delete_tenant(database: Database, tenant_id: str) -> dict[str, Any]:
     """Delete the tenant and everything it holds; the receipt (rows per table, last signed
     checkpoint, time), as written to operator_audit."""
     check_id(tenant_id, "tenant name")
-    async with pool.acquire() as connection:
+    async with database.connection() as connection:
         if await connection.fetchval("SELECT current_user") == db.APP_ROLE:
             raise Forbidden(
                 f"tenant deletion is the database owner's: {db.APP_ROLE} may not delete tenants"
@@ -36,8 +37,8 @@ async def delete_tenant(pool: asyncpg.Pool, tenant_id: str) -> dict[str, Any]:
     return receipt
 
 
-async def operator_entries(pool: asyncpg.Pool, since: datetime, limit: int) -> list[dict[str, Any]]:
+async def operator_entries(database: Database, since: datetime, limit: int) -> list[dict[str, Any]]:
     """The operator's audit trail, oldest first (the owner's alone)."""
-    async with pool.acquire() as connection:
+    async with database.connection() as connection:
         rows = await db.fetch(connection, "operator_audit_list", since=since, limit=limit)
     return [dict(row) for row in rows]

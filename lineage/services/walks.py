@@ -13,6 +13,7 @@ from lineage import db
 from lineage.core import metrics
 from lineage.core.errors import BadParameter, NotFound, WalkTimeout
 from lineage.core.record import KINDS, format_timestamp
+from lineage.db.database import Database
 from lineage.db.queries import QUERIES
 from lineage.settings import Settings
 
@@ -99,45 +100,45 @@ def _timeout_message(name: str, settings: Settings) -> str:
 
 
 async def run(
-    pool: asyncpg.Pool, settings: Settings, name: str, **values: Any
+    database: Database, settings: Settings, name: str, **values: Any
 ) -> list[dict[str, Any]]:
     """Run one named query under the walk settings (timeout, no JIT) and return its rows."""
     try:
-        async with db.transaction(
-            pool,
+        async with database.tenant(
             values.get("tenant_id", "default"),
             statement_timeout_ms=settings.statement_timeout_ms,
-        ) as connection:
+        ) as tx:
             with metrics.time_walk(name):
-                rows = await db.fetch(connection, name, **values)
+                rows = await db.fetch(tx.connection, name, **values)
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(_timeout_message(name, settings)) from exc
     return [node_from_row(row) for row in rows]
 
 
 async def stream(
-    pool: asyncpg.Pool, settings: Settings, name: str, **values: Any
+    database: Database, settings: Settings, name: str, **values: Any
 ) -> AsyncIterator[dict[str, Any]]:
     """The same, row by row through a server-side cursor, so memory stays bounded."""
     query = QUERIES[name]
     try:
-        async with db.transaction(
-            pool,
+        async with database.tenant(
             values.get("tenant_id", "default"),
             statement_timeout_ms=settings.statement_timeout_ms,
-        ) as connection:
-            async for row in connection.cursor(query.sql, *query.arguments(values), prefetch=1000):
+        ) as tx:
+            async for row in tx.connection.cursor(
+                query.sql, *query.arguments(values), prefetch=1000
+            ):
                 yield node_from_row(row)
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(_timeout_message(name, settings)) from exc
 
 
 async def walk_back(
-    pool: asyncpg.Pool, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
+    database: Database, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
 ) -> Walk:
     depth = check_depth(settings, max_depth)
     nodes = await run(
-        pool, settings, "walk_back", tenant_id=tenant_id, context_id=context_id, max_depth=depth
+        database, settings, "walk_back", tenant_id=tenant_id, context_id=context_id, max_depth=depth
     )
     if not nodes:
         raise NotFound(f"no context {context_id}")
@@ -145,11 +146,11 @@ async def walk_back(
 
 
 async def suspicious_hops(
-    pool: asyncpg.Pool, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
+    database: Database, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
 ) -> list[dict[str, Any]]:
     depth = check_depth(settings, max_depth)
     return await run(
-        pool,
+        database,
         settings,
         "suspicious_hops",
         tenant_id=tenant_id,

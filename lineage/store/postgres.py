@@ -1,20 +1,24 @@
 """The store that talks to Postgres directly."""
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import asyncpg
 
 from lineage import db
 from lineage.core import metrics
-from lineage.core.errors import Conflict, InvalidRecord, StoreUnavailable
+from lineage.core.errors import Conflict, InvalidRecord
 from lineage.core.record import ContextRecord, NewContext, check_id, validate
 from lineage.core.versions import version_key
+from lineage.db.errors import outage_as_unavailable
 from lineage.services import events, privacy, signing
 from lineage.store.base import Appended
 from lineage.store.roots import Roots, note_root_sources, stored_root_sources
+
+if TYPE_CHECKING:
+    from lineage.db.database import Database, Transaction
 
 
 def record_from_row(row: asyncpg.Record) -> ContextRecord:
@@ -50,26 +54,21 @@ def check_batch(tenant_id: str, proposals: Sequence[NewContext]) -> None:
         raise InvalidRecord("duplicate_id", "a batch lists the same context_id more than once")
 
 
-async def append_records(
-    connection: asyncpg.Connection,
-    tenant_id: str,
-    proposals: Sequence[NewContext],
-    signer: signing.Signer | None = None,
-) -> list[Appended]:
+async def append_records(tx: "Transaction", proposals: Sequence[NewContext]) -> list[Appended]:
     """Append within the caller's transaction; raise (and let it roll back) on any bad record.
 
     The time is assigned here, before the insert, so that it is part of the canonical form.
-    New records are signed with `signer` (default: the environment's keyring).
+    New records are signed with the transaction's keyring.
     """
-    check_batch(tenant_id, proposals)
-    proposals = await privacy.keyed_proposals(connection, tenant_id, proposals)
+    check_batch(tx.tenant_id, proposals)
+    proposals = await privacy.keyed_proposals(tx, proposals)
     now = datetime.now(UTC)
-    records = [proposal.stamped(tenant_id, now) for proposal in proposals]
-    inserted = await insert_records(connection, tenant_id, records, signer)
+    records = [proposal.stamped(tx.tenant_id, now) for proposal in proposals]
+    inserted = await insert_records(tx, records)
     existing_ids = [r.context_id for r in records if r.context_id not in inserted]
     stored: dict[str, ContextRecord] = {}
     if existing_ids:
-        stored = await get_records(connection, tenant_id, existing_ids)
+        stored = await get_records(tx, existing_ids)
         for proposal in proposals:
             earlier = stored.get(proposal.context_id)
             if earlier is not None and not earlier.same_content(proposal):
@@ -85,24 +84,18 @@ async def append_records(
     ]
 
 
-async def insert_records(
-    connection: asyncpg.Connection,
-    tenant_id: str,
-    records: Sequence[ContextRecord],
-    signer: signing.Signer | None = None,
-) -> set[str]:
+async def insert_records(tx: "Transaction", records: Sequence[ContextRecord]) -> set[str]:
     """Insert stamped records, with everything that follows a record (transform versions, root
     sources, signature), in the caller's transaction; the ids inserted. Ids already stored are
     left alone. Parents must be earlier in `records` or stored: InvalidRecord otherwise.
     `append_records` (new records) and bundle imports (records as exported) both write here."""
+    connection, tenant_id = tx.connection, tx.tenant_id
     batch_ids = [r.context_id for r in records]
     stored_parents = await _check_parents(connection, tenant_id, records)
     inserted = {
         row["context_id"]
-        for row in await db.fetch(
-            connection,
+        for row in await tx.fetch(
             "append_contexts",
-            tenant_id=tenant_id,
             context_ids=batch_ids,
             parent_id_lists=[_array_literal(r.parent_ids) for r in records],
             kinds=[r.kind for r in records],
@@ -120,9 +113,9 @@ async def insert_records(
     await _note_transform_versions(connection, tenant_id, records, inserted)
     new = [record for record in records if record.context_id in inserted]
     await note_root_sources(connection, tenant_id, new, stored_parents)
-    await signing.append_signatures(connection, tenant_id, new, signer or signing.default_signer())
+    await signing.append_signatures(connection, tenant_id, new, tx.signer)
     # Last: it holds the tenant's stream counter until commit.
-    await events.note_appended(connection, tenant_id, [record.context_id for record in new])
+    await events.note_appended(tx, [record.context_id for record in new])
     metrics.count_appended(record.kind for record in new)
     return inserted
 
@@ -178,86 +171,26 @@ async def _note_transform_versions(
         )
 
 
-async def get_records(
-    connection: asyncpg.Connection, tenant_id: str, context_ids: Sequence[str]
-) -> dict[str, ContextRecord]:
+async def get_records(tx: "Transaction", context_ids: Sequence[str]) -> dict[str, ContextRecord]:
     """The tenant's records with these ids; unknown and foreign ids are simply absent."""
-    rows = await db.fetch(
-        connection, "get_contexts", tenant_id=tenant_id, context_ids=list(context_ids)
-    )
+    rows = await tx.fetch("get_contexts", context_ids=list(context_ids))
     return {row["context_id"]: record_from_row(row) for row in rows}
 
 
-class ConnectionStore:
-    """A Store over one open connection, so derive() writes inside the caller's transaction."""
-
-    def __init__(
-        self,
-        connection: asyncpg.Connection,
-        tenant_id: str,
-        signer: signing.Signer | None = None,
-    ) -> None:
-        self.connection = connection
-        self.tenant_id = tenant_id
-        self.signer = signer  # the app's keyring in a request; default: the environment's
-
-    async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
-        return await append_records(self.connection, self.tenant_id, proposals, self.signer)
-
-    async def get(self, context_id: str) -> ContextRecord | None:
-        return (await get_records(self.connection, self.tenant_id, [context_id])).get(context_id)
-
-
-# The database itself failed (down, restarting, out of connections, cancelled, unreachable):
-# nothing in the request was wrong, and the same request can succeed later.
-OUTAGE_ERRORS: tuple[type[Exception], ...] = (
-    OSError,  # refused, reset, unreachable, timed out (TimeoutError is an OSError)
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.InsufficientResourcesError,
-    asyncpg.exceptions.InternalClientError,  # its protocol state when a connection broke mid-call
-)
-
-
-def is_outage(exc: BaseException) -> bool:
-    """An outage error, or an error raised over one: a transaction's rollback on a dead
-    connection raises InterfaceError ("connection is closed") with the real cause as context."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, OUTAGE_ERRORS):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
-@contextmanager
-def outage_as_unavailable() -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:
-        if not is_outage(exc):
-            raise
-        raise StoreUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}") from exc
-
-
 class PostgresStore:
-    """Writes and reads one tenant's records through an asyncpg pool it does not own."""
+    """Writes and reads one tenant's records through a Database it does not own, each call in
+    its own transaction, signed with the database's keyring."""
 
-    def __init__(
-        self, pool: asyncpg.Pool, tenant_id: str = "default", signer: signing.Signer | None = None
-    ) -> None:
-        self.pool = pool
+    def __init__(self, database: "Database", tenant_id: str = "default") -> None:
+        self.database = database
         self.tenant_id = tenant_id
-        self.signer = signer
 
     async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
         with outage_as_unavailable():
-            async with db.transaction(self.pool, self.tenant_id) as connection:
-                return await append_records(connection, self.tenant_id, proposals, self.signer)
+            async with self.database.tenant(self.tenant_id) as tx:
+                return await tx.append(proposals)
 
     async def get(self, context_id: str) -> ContextRecord | None:
         with outage_as_unavailable():
-            async with db.transaction(self.pool, self.tenant_id) as connection:
-                return await ConnectionStore(connection, self.tenant_id).get(context_id)
+            async with self.database.tenant(self.tenant_id) as tx:
+                return await tx.get(context_id)

@@ -2,7 +2,7 @@
 
 Wrap any store, then derive() as usual::
 
-    store = SpoolingStore(PostgresStore(pool))     # or SpoolingStore(HttpStore(url, api_key=...))
+    store = SpoolingStore(PostgresStore(database)) # or SpoolingStore(HttpStore(url, api_key=...))
     doc = await derive(store, [], text, "document", source_uri="s3://policy.md")
 
 - Validation errors (InvalidRecord, Conflict) still raise: they are the caller's bugs, and no

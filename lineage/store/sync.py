@@ -4,8 +4,9 @@ import asyncio
 from types import TracebackType
 from typing import Any
 
-from lineage import db
 from lineage.core.derive import Context, Derivation, derive, derive_many
+from lineage.db.database import Database
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from lineage.store.spool import SpoolingStore
 
@@ -17,11 +18,15 @@ class SyncLineage:
     and the pipeline goes on; bad records still raise.
     """
 
-    def __init__(self, database_url: str, tenant_id: str = "default") -> None:
+    def __init__(
+        self, database_url: str, tenant_id: str = "default", settings: Settings | None = None
+    ) -> None:
         self._runner = asyncio.Runner()
         # min_size 0: no connection is needed to start, so a database outage cannot stop it.
-        self._pool = self._runner.run(db.create_pool(database_url, min_size=0, max_size=2))
-        self.store = SpoolingStore(PostgresStore(self._pool, tenant_id))
+        self._database = self._runner.run(
+            Database.connect(settings or Settings(), database_url, min_size=0, max_size=2)
+        )
+        self.store = SpoolingStore(PostgresStore(self._database, tenant_id))
 
     def derive(self, *args: Any, **kwargs: Any) -> Context:
         """The same arguments as lineage.core.derive(), without the store."""
@@ -32,7 +37,7 @@ class SyncLineage:
 
     def close(self) -> None:
         self._runner.run(self.store.aclose())
-        self._runner.run(self._pool.close())
+        self._runner.run(self._database.close())
         self._runner.close()
 
     def __enter__(self) -> "SyncLineage":

@@ -20,11 +20,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import asyncpg
 import httpx
 
 from lineage.core.errors import BadParameter, NotConsistent, NotFound, ProofError, StoreUnavailable
 from lineage.core.record import ContextRecord
+from lineage.db.database import Database
 from lineage.settings import Settings
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.checkpoint import Checkpoint, VerifierKey
@@ -55,27 +55,26 @@ HISTORY_PAGE = 100
 class DatabaseSource:
     """The service's own functions, straight on the database, confined to one tenant."""
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings, tenant_id: str) -> None:
-        self.pool = pool
+    def __init__(self, database: Database, settings: Settings, tenant_id: str) -> None:
+        self.database = database
         self.settings = settings
         self.tenant_id = tenant_id
 
     async def checkpoint(self) -> str:
         """As stored: signing is the service's (or `lineage log checkpoint`'s) job."""
-        return (await storage.latest_checkpoint(self.pool, self.tenant_id)).note
+        return (await storage.latest_checkpoint(self.database, self.tenant_id)).note
 
     async def inclusion(self, context_id: str, tree_size: int) -> InclusionProof:
-        return await storage.inclusion(self.pool, self.tenant_id, context_id, tree_size)
+        return await storage.inclusion(self.database, self.tenant_id, context_id, tree_size)
 
     async def consistency(self, first: int, second: int) -> list[bytes]:
-        return await storage.consistency(self.pool, self.tenant_id, first, second)
+        return await storage.consistency(self.database, self.tenant_id, first, second)
 
     async def history(self, after: int) -> list[str]:
-        return await storage.checkpoint_history(self.pool, self.tenant_id, after, HISTORY_PAGE)
+        return await storage.checkpoint_history(self.database, self.tenant_id, after, HISTORY_PAGE)
 
     async def signature(self, context_id: str) -> dict[str, Any]:
         """Checked here, with the record keyring on this machine (the service's)."""
-        from lineage import db
         from lineage.services import signing
         from lineage.store.postgres import get_records
 
@@ -83,9 +82,9 @@ class DatabaseSource:
         if not path.exists():
             return {"verified": False, "reason": f"no record keyring here ({path})"}
         signer = signing.load_keyring(path, create=False)
-        async with db.transaction(self.pool, self.tenant_id) as connection:
-            record = (await get_records(connection, self.tenant_id, [context_id]))[context_id]
-            check = await signing.verify_record(connection, self.tenant_id, record, signer)
+        async with self.database.tenant(self.tenant_id) as tx:
+            record = (await get_records(tx, [context_id]))[context_id]
+            check = await signing.verify_record(tx.connection, self.tenant_id, record, signer)
         return {**check.as_dict(), "checked_by": "this machine's record keyring"}
 
 

@@ -61,6 +61,7 @@ from lineage.core.errors import (
     ProofError,
 )
 from lineage.core.record import ContextRecord
+from lineage.db.database import Database, Transaction
 from lineage.settings import Settings
 from lineage.store.postgres import record_from_row
 from lineage.verifiable_log import merkle
@@ -132,51 +133,41 @@ def _write_witness(path: Path, note: str) -> None:
     os.replace(draft, path)
 
 
-async def sequence(pool: asyncpg.Pool, tenant_id: str) -> TreeHead:
+async def sequence(database: Database, tenant_id: str) -> TreeHead:
     """Integrate every record queued so far into the tenant's tree, a batch per transaction."""
     while True:
-        async with db.transaction(pool, tenant_id) as connection:
-            head, taken = await _sequence_batch(connection, tenant_id)
+        async with database.tenant(tenant_id) as tx:
+            head, taken = await _sequence_batch(tx)
         if taken < BATCH_SIZE:
             return head
 
 
-async def _sequence_batch(connection: asyncpg.Connection, tenant_id: str) -> tuple[TreeHead, int]:
-    [locked] = await db.fetch(connection, "log_lock_head", tenant_id=tenant_id)
+async def _sequence_batch(tx: Transaction) -> tuple[TreeHead, int]:
+    [locked] = await tx.fetch("log_lock_head")
     old_size = locked["tree_size"]
-    rows = await db.fetch(
-        connection, "log_queued_records", tenant_id=tenant_id, batch_size=BATCH_SIZE
-    )
+    rows = await tx.fetch("log_queued_records", batch_size=BATCH_SIZE)
     if not rows:
         return TreeHead(old_size, locked["root_hash"]), 0
     # ~30 us of canonical form per record: off the event loop, so requests keep flowing.
     leaves = await asyncio.to_thread(_leaf_hashes, rows)
-    frontier = await _stored(connection, tenant_id, merkle.frontier(old_size))
+    frontier = await _stored(tx, merkle.frontier(old_size))
     made = merkle.completed_subtrees(frontier, old_size, leaves)
     new_size = old_size + len(rows)
     root = merkle.root_from_subtrees({**frontier, **made}, new_size)
-    await db.execute(
-        connection,
+    await tx.execute(
         "log_append_leaves",
-        tenant_id=tenant_id,
         leaf_indexes=list(range(old_size, new_size)),
         context_ids=[row["context_id"] for row in rows],
     )
-    await db.execute(
-        connection,
+    await tx.execute(
         "log_append_nodes",
-        tenant_id=tenant_id,
         levels=[level for level, _ in made],
         node_indexes=[index for _, index in made],
         hashes=list(made.values()),
     )
-    await db.execute(
-        connection, "log_advance_head", tenant_id=tenant_id, tree_size=new_size, root_hash=root
-    )
-    await db.execute(
-        connection,
+    await tx.execute("log_advance_head", tree_size=new_size, root_hash=root)
+    await tx.execute(
         "log_dequeue",
-        tenant_id=tenant_id,
         queued_ids=[row["queued_id"] for row in rows],
     )
     return TreeHead(new_size, root), len(rows)
@@ -186,15 +177,11 @@ def _leaf_hashes(rows: Sequence[asyncpg.Record]) -> list[bytes]:
     return [merkle.leaf_hash(record_from_row(row).canonical_bytes()) for row in rows]
 
 
-async def _stored(
-    connection: asyncpg.Connection, tenant_id: str, nodes: Iterable[Node]
-) -> dict[Node, bytes]:
+async def _stored(tx: Transaction, nodes: Iterable[Node]) -> dict[Node, bytes]:
     """The stored hashes of these subtrees, all of them, or LogIntegrityError."""
     wanted = list(dict.fromkeys(nodes))
-    rows = await db.fetch(
-        connection,
+    rows = await tx.fetch(
         "log_nodes",
-        tenant_id=tenant_id,
         levels=[level for level, _ in wanted],
         node_indexes=[index for _, index in wanted],
     )
@@ -202,23 +189,21 @@ async def _stored(
     missing = [node for node in wanted if node not in found]
     if missing:
         raise LogIntegrityError(
-            f"the log of tenant {tenant_id} lacks stored subtrees {missing[:5]} "
+            f"the log of tenant {tx.tenant_id} lacks stored subtrees {missing[:5]} "
             "(level, index): its tables were altered"
         )
     return found
 
 
-async def _proof(
-    connection: asyncpg.Connection, tenant_id: str, ranges: Sequence[tuple[int, int]]
-) -> list[bytes]:
+async def _proof(tx: Transaction, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
     """The MTH of each range, folded from its stored complete-subtree pieces."""
     pieces = [[merkle.subtree_node(*piece) for piece in merkle.subtree_ranges(*r)] for r in ranges]
-    stored = await _stored(connection, tenant_id, (node for nodes in pieces for node in nodes))
+    stored = await _stored(tx, (node for nodes in pieces for node in nodes))
     return [merkle.fold_subtrees([stored[node] for node in nodes]) for nodes in pieces]
 
 
-async def _head(connection: asyncpg.Connection, tenant_id: str) -> TreeHead:
-    rows = await db.fetch(connection, "log_head", tenant_id=tenant_id)
+async def _head(tx: Transaction) -> TreeHead:
+    rows = await tx.fetch("log_head")
     if not rows:
         return TreeHead(0, merkle.EMPTY_ROOT)
     return TreeHead(rows[0]["tree_size"], bytes(rows[0]["root_hash"]))
@@ -233,14 +218,14 @@ def _check_size(name: str, size: int, head: TreeHead) -> None:
 
 
 async def inclusion(
-    pool: asyncpg.Pool, tenant_id: str, context_id: str, tree_size: int
+    database: Database, tenant_id: str, context_id: str, tree_size: int
 ) -> InclusionProof:
     """The record and its inclusion proof in the tenant's tree of ``tree_size`` leaves."""
-    async with db.transaction(pool, tenant_id) as connection:
-        rows = await db.fetch(connection, "log_leaf", tenant_id=tenant_id, context_id=context_id)
+    async with database.tenant(tenant_id) as tx:
+        rows = await tx.fetch("log_leaf", context_id=context_id)
         if not rows:
             raise NotFound(f"no context {context_id}")
-        _check_size("tree_size", tree_size, await _head(connection, tenant_id))
+        _check_size("tree_size", tree_size, await _head(tx))
         index = rows[0]["leaf_index"]
         if index is None:
             raise BadParameter(
@@ -252,36 +237,36 @@ async def inclusion(
                 f"context {context_id} is leaf {index}, outside a tree of size {tree_size}: "
                 "it was logged after that checkpoint; use a newer one"
             )
-        [leaf] = (await _stored(connection, tenant_id, [(0, index)])).values()
-        proof = await _proof(connection, tenant_id, merkle.inclusion_proof_nodes(index, tree_size))
+        [leaf] = (await _stored(tx, [(0, index)])).values()
+        proof = await _proof(tx, merkle.inclusion_proof_nodes(index, tree_size))
     return InclusionProof(record_from_row(rows[0]), index, tree_size, leaf, proof)
 
 
-async def consistency(pool: asyncpg.Pool, tenant_id: str, first: int, second: int) -> list[bytes]:
+async def consistency(database: Database, tenant_id: str, first: int, second: int) -> list[bytes]:
     """Proof that the tenant's tree of ``second`` leaves extends its tree of ``first``."""
-    async with db.transaction(pool, tenant_id) as connection:
-        head = await _head(connection, tenant_id)
+    async with database.tenant(tenant_id) as tx:
+        head = await _head(tx)
         _check_size("second", second, head)
         if not 1 <= first <= second:
             raise BadParameter(f"first must be between 1 and second ({second})")
-        return await _proof(connection, tenant_id, merkle.consistency_proof_nodes(first, second))
+        return await _proof(tx, merkle.consistency_proof_nodes(first, second))
 
 
-async def checkpoint(pool: asyncpg.Pool, settings: Settings, tenant_id: str) -> SignedCheckpoint:
+async def checkpoint(database: Database, settings: Settings, tenant_id: str) -> SignedCheckpoint:
     """Bring the tenant's log up to date and return its newest checkpoint, signing one if the
     tree grew since the last: this checkpoint covers every record committed before the call."""
-    await sequence(pool, tenant_id)
+    await sequence(database, tenant_id)
     key = signing_key(settings)
-    async with db.transaction(pool, tenant_id) as connection:
-        [locked] = await db.fetch(connection, "log_lock_head", tenant_id=tenant_id)
+    async with database.tenant(tenant_id) as tx:
+        [locked] = await tx.fetch("log_lock_head")
         head = TreeHead(locked["tree_size"], bytes(locked["root_hash"]))
-        witness = await witness_path(connection, settings, tenant_id)
-        await _check_witnessed(connection, tenant_id, head, witness, key)
-        latest = await db.fetch(connection, "log_latest_checkpoint", tenant_id=tenant_id)
+        witness = await witness_path(tx.connection, settings, tenant_id)
+        await _check_witnessed(tx, head, witness, key)
+        latest = await tx.fetch("log_latest_checkpoint")
         if latest and latest[0]["tree_size"] == head.tree_size:
             note = latest[0]["note"]
             return SignedCheckpoint(Checkpoint.from_note(note), note)
-        await _check_extends(connection, tenant_id, head, latest[0] if latest else None, key)
+        await _check_extends(tx, head, latest[0] if latest else None, key)
         made = Checkpoint(
             origin_for(settings.log_origin, tenant_id),
             head.tree_size,
@@ -289,10 +274,8 @@ async def checkpoint(pool: asyncpg.Pool, settings: Settings, tenant_id: str) -> 
             datetime.now(UTC),
         )
         note = key.sign(made)
-        await db.execute(
-            connection,
+        await tx.execute(
             "log_save_checkpoint",
-            tenant_id=tenant_id,
             tree_size=made.tree_size,
             root_hash=made.root_hash,
             signed_at=made.time,
@@ -302,15 +285,13 @@ async def checkpoint(pool: asyncpg.Pool, settings: Settings, tenant_id: str) -> 
     return SignedCheckpoint(made, note)
 
 
-async def _check_witnessed(
-    connection: asyncpg.Connection, tenant_id: str, head: TreeHead, path: Path, key: SigningKey
-) -> None:
+async def _check_witnessed(tx: Transaction, head: TreeHead, path: Path, key: SigningKey) -> None:
     """Refuse a tree whose stored subtrees do not hash to its head's root, or that does not
     extend the newest checkpoint this signer signed."""
-    stored = await _stored(connection, tenant_id, merkle.frontier(head.tree_size))
+    stored = await _stored(tx, merkle.frontier(head.tree_size))
     if merkle.root_from_subtrees(stored, head.tree_size) != head.root_hash:
         raise LogIntegrityError(
-            f"the stored tree of tenant {tenant_id} does not hash to its head's root; "
+            f"the stored tree of tenant {tx.tenant_id} does not hash to its head's root; "
             "refusing to sign a checkpoint"
         )
     signed = _read_witness(path, key)
@@ -322,15 +303,13 @@ async def _check_witnessed(
     )
     if head.tree_size < signed.tree_size:
         raise LogIntegrityError(
-            f"the log of tenant {tenant_id} has {head.tree_size} leaves, but this signer signed "
+            f"the log of tenant {tx.tenant_id} has {head.tree_size} leaves, but this signer signed "
             f"a checkpoint of {signed.tree_size} ({path}); refusing to sign{restored}"
         )
     if head.tree_size == signed.tree_size:
         consistent = head.root_hash == signed.root_hash
     else:
-        proof = await _proof(
-            connection, tenant_id, merkle.consistency_proof_nodes(signed.tree_size, head.tree_size)
-        )
+        proof = await _proof(tx, merkle.consistency_proof_nodes(signed.tree_size, head.tree_size))
         try:
             merkle.verify_consistency(
                 signed.tree_size, head.tree_size, signed.root_hash, head.root_hash, proof
@@ -340,26 +319,23 @@ async def _check_witnessed(
             consistent = False
     if not consistent:
         raise LogIntegrityError(
-            f"the stored tree of tenant {tenant_id} (size {head.tree_size}) does not extend the "
+            f"the stored tree of tenant {tx.tenant_id} (size {head.tree_size}) does not extend the "
             f"checkpoint of size {signed.tree_size} this signer signed ({path}): the log's "
             f"tables were rewritten; refusing to sign a fork{restored}"
         )
 
 
 async def checkpoint_history(
-    pool: asyncpg.Pool, tenant_id: str, after: int, limit: int
+    database: Database, tenant_id: str, after: int, limit: int
 ) -> list[str]:
     """The tenant's signed checkpoint notes larger than `after`, oldest first."""
-    async with db.transaction(pool, tenant_id) as connection:
-        rows = await db.fetch(
-            connection, "log_checkpoints", tenant_id=tenant_id, after=after, limit=limit
-        )
+    async with database.tenant(tenant_id) as tx:
+        rows = await tx.fetch("log_checkpoints", after=after, limit=limit)
     return [row["note"] for row in rows]
 
 
 async def _check_extends(
-    connection: asyncpg.Connection,
-    tenant_id: str,
+    tx: Transaction,
     head: TreeHead,
     previous: Any,
     key: SigningKey,
@@ -372,7 +348,7 @@ async def _check_extends(
         key.verifier.open(previous["note"])
     except CheckpointError as exc:
         raise LogIntegrityError(
-            f"the last checkpoint of tenant {tenant_id} was not signed by this process's key "
+            f"the last checkpoint of tenant {tx.tenant_id} was not signed by this process's key "
             f"{key.verifier} ({exc}): point LINEAGE_LOG_SIGNING_KEY_FILE at the log's key"
         ) from exc
     if previous["tree_size"] == 0:
@@ -380,25 +356,23 @@ async def _check_extends(
     old_size, old_root = previous["tree_size"], bytes(previous["root_hash"])
     if old_size > head.tree_size:
         raise LogIntegrityError(
-            f"the log of tenant {tenant_id} has {head.tree_size} leaves but a checkpoint "
+            f"the log of tenant {tx.tenant_id} has {head.tree_size} leaves but a checkpoint "
             f"already covers {old_size}; refusing to sign a shorter log"
         )
-    proof = await _proof(
-        connection, tenant_id, merkle.consistency_proof_nodes(old_size, head.tree_size)
-    )
+    proof = await _proof(tx, merkle.consistency_proof_nodes(old_size, head.tree_size))
     try:
         merkle.verify_consistency(old_size, head.tree_size, old_root, head.root_hash, proof)
     except ProofError as exc:
         raise LogIntegrityError(
-            f"the stored tree of tenant {tenant_id} does not extend its checkpoint of size "
+            f"the stored tree of tenant {tx.tenant_id} does not extend its checkpoint of size "
             f"{old_size} ({exc}); refusing to sign a checkpoint"
         ) from exc
 
 
-async def latest_checkpoint(pool: asyncpg.Pool, tenant_id: str) -> SignedCheckpoint:
+async def latest_checkpoint(database: Database, tenant_id: str) -> SignedCheckpoint:
     """The tenant's newest signed checkpoint, as stored: reading it signs nothing."""
-    async with db.transaction(pool, tenant_id) as connection:
-        rows = await db.fetch(connection, "log_latest_checkpoint", tenant_id=tenant_id)
+    async with database.tenant(tenant_id) as tx:
+        rows = await tx.fetch("log_latest_checkpoint")
     if not rows:
         raise NotFound(
             f"tenant {tenant_id} has no checkpoint yet: the service signs one within "
@@ -407,20 +381,20 @@ async def latest_checkpoint(pool: asyncpg.Pool, tenant_id: str) -> SignedCheckpo
     return SignedCheckpoint(Checkpoint.from_note(rows[0]["note"]), rows[0]["note"])
 
 
-async def run_once(pool: asyncpg.Pool, settings: Settings) -> None:
+async def run_once(database: Database, settings: Settings) -> None:
     """One background round: every tenant with queued records is sequenced and checkpointed."""
-    async with pool.acquire() as connection:
+    async with database.connection() as connection:
         tenants = [row["tenant_id"] for row in await db.fetch(connection, "log_pending_tenants")]
     for tenant_id in tenants:
         try:
-            await checkpoint(pool, settings, tenant_id)
+            await checkpoint(database, settings, tenant_id)
         except (LineageError, asyncpg.PostgresError, OSError):
             # Degrade open: the records are safe in the queue; the next round retries.
             log.exception("verifiable log of tenant %s: sequencing or signing failed", tenant_id)
 
 
 @asynccontextmanager
-async def background(pool: asyncpg.Pool, settings: Settings) -> AsyncIterator[None]:
+async def background(database: Database, settings: Settings) -> AsyncIterator[None]:
     """Run `run_once` every `log_interval_s` seconds while the block runs (never when it is 0)."""
     if not settings.log_interval_s:
         yield
@@ -430,7 +404,7 @@ async def background(pool: asyncpg.Pool, settings: Settings) -> AsyncIterator[No
         while True:
             await asyncio.sleep(settings.log_interval_s)
             try:
-                await run_once(pool, settings)
+                await run_once(database, settings)
             except Exception:  # the task must outlive any one failure; records wait queued
                 log.exception("verifiable log: background round failed; retrying next round")
 

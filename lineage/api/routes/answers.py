@@ -14,10 +14,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from lineage import db
 from lineage.api import models
-from lineage.api.deps import AppSettings, Ingest, Pool, Read, ReadPool, SentTraceId, Verify
-from lineage.claims.answers import record_answer_in
+from lineage.api.deps import AppSettings, Db, Ingest, Read, ReadDb, SentTraceId, Verify
+from lineage.claims.answers import record_answer
 from lineage.claims.drift import drift_report
 from lineage.claims.handoffs import (
     current_statement_verdicts,
@@ -32,6 +31,7 @@ from lineage.claims.verify import (
     current_verdicts,
     mapping_resolver,
 )
+from lineage.db.database import Database
 
 router = APIRouter(tags=["answers"])
 
@@ -108,15 +108,14 @@ class VerifyIn(BaseModel):
     response_model=models.AnswerRecorded,
 )
 async def post_answer(
-    body: AnswerIn, request: Request, pool: Pool, caller: Ingest, sent_trace_id: SentTraceId
+    body: AnswerIn, request: Request, database: Db, caller: Ingest, sent_trace_id: SentTraceId
 ) -> JSONResponse:
     """Record one claim per claim and an answer over them, in one transaction. Cited ids not in
     the prompt are kept in the claim's `cited_ids` and never become edges. 404 for an unknown
     prompt."""
-    async with db.transaction(pool, caller.tenant_id) as connection:
-        recorded = await record_answer_in(
-            connection,
-            caller.tenant_id,
+    async with database.tenant(caller.tenant_id) as tx:
+        recorded = await record_answer(
+            tx,
             body.prompt_id,
             body.output,
             body.produced_by,
@@ -137,11 +136,11 @@ async def post_answer(
     response_model_exclude_unset=True,
 )
 async def verify_answer(
-    answer_id: str, request: Request, pool: Pool, caller: Verify, body: VerifyIn | None = None
+    answer_id: str, request: Request, database: Db, caller: Verify, body: VerifyIn | None = None
 ) -> dict[str, Any]:
     """Judge each claim (an answer's, or one claim's) and append a verdict record per claim.
     Each claim links to its walk-back (`lineage`) and suspicious hops."""
-    return await _verify(answer_id, request, pool, caller.tenant_id, body)
+    return await _verify(answer_id, request, database, caller.tenant_id, body)
 
 
 @router.post(
@@ -150,49 +149,49 @@ async def verify_answer(
     response_model_exclude_unset=True,
 )
 async def verify_context(
-    context_id: str, request: Request, pool: Pool, caller: Verify, body: VerifyIn | None = None
+    context_id: str, request: Request, database: Db, caller: Verify, body: VerifyIn | None = None
 ) -> dict[str, Any]:
     """Verify any record a model or agent made: an answer's or claim's claims against what they
     cite; a summary's, reasoning step's, plan's or tool result's statements against its parents
     (`cross_source_merge` when only parents from different documents say it together)."""
-    return await _verify(context_id, request, pool, caller.tenant_id, body)
+    return await _verify(context_id, request, database, caller.tenant_id, body)
 
 
 async def _verify(
-    context_id: str, request: Request, pool: Pool, tenant_id: str, body: VerifyIn | None
+    context_id: str, request: Request, database: Database, tenant_id: str, body: VerifyIn | None
 ) -> dict[str, Any]:
     given = body or VerifyIn()
-    default = context_text_resolver(pool, tenant_id)
+    default = context_text_resolver(database, tenant_id)
     resolver = mapping_resolver(given.premise_texts, default) if given.premise_texts else None
     verification = await verify_any(
-        pool, tenant_id, context_id, get_judge(request), resolver, claim_texts=given.claim_texts
+        database, tenant_id, context_id, get_judge(request), resolver, claim_texts=given.claim_texts
     )
     return verification.as_dict()
 
 
 @router.get("/v1/answers/{answer_id}/verdicts", response_model=models.Verdicts)
-async def get_verdicts(answer_id: str, pool: ReadPool, caller: Read) -> dict[str, Any]:
+async def get_verdicts(answer_id: str, database: ReadDb, caller: Read) -> dict[str, Any]:
     """The current verdict per (claim, judge) and every verdict recorded (`history`, newest
     first). Current: the newest decisive verdict, else the newest unknown."""
-    verdicts = await current_verdicts(pool, caller.tenant_id, answer_id)
+    verdicts = await current_verdicts(database, caller.tenant_id, answer_id)
     claim_ids = sorted({v["claim_id"] for v in verdicts})
-    history = await verdict_history(pool, caller.tenant_id, claim_ids)
+    history = await verdict_history(database, caller.tenant_id, claim_ids)
     return {"context_id": answer_id, "verdicts": verdicts, "history": history}
 
 
 @router.get("/v1/contexts/{context_id}/verdicts", response_model=models.Verdicts)
-async def get_context_verdicts(context_id: str, pool: ReadPool, caller: Read) -> dict[str, Any]:
+async def get_context_verdicts(context_id: str, database: ReadDb, caller: Read) -> dict[str, Any]:
     """The current verdicts on a record (its claims', or its statements') and their history."""
-    if await record_kind(pool, caller.tenant_id, context_id) in ("answer", "claim"):
-        return await get_verdicts(context_id, pool, caller)
-    verdicts = await current_statement_verdicts(pool, caller.tenant_id, [context_id])
-    history = await verdict_history(pool, caller.tenant_id, [context_id])
+    if await record_kind(database, caller.tenant_id, context_id) in ("answer", "claim"):
+        return await get_verdicts(context_id, database, caller)
+    verdicts = await current_statement_verdicts(database, caller.tenant_id, [context_id])
+    history = await verdict_history(database, caller.tenant_id, [context_id])
     return {"context_id": context_id, "verdicts": verdicts, "history": history}
 
 
 @router.get("/v1/reports/claims", response_model=models.ClaimsReport)
 async def get_claims_report(
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     since: datetime | None = None,
@@ -201,13 +200,13 @@ async def get_claims_report(
 ) -> dict[str, Any]:
     """Failing rates (uncited, hallucinated_id, unsupported) per time bucket, produced_by and
     judge, from current verdicts of claims recorded since `since` (default: 30 days ago)."""
-    rows = await claims_report(pool, settings, caller.tenant_id, since, bucket, group_by)
+    rows = await claims_report(database, settings, caller.tenant_id, since, bucket, group_by)
     return {"group_by": group_by, "bucket": bucket, "rows": rows}
 
 
 @router.get("/v1/reports/drift", response_model=models.DriftReport)
 async def get_drift_report(
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     since: datetime | None = None,
@@ -215,5 +214,5 @@ async def get_drift_report(
 ) -> dict[str, Any]:
     """Unsupported and merged rates per bucket, produced_by and judge, with the change against
     the previous bucket: which prompt version accounts for most failures."""
-    rows = await drift_report(pool, settings, caller.tenant_id, since, bucket)
+    rows = await drift_report(database, settings, caller.tenant_id, since, bucket)
     return {"bucket": bucket, "rows": rows}

@@ -9,25 +9,15 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineage import db
 from lineage.api import models
-from lineage.api.deps import (
-    AppSettings,
-    AppSigner,
-    Caller,
-    Ingest,
-    Pool,
-    Read,
-    ReadPool,
-    SentTraceId,
-)
+from lineage.api.deps import AppSettings, Caller, Db, Ingest, Read, ReadDb, SentTraceId
 from lineage.api.results import impact_response
 from lineage.core.errors import BadParameter, Forbidden, InvalidRecord, NotFound
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext, new_context_id
 from lineage.services import signing, walks
 from lineage.store.base import Appended
-from lineage.store.postgres import append_records, record_from_row
+from lineage.store.postgres import record_from_row
 
 router = APIRouter(prefix="/v1/contexts", tags=["contexts"])
 
@@ -80,16 +70,15 @@ class BatchIn(BaseModel):
 async def append_context(
     body: ContextIn,
     request: Request,
-    pool: Pool,
+    database: Db,
     caller: Ingest,
-    signer: AppSigner,
     sent_trace_id: SentTraceId,
 ) -> JSONResponse:
     """Append one record: 201 when new, 200 for an identical replay, 409 for other content."""
     proposal = body.proposal(sent_trace_id)
     _may_write(caller, [proposal.kind])
-    async with db.transaction(pool, caller.tenant_id) as connection:
-        [appended] = await append_records(connection, caller.tenant_id, [proposal], signer)
+    async with database.tenant(caller.tenant_id) as tx:
+        [appended] = await tx.append([proposal])
     _sample(request, caller, [appended])
     return JSONResponse(appended.record.api_dict(), status_code=201 if appended.created else 200)
 
@@ -105,10 +94,9 @@ async def append_context(
 async def append_batch(
     body: BatchIn,
     request: Request,
-    pool: Pool,
+    database: Db,
     caller: Ingest,
     settings: AppSettings,
-    signer: AppSigner,
     sent_trace_id: SentTraceId,
 ) -> JSONResponse:
     """Append many in one transaction, all or nothing; parents may come earlier in the batch."""
@@ -119,8 +107,8 @@ async def append_batch(
         )
     proposals = [item.proposal(sent_trace_id) for item in body.records]
     _may_write(caller, [p.kind for p in proposals])
-    async with db.transaction(pool, caller.tenant_id) as connection:
-        appended = await append_records(connection, caller.tenant_id, proposals, signer)
+    async with database.tenant(caller.tenant_id) as tx:
+        appended = await tx.append(proposals)
     _sample(request, caller, appended)
     results = [{"created": a.created, "record": a.record.api_dict()} for a in appended]
     status = 201 if any(a.created for a in appended) else 200
@@ -158,7 +146,7 @@ def _after(cursor: str | None) -> tuple[datetime, str]:
 
 @router.get("", response_model=models.RecordPage)
 async def list_contexts(
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     kind: str = "any",
@@ -176,7 +164,7 @@ async def list_contexts(
     """Records matching every filter, oldest first, a page at a time (follow `next`)."""
     after_created_at, after_context_id = _after(cursor)
     rows = await walks.run(
-        pool,
+        database,
         settings,
         "list_contexts",
         tenant_id=caller.tenant_id,
@@ -201,25 +189,22 @@ async def list_contexts(
 @router.get("/{context_id}", response_model=models.CheckedRecord, response_model_exclude_unset=True)
 async def get_context(
     context_id: str,
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
-    signer: AppSigner,
     verify: Annotated[
         bool, Query(description="Also check the stored row against its stored signature.")
     ] = False,
 ) -> dict[str, Any]:
     """One record; with verify=true also `signature`: signed, verified, key_id and reason
     (ok, unsigned, mismatch, unknown_key)."""
-    async with db.transaction(pool, caller.tenant_id) as connection:
-        rows = await db.fetch(
-            connection, "get_contexts", tenant_id=caller.tenant_id, context_ids=[context_id]
-        )
+    async with database.tenant(caller.tenant_id) as tx:
+        rows = await tx.fetch("get_contexts", context_ids=[context_id])
         if not rows:
             raise NotFound(f"no context {context_id}")
         node = walks.node_from_row(rows[0])
         if verify:
             record = record_from_row(rows[0])
-            check = await signing.verify_record(connection, caller.tenant_id, record, signer)
+            check = await signing.verify_record(tx.connection, tx.tenant_id, record, tx.signer)
             node["signature"] = check.as_dict()
     return node
 
@@ -227,14 +212,14 @@ async def get_context(
 @router.get("/{context_id}/lineage", response_model=models.WalkBack)
 async def get_lineage(
     context_id: str,
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     max_depth: int | None = None,
 ) -> dict[str, Any]:
     """Walk-back: every ancestor once with its depth (the start is 0), the edges, and whether
     max_depth cut the walk short."""
-    walk = await walks.walk_back(pool, settings, caller.tenant_id, context_id, max_depth)
+    walk = await walks.walk_back(database, settings, caller.tenant_id, context_id, max_depth)
     return {
         "context_id": context_id,
         "nodes": walk.nodes,
@@ -246,14 +231,14 @@ async def get_lineage(
 @router.get("/{context_id}/suspicious", response_model=models.SuspiciousHops)
 async def get_suspicious_hops(
     context_id: str,
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     max_depth: int | None = None,
 ) -> dict[str, Any]:
     """Each hop of the walk-back that is suspect, and why (sql/suspicious_hops.sql)."""
-    await walks.walk_back(pool, settings, caller.tenant_id, context_id, 0)
-    hops = await walks.suspicious_hops(pool, settings, caller.tenant_id, context_id, max_depth)
+    await walks.walk_back(database, settings, caller.tenant_id, context_id, 0)
+    hops = await walks.suspicious_hops(database, settings, caller.tenant_id, context_id, max_depth)
     return {"context_id": context_id, "hops": hops}
 
 
@@ -261,17 +246,17 @@ async def get_suspicious_hops(
 async def get_impact(
     context_id: str,
     request: Request,
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     kind: str = "any",
     max_depth: int | None = None,
 ) -> Response:
     """Blast radius: every descendant once, filtered by kind; NDJSON when asked."""
-    await walks.walk_back(pool, settings, caller.tenant_id, context_id, 0)
+    await walks.walk_back(database, settings, caller.tenant_id, context_id, 0)
     return await impact_response(
         request,
-        pool,
+        database,
         settings,
         "blast_radius",
         tenant_id=caller.tenant_id,

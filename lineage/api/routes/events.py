@@ -9,9 +9,7 @@ listens on the primary; a notification names the position it announces, and the 
 again shortly until the replica has replayed that far.
 """
 
-import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -20,23 +18,13 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Read, ReadPool
+from lineage.api.deps import AppSettings, Read, ReadDb
 from lineage.core import metrics
+from lineage.db.database import Database
 from lineage.services import walks
-from lineage.services.events import (
-    PAGE_SIZE,
-    EventListener,
-    newest_position,
-    parse_position,
-    read_after,
-)
+from lineage.services.events import EventListener, follow, newest_position, parse_position
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
-
-KEEPALIVE_S = 15.0
-# How soon a stream reads again when a notification announced a position its server (a replica
-# behind the primary) does not show yet; it doubles up to the poll interval.
-REPLAY_RETRY_S = 0.01
 
 
 def _message(row: asyncpg.Record) -> str:
@@ -46,8 +34,8 @@ def _message(row: asyncpg.Record) -> str:
     return f"id: {position}\ndata: {json.dumps(record)}\n\n"
 
 
-async def _stream(
-    pool: asyncpg.Pool,
+async def _sse(
+    database: Database,
     listener: EventListener,
     poll_s: float,
     tenant_id: str,
@@ -56,32 +44,16 @@ async def _stream(
     session_id: str,
 ) -> AsyncIterator[str]:
     metrics.EVENT_STREAMS.inc()
+    opened = False
     try:
-        async with listener.subscribe(tenant_id) as wake:
-            position, last_sent, retry_s = start, time.monotonic(), REPLAY_RETRY_S
-            yield f": stream open after {start}\n\n"
-            while True:
-                wake.clear()  # before reading: a NOTIFY during the read wakes the next wait
-                records, position = await read_after(
-                    pool, tenant_id, position, trace_id, session_id
-                )
-                for row in records:
-                    yield _message(row)
-                if records:
-                    last_sent = time.monotonic()
-                if len(records) == PAGE_SIZE:
-                    continue
-                if position < listener.notified_position(tenant_id):
-                    wait_s, retry_s = retry_s, min(retry_s * 2, poll_s)
-                else:
-                    wait_s, retry_s = poll_s, REPLAY_RETRY_S
-                await listener.listen()
-                try:
-                    await asyncio.wait_for(wake.wait(), wait_s)
-                except TimeoutError:
-                    if time.monotonic() - last_sent >= KEEPALIVE_S:
-                        yield ": keep-alive\n\n"
-                        last_sent = time.monotonic()
+        async for row in follow(database, listener, poll_s, tenant_id, start, trace_id, session_id):
+            if row is not None:
+                yield _message(row)
+            elif opened:
+                yield ": keep-alive\n\n"
+            else:
+                yield f": stream open after {start}\n\n"
+                opened = True
     finally:
         metrics.EVENT_STREAMS.dec()
 
@@ -89,7 +61,7 @@ async def _stream(
 @router.get("", response_class=StreamingResponse, responses=models.EVENT_STREAM)
 async def stream_events(
     request: Request,
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     trace_id: Annotated[str, Query(description="only this trace's records")] = "any",
@@ -110,12 +82,18 @@ async def stream_events(
     if given is not None:
         start = parse_position(given)
     else:
-        start = await newest_position(pool, caller.tenant_id)
+        start = await newest_position(database, caller.tenant_id)
     listener: EventListener = request.app.state.events
     await listener.listen()
     return StreamingResponse(
-        _stream(
-            pool, listener, settings.events_poll_s, caller.tenant_id, start, trace_id, session_id
+        _sse(
+            database,
+            listener,
+            settings.events_poll_s,
+            caller.tenant_id,
+            start,
+            trace_id,
+            session_id,
         ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

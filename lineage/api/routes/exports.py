@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Read, ReadPool
+from lineage.api.deps import AppSettings, Read, ReadDb
 from lineage.interop import headers, prov
 from lineage.services import walks
 
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/v1/contexts", tags=["exports"])
 @router.get("/{context_id}/prov", responses=models.PROV_DOCUMENTS)
 async def get_prov(
     context_id: str,
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     format: Literal["json", "provn", "jsonld", "xml"] = "json",
@@ -25,7 +25,7 @@ async def get_prov(
 ) -> Response:
     """The walk-back as a PROV document: contexts as entities, transforms as activities,
     produced_by as agents (see lineage/interop/prov.py)."""
-    walk = await walks.walk_back(pool, settings, caller.tenant_id, context_id, max_depth)
+    walk = await walks.walk_back(database, settings, caller.tenant_id, context_id, max_depth)
     # Seconds of CPU for a large walk: in a worker thread, so the event loop (every other
     # request, of every tenant) goes on meanwhile.
     body = await asyncio.to_thread(_prov_body, walk, caller.tenant_id, format)
@@ -41,13 +41,13 @@ def _prov_body(walk: walks.Walk, tenant_id: str, output: str) -> str:
 )
 async def get_header(
     context_id: str,
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     format: Literal["yaml", "json"] = "json",
 ) -> Response:
     """Provenance for a generated file: YAML front-matter or a JSON envelope (trace_id,
     operation, provider, model, inputs fingerprint, generated time, consumed ids)."""
-    header = await headers.provenance_header(pool, caller.tenant_id, context_id)
+    header = await headers.provenance_header(database, caller.tenant_id, context_id)
     if format == "yaml":
         return Response(headers.front_matter(header), media_type="application/yaml")
     return JSONResponse(headers.envelope(header))

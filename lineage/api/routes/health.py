@@ -2,9 +2,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from lineage import db
 from lineage.api import models
-from lineage.api.deps import Pool
+from lineage.api.deps import Db
 
 router = APIRouter(tags=["health"])
 
@@ -16,8 +15,6 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", response_model=models.Ready)
-async def readyz(pool: Pool) -> dict[str, Any]:
+async def readyz(database: Db) -> dict[str, Any]:
     """The database answers, and which PostgreSQL it is."""
-    async with pool.acquire() as connection:
-        [row] = await db.fetch(connection, "server_version")
-    return {"status": "ready", "postgres": row["server_version_num"]}
+    return {"status": "ready", "postgres": await database.server_version()}

@@ -4,7 +4,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Read, ReadPool
+from lineage.api.deps import AppSettings, Read, ReadDb
 from lineage.api.results import impact_response
 from lineage.core.errors import BadParameter
 from lineage.services import walks
@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1", tags=["impact"])
 @router.get("/impact", response_model=models.Impact, responses=models.STREAMED_IMPACT)
 async def get_impact(
     request: Request,
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     source_uri: str | None = None,
@@ -40,7 +40,7 @@ async def get_impact(
     [(name, value)] = given.items()
     return await impact_response(
         request,
-        pool,
+        database,
         settings,
         walks.IMPACT_QUERIES[name],
         tenant_id=caller.tenant_id,
@@ -53,7 +53,7 @@ async def get_impact(
 @router.get("/freshness", response_model=models.Impact, responses=models.STREAMED_IMPACT)
 async def get_freshness(
     request: Request,
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     source_uri: str = "any",
@@ -63,7 +63,7 @@ async def get_freshness(
     """Records derived from a document revision that is no longer the newest."""
     return await impact_response(
         request,
-        pool,
+        database,
         settings,
         "stale_sources",
         tenant_id=caller.tenant_id,

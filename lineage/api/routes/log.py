@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Pool, Read, ReadPool
+from lineage.api.deps import AppSettings, Db, Read, ReadDb
 from lineage.core.record import format_timestamp
 from lineage.verifiable_log import storage
 
@@ -33,10 +33,10 @@ async def get_key(caller: Read, settings: AppSettings) -> dict[str, str]:
 
 
 @router.get("/checkpoint", response_model=models.Checkpoint)
-async def get_checkpoint(caller: Read, pool: Pool, settings: AppSettings) -> dict[str, Any]:
+async def get_checkpoint(caller: Read, database: Db, settings: AppSettings) -> dict[str, Any]:
     """The caller's log brought up to date and its newest signed checkpoint: it covers every
     record committed before this request. `note` is the signed text to save."""
-    signed = await storage.checkpoint(pool, settings, caller.tenant_id)
+    signed = await storage.checkpoint(database, settings, caller.tenant_id)
     return {
         "origin": signed.checkpoint.origin,
         "tree_size": signed.checkpoint.tree_size,
@@ -49,28 +49,28 @@ async def get_checkpoint(caller: Read, pool: Pool, settings: AppSettings) -> dic
 @router.get("/checkpoints", response_model=models.Checkpoints)
 async def get_checkpoints(
     caller: Read,
-    pool: ReadPool,
+    database: ReadDb,
     after: Annotated[int, Query(ge=0, description="Only checkpoints larger than this.")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many.")] = 100,
 ) -> dict[str, Any]:
     """Every checkpoint the service signed for the caller's log, oldest first, larger than
     `after`: what a monitor follows (`lineage log monitor --url`), so that two checkpoints
     that do not extend one another are seen by someone other than the server."""
-    notes = await storage.checkpoint_history(pool, caller.tenant_id, after, limit)
+    notes = await storage.checkpoint_history(database, caller.tenant_id, after, limit)
     return {"checkpoints": notes}
 
 
 @router.get("/proof/inclusion", response_model=models.InclusionProof)
 async def get_inclusion_proof(
     caller: Read,
-    pool: ReadPool,
+    database: ReadDb,
     context_id: str,
     tree_size: Annotated[int, Query(ge=1, description="A checkpoint's tree size.")],
 ) -> dict[str, Any]:
     """The record as stored, its leaf index and the proof that it is in the tree of
     `tree_size` leaves. Recompute the leaf hash from the record yourself:
     SHA-256(0x00 || RFC 8785 canonical form)."""
-    found = await storage.inclusion(pool, caller.tenant_id, context_id, tree_size)
+    found = await storage.inclusion(database, caller.tenant_id, context_id, tree_size)
     return {
         "context_id": context_id,
         "leaf_index": found.leaf_index,
@@ -84,10 +84,10 @@ async def get_inclusion_proof(
 @router.get("/proof/consistency", response_model=models.ConsistencyProof)
 async def get_consistency_proof(
     caller: Read,
-    pool: ReadPool,
+    database: ReadDb,
     first: Annotated[int, Query(ge=1, description="The older checkpoint's tree size.")],
     second: Annotated[int, Query(ge=1, description="The newer checkpoint's tree size.")],
 ) -> dict[str, Any]:
     """Proof that the tree of `second` leaves extends the tree of `first` (RFC 6962 2.1.2)."""
-    proof = await storage.consistency(pool, caller.tenant_id, first, second)
+    proof = await storage.consistency(database, caller.tenant_id, first, second)
     return {"first": first, "second": second, "proof": [_b64(h) for h in proof]}

@@ -3,76 +3,18 @@ The spans are stored as `POST /v1/spans` stores them, and the lineage they descr
 from them in the same transaction (lineage.interop.otlp_lineage)."""
 
 import json
-from typing import Any
 
-import asyncpg
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from lineage import db
 from lineage.api import models
-from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool
-from lineage.api.routes.spans import store_spans
-from lineage.core.derive import derive_many
+from lineage.api.deps import AppSettings, Db, Ingest
 from lineage.core.errors import UnsupportedMediaType
-from lineage.core.metrics import OTLP_UNKNOWN_IDS
-from lineage.interop import otlp, otlp_lineage
+from lineage.interop import otlp
 from lineage.interop.openlineage import decode_body
-from lineage.services.signing import Signer
-from lineage.store.postgres import ConnectionStore
+from lineage.services.trace_intake import record_export
 
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
-
-
-async def _stored_retrievals(
-    connection: asyncpg.Connection, tenant_id: str, trace_ids: set[str]
-) -> dict[str, list[tuple[str, int]]]:
-    """Retrieval records made from earlier requests' spans of these traces, with their end."""
-    found: dict[str, list[tuple[str, int]]] = {}
-    for trace_id in trace_ids:
-        for row in await db.fetch(
-            connection, "trace_contexts", tenant_id=tenant_id, trace_id=trace_id
-        ):
-            ended = (row["attributes"] or {}).get("otel", {}).get("end_us")
-            if row["kind"] == "retrieval" and isinstance(ended, int):
-                found.setdefault(trace_id, []).append((row["context_id"], ended))
-    return found
-
-
-async def record_export(
-    connection: asyncpg.Connection,
-    tenant_id: str,
-    spans: list[otlp.DecodedSpan],
-    signer: Signer,
-    max_spans_per_trace: int,
-) -> dict[str, Any]:
-    """Store the spans and derive their lineage, all in the caller's transaction."""
-    readings = [otlp_lineage.read_span(decoded.span) for decoded in spans]
-    resolved = await otlp_lineage.resolve(connection, tenant_id, readings)
-    llm_traces = {r.span.trace_id for r in readings if r.role == "llm"}
-    stored = await _stored_retrievals(connection, tenant_id, llm_traces)
-    mapped = otlp_lineage.map_spans(readings, resolved, stored)
-    to_store = []
-    for reading in readings:
-        attributes = otlp_lineage.hashed_text(reading.span.attributes)
-        if listed := mapped.unknown.get(reading.span.span_id):
-            attributes[otlp_lineage.LOCAL_ATTRIBUTE] = listed
-        to_store.append(reading.span.model_copy(update={"attributes": attributes}))
-    stored_spans = await store_spans(connection, tenant_id, to_store, max_spans_per_trace)
-    made = await derive_many(ConnectionStore(connection, tenant_id, signer), mapped.derivations)
-    unknown: list[dict[str, str]] = [
-        {"span_id": span_id, "id": shown}
-        for span_id, listed in mapped.unknown.items()
-        for shown in listed
-    ]
-    OTLP_UNKNOWN_IDS.inc(len(unknown))
-    report: dict[str, Any] = {
-        "spans": len(spans),
-        "stored": stored_spans,
-        "records": [c.context_id for c in made],
-        "unknown_ids": unknown,
-    }
-    return report
 
 
 @router.post(
@@ -85,7 +27,7 @@ async def record_export(
     },
 )
 async def export_traces(
-    request: Request, pool: Pool, caller: Ingest, settings: AppSettings, signer: AppSigner
+    request: Request, database: Db, caller: Ingest, settings: AppSettings
 ) -> Response:
     """Take an OTLP ExportTraceServiceRequest (`application/x-protobuf` or `application/json`,
     optionally `Content-Encoding: gzip`). Spans are stored; retrieval and LLM spans become
@@ -102,10 +44,8 @@ async def export_traces(
         await request.body(), request.headers.get("content-encoding"), settings.max_body_bytes
     )
     spans = otlp.decode_spans(body, kind, settings.max_spans_per_request)
-    async with db.transaction(pool, caller.tenant_id) as connection:
-        report = await record_export(
-            connection, caller.tenant_id, spans, signer, settings.max_spans_per_trace
-        )
+    async with database.tenant(caller.tenant_id) as tx:
+        report = await record_export(tx, spans, settings.max_spans_per_trace)
     unknown_count = len(report["unknown_ids"])
     warning = (
         f"{unknown_count} ids are not known in this tenant (kept on their spans, no record made); "

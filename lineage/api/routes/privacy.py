@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage.api import models
-from lineage.api.deps import Admin, AppSettings, AppSigner, Pool, ReadPool
+from lineage.api.deps import Admin, AppSettings, Db, ReadDb
 from lineage.services import privacy
 from lineage.services.forget import forget
 
@@ -33,24 +33,24 @@ class ForgetIn(BaseModel):
 
 
 @router.get("/tenant/settings", response_model=models.TenantSettings)
-async def get_tenant_settings(pool: ReadPool, caller: Admin) -> dict[str, Any]:
+async def get_tenant_settings(database: ReadDb, caller: Admin) -> dict[str, Any]:
     """Which texts this tenant captures (all off by default)."""
-    return (await privacy.get_settings(pool, caller.tenant_id)).as_dict()
+    return (await privacy.get_settings(database, caller.tenant_id)).as_dict()
 
 
 @router.put("/tenant/settings", response_model=models.TenantSettings)
-async def put_tenant_settings(body: SettingsIn, pool: Pool, caller: Admin) -> dict[str, Any]:
+async def put_tenant_settings(body: SettingsIn, database: Db, caller: Admin) -> dict[str, Any]:
     """Turn text capture on or off, per class of text; returns every switch."""
-    updated = await privacy.update_settings(pool, caller, body.model_dump())
+    updated = await privacy.update_settings(database, caller, body.model_dump())
     return updated.as_dict()
 
 
 @router.post("/forget", response_model=models.Forgotten)
 async def forget_source(
-    body: ForgetIn, pool: Pool, caller: Admin, settings: AppSettings, signer: AppSigner
+    body: ForgetIn, database: Db, caller: Admin, settings: AppSettings
 ) -> dict[str, Any]:
     """Right to be forgotten: every record derived from `source_uri` (with its kind, for the
     downstream stores), captured text purged, tombstones appended, in one transaction. 422 if
     max_depth cuts the walk short (nothing written), 404 if no record has the source_uri."""
-    forgotten = await forget(pool, settings, caller, body.source_uri, body.max_depth, signer=signer)
+    forgotten = await forget(database, settings, caller, body.source_uri, body.max_depth)
     return forgotten.as_dict()

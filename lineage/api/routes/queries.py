@@ -5,13 +5,12 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from lineage import db
 from lineage.api import models
-from lineage.api.deps import AppSettings, AppSigner, Ingest, Pool, Read, ReadPool, SentTraceId
-from lineage.api.routes.spans import span_tree
+from lineage.api.deps import AppSettings, Db, Ingest, Read, ReadDb, SentTraceId
 from lineage.core.errors import NotFound
 from lineage.services import signing, walks
 from lineage.services.queries import QueryIn, query_records, record_query
+from lineage.services.spans import span_tree
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 
@@ -23,40 +22,35 @@ router = APIRouter(prefix="/v1/queries", tags=["queries"])
     response_model=models.QueryRecorded,
 )
 async def post_query(
-    body: QueryIn, pool: Pool, caller: Ingest, signer: AppSigner, sent_trace_id: SentTraceId
+    body: QueryIn, database: Db, caller: Ingest, sent_trace_id: SentTraceId
 ) -> JSONResponse:
     """Record a query, its retrieval (evidence with scores, routing, backends) and its answer in
     one transaction, signed. 201 when new, 200 for an identical replay, 409 for a request id
     already recorded with other content. Evidence ids the tenant does not know are listed in
     `unknown_ids` (and on the retrieval), never made into edges."""
-    async with db.transaction(pool, caller.tenant_id) as connection:
-        recorded = await record_query(connection, caller.tenant_id, body, signer, sent_trace_id)
+    async with database.tenant(caller.tenant_id) as tx:
+        recorded = await record_query(tx, body, sent_trace_id)
     return JSONResponse(recorded, status_code=201 if recorded["created"] else 200)
 
 
 @router.get("/{request_id}/trace", response_model=models.QueryTrace)
 async def get_query_trace(
-    request_id: str, pool: ReadPool, caller: Read, signer: AppSigner, settings: AppSettings
+    request_id: str, database: ReadDb, caller: Read, settings: AppSettings
 ) -> dict[str, Any]:
     """The request's records, each with its signature check (signed, verified, key_id, reason),
     and the span tree of its trace. 404 for an unknown (or another tenant's) request id."""
-    async with db.transaction(pool, caller.tenant_id) as connection:
-        records = await query_records(connection, caller.tenant_id, request_id)
+    async with database.tenant(caller.tenant_id) as tx:
+        records = await query_records(tx, request_id)
         if not records:
             raise NotFound(f"no query recorded with request_id {request_id}")
-        rows = await db.fetch(
-            connection,
-            "get_contexts",
-            tenant_id=caller.tenant_id,
-            context_ids=[r.context_id for r in records],
-        )
+        rows = await tx.fetch("get_contexts", context_ids=[r.context_id for r in records])
         nodes = {row["context_id"]: walks.node_from_row(row) for row in rows}
         for record in records:
-            check = await signing.verify_record(connection, caller.tenant_id, record, signer)
+            check = await signing.verify_record(tx.connection, tx.tenant_id, record, tx.signer)
             nodes[record.context_id]["signature"] = check.as_dict()
     trace_id = records[0].trace_id
     spans, truncated = (
-        await span_tree(pool, settings, caller.tenant_id, trace_id) if trace_id else ([], False)
+        await span_tree(database, settings, caller.tenant_id, trace_id) if trace_id else ([], False)
     )
     return {
         "request_id": request_id,

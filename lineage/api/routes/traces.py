@@ -3,24 +3,24 @@ from typing import Any
 from fastapi import APIRouter
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Read, ReadPool
-from lineage.api.routes.spans import span_tree
+from lineage.api.deps import AppSettings, Read, ReadDb
 from lineage.core.errors import NotFound
 from lineage.interop.otlp_lineage import LOCAL_ATTRIBUTE
 from lineage.services import walks
+from lineage.services.spans import span_tree
 
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
 
 
 @router.get("/{trace_id}", response_model=models.TraceView)
 async def get_trace(
-    trace_id: str, pool: ReadPool, caller: Read, settings: AppSettings
+    trace_id: str, database: ReadDb, caller: Read, settings: AppSettings
 ) -> dict[str, Any]:
     """Every record of one trace with its span tree: the jump from a trace into the graph."""
     records = await walks.run(
-        pool, settings, "trace_contexts", tenant_id=caller.tenant_id, trace_id=trace_id
+        database, settings, "trace_contexts", tenant_id=caller.tenant_id, trace_id=trace_id
     )
-    spans, spans_truncated = await span_tree(pool, settings, caller.tenant_id, trace_id)
+    spans, spans_truncated = await span_tree(database, settings, caller.tenant_id, trace_id)
     if not records and not spans:
         raise NotFound(f"no records or spans with trace_id {trace_id}")
     return {

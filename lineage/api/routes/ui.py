@@ -15,18 +15,18 @@ from importlib.resources import files
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
-import asyncpg
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Caller, Pool, Read, ReadPool
+from lineage.api.deps import AppSettings, Caller, Db, Read, ReadDb
 from lineage.api.results import chunked, started
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.api.session import SESSION_COOKIE, issue_session
 from lineage.core.errors import BadParameter, Forbidden, NotFound, Unauthorized
 from lineage.core.record import BOOKKEEPING_KINDS
+from lineage.db.database import Database
 from lineage.services import auth, walks
 from lineage.settings import Settings
 
@@ -85,7 +85,7 @@ class SessionIn(BaseModel):
 
 @router.post("/v1/session", response_model=models.Session)
 async def open_session(
-    body: SessionIn, request: Request, pool: Pool, settings: AppSettings
+    body: SessionIn, request: Request, database: Db, settings: AppSettings
 ) -> JSONResponse:
     """Exchange a key for the `lineage_session` cookie (HttpOnly, SameSite=Strict) that the
     explorer's requests, downloads and streams carry. The session can read, nothing more,
@@ -94,7 +94,7 @@ async def open_session(
     if request.app.state.auth == "none":
         caller: Caller | None = auth.NO_AUTH_CALLER
     else:
-        caller = await auth.authenticate(pool, body.key)
+        caller = await auth.authenticate(database, body.key)
     if caller is None:
         raise Unauthorized("the key is malformed, unknown or revoked: ask an admin for a key")
     if not caller.may("read"):
@@ -128,7 +128,7 @@ async def close_session() -> Response:
 
 
 async def _impact_start(
-    pool: asyncpg.Pool,
+    database: Database,
     settings: Settings,
     caller: Caller,
     source_uri: str | None,
@@ -139,10 +139,10 @@ async def _impact_start(
     if (source_uri is None) == (context_id is None):
         raise BadParameter("give exactly one of source_uri, context_id")
     if context_id is not None:
-        await walks.walk_back(pool, settings, caller.tenant_id, context_id, 0)
+        await walks.walk_back(database, settings, caller.tenant_id, context_id, 0)
         return walks.IMPACT_ID_QUERIES["context_ids"], {"context_ids": [context_id]}
     first = await walks.run(
-        pool, settings, "list_contexts",
+        database, settings, "list_contexts",
         tenant_id=caller.tenant_id, kind="any", source_uri=source_uri, trace_id="any",
         produced_by="any", session_id="any", since=EARLIEST, until=LATEST,
         after_created_at=EARLIEST,
@@ -155,7 +155,7 @@ async def _impact_start(
 
 @router.get("/v1/impact/page", response_model=models.ImpactPage)
 async def get_impact_page(
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     source_uri: str | None = None,
@@ -170,7 +170,7 @@ async def get_impact_page(
     to `limit` records of `kind` from `offset` (follow `next_offset`).
     Each page lists the radius's ids again, holds only the page in memory and reads only the
     page's records."""
-    name, start = await _impact_start(pool, settings, caller, source_uri, context_id)
+    name, start = await _impact_start(database, settings, caller, source_uri, context_id)
     wanted = walks.check_kind(kind)
     counted = "all" if wanted == "all" or wanted in BOOKKEEPING_KINDS else "any"
     summary = walks.ImpactSummary()
@@ -178,7 +178,7 @@ async def get_impact_page(
     page: list[dict[str, Any]] = []
     matching = 0
     async for node in walks.stream(
-        pool, settings, name,
+        database, settings, name,
         tenant_id=caller.tenant_id, kind=counted,
         max_depth=walks.check_depth(settings, max_depth), **start,
     ):  # fmt: skip
@@ -199,17 +199,19 @@ async def get_impact_page(
         ],
         "matching": matching,
         "offset": offset,
-        "nodes": await _with_records(pool, settings, caller.tenant_id, page),
+        "nodes": await _with_records(database, settings, caller.tenant_id, page),
         "next_offset": offset + limit if offset + limit < matching else None,
     }
 
 
 async def _with_records(
-    pool: asyncpg.Pool, settings: Settings, tenant_id: str, page: list[dict[str, Any]]
+    database: Database, settings: Settings, tenant_id: str, page: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The page's records, each with its depth and truncated flag, in the page's order."""
     ids = [node["context_id"] for node in page]
-    found = await walks.run(pool, settings, "get_contexts", tenant_id=tenant_id, context_ids=ids)
+    found = await walks.run(
+        database, settings, "get_contexts", tenant_id=tenant_id, context_ids=ids
+    )
     records = {record["context_id"]: record for record in found}
     return [
         {key: value for key, value in records[node["context_id"]].items() if key != "tenant_id"}
@@ -246,7 +248,7 @@ async def _json_file(
 
 @router.get("/v1/impact/ids", responses=models.IMPACT_FILES)
 async def download_impact_ids(
-    pool: ReadPool,
+    database: ReadDb,
     caller: Read,
     settings: AppSettings,
     source_uri: str | None = None,
@@ -258,9 +260,9 @@ async def download_impact_ids(
     """Every id of a blast radius as a file for a deletion or cache-invalidation job: CSV
     (context_id, kind, depth, truncated) or JSON with a closing summary. Streamed, so any size;
     a walk that fails midway cuts the transfer short instead of ending a plausible file."""
-    name, start = await _impact_start(pool, settings, caller, source_uri, context_id)
+    name, start = await _impact_start(database, settings, caller, source_uri, context_id)
     nodes = await started(walks.stream(
-        pool, settings, name,
+        database, settings, name,
         tenant_id=caller.tenant_id, kind=walks.check_kind(kind),
         max_depth=walks.check_depth(settings, max_depth), **start,
     ))  # fmt: skip

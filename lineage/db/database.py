@@ -1,0 +1,196 @@
+"""The one handle on the database: built once at start-up (by the app, a CLI command or an SDK
+store), it owns the pools, the keyring that signs records and the settings. Work is done in
+tenant transactions it opens; a function takes the Database, or the Transaction it opened.
+
+    database = await Database.connect(settings)
+    async with database.tenant("acme") as tx:
+        appended = await tx.append(proposals)   # signed with database.signer
+        rows = await tx.fetch("get_contexts", context_ids=["ctx_1"])
+
+A Transaction is a Store (lineage.store.base), so derive() writes inside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import asyncpg
+
+from lineage import db
+from lineage.core import metrics
+from lineage.db.errors import PRIMARY_TIMEOUT_S, PRIMARY_UNAVAILABLE
+from lineage.settings import Settings
+
+if TYPE_CHECKING:
+    from lineage.core.record import ContextRecord, NewContext
+    from lineage.services.signing import Signer
+    from lineage.store.base import Appended
+
+__all__ = ["Database", "Transaction"]
+
+T = TypeVar("T")
+
+
+class Transaction:
+    """One transaction confined to one tenant (row security reads the tenant it set). Its
+    named queries take the tenant's id unless given; what it appends is signed with its
+    database's keyring."""
+
+    def __init__(self, database: Database, connection: asyncpg.Connection, tenant_id: str) -> None:
+        self.database = database
+        self.connection = connection
+        self.tenant_id = tenant_id
+
+    @property
+    def signer(self) -> Signer:
+        return self.database.signer
+
+    def _values(self, name: str, values: dict[str, Any]) -> dict[str, Any]:
+        return {"tenant_id": self.tenant_id, **values}
+
+    async def fetch(self, name: str, **values: Any) -> list[asyncpg.Record]:
+        return await db.fetch(self.connection, name, **self._values(name, values))
+
+    async def fetchrow(self, name: str, **values: Any) -> asyncpg.Record | None:
+        rows = await self.fetch(name, **values)
+        return rows[0] if rows else None
+
+    async def execute(self, name: str, **values: Any) -> None:
+        await db.execute(self.connection, name, **self._values(name, values))
+
+    async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
+        """Append within this transaction (the Store verb): raises on any bad record."""
+        from lineage.store.postgres import append_records
+
+        return await append_records(self, proposals)
+
+    async def get(self, context_id: str) -> ContextRecord | None:
+        from lineage.store.postgres import get_records
+
+        return (await get_records(self, [context_id])).get(context_id)
+
+
+class Database:
+    """The pools (the primary, and the read replica when LINEAGE_READ_DATABASE_URL names one),
+    the signer and the settings of one process."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: Settings,
+        signer: Signer | None = None,
+        *,
+        read_pool: asyncpg.Pool | None = None,
+        owns_pools: bool = False,
+    ) -> None:
+        self.pool = pool
+        self.read_pool = read_pool or pool
+        self.settings = settings
+        self._signer = signer
+        self._owns_pools = owns_pools
+        self._reads: Database | None = None
+        self._primary: Database | None = None  # of a `reads` view: whose signer it shares
+
+    @property
+    def signer(self) -> Signer:
+        """The keyring that signs and verifies records: the one given, else the one the
+        settings name, loaded (and made, the first time) when first needed, so that a command
+        that signs nothing leaves the keyring alone."""
+        if self._primary is not None:
+            return self._primary.signer
+        if self._signer is None:
+            from lineage.services.signing import signer_for
+
+            self._signer = signer_for(self.settings)
+        return self._signer
+
+    @classmethod
+    async def connect(
+        cls,
+        settings: Settings,
+        url: str | None = None,
+        *,
+        signer: Signer | None = None,
+        read_url: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        as_owner: bool = False,
+    ) -> Database:
+        """Open the pools (`url` defaults to the settings' database, `read_url` to their read
+        replica); the signer defaults to the keyring the settings name."""
+        pool = await db.create_pool(
+            url or db.database_url(settings),
+            min_size=min_size,
+            max_size=max_size,
+            as_owner=as_owner,
+        )
+        read_pool = None
+        read_url = read_url or settings.read_database_url
+        if read_url:
+            try:
+                read_pool = await db.create_pool(read_url, min_size=min_size, max_size=max_size)
+            except BaseException:
+                await pool.close()
+                raise
+        return cls(pool, settings, signer, read_pool=read_pool, owns_pools=True)
+
+    async def close(self) -> None:
+        """Close the pools it opened; a pool it was handed is its owner's to close."""
+        if self._owns_pools:
+            if self.read_pool is not self.pool:
+                await self.read_pool.close()
+            await self.pool.close()
+
+    @property
+    def has_replica(self) -> bool:
+        return self.read_pool is not self.pool
+
+    @property
+    def reads(self) -> Database:
+        """The same database, reading from the read replica when there is one: for work that
+        only reads and may be behind the primary by the replica's lag."""
+        if not self.has_replica:
+            return self
+        if self._reads is None:
+            self._reads = Database(self.read_pool, self.settings)
+            self._reads._primary = self
+        return self._reads
+
+    @asynccontextmanager
+    async def tenant(
+        self, tenant_id: str, *, statement_timeout_ms: int | None = None
+    ) -> AsyncIterator[Transaction]:
+        """A transaction confined to `tenant_id` (see lineage.db.transaction)."""
+        async with db.transaction(
+            self.pool, tenant_id, statement_timeout_ms=statement_timeout_ms
+        ) as connection:
+            yield Transaction(self, connection, tenant_id)
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection for what belongs to no tenant (keys, health, the operator's log)."""
+        async with self.pool.acquire() as connection:
+            yield connection
+
+    async def server_version(self) -> int:
+        """The server's PostgreSQL major version (15 for 15.12): it answers, and which."""
+        async with self.connection() as connection:
+            [row] = await db.fetch(connection, "server_version")
+        version: int = row["server_version_num"]
+        return version
+
+    async def on_primary(self, work: Callable[[Database], Awaitable[T]]) -> T:
+        """Work that must see the primary's newest state (a key revoked a moment ago), on the
+        primary; while the primary cannot answer, on the read replica as replayed so far, so
+        that reads go on. Without a replica, on the primary alone."""
+        try:
+            async with asyncio.timeout(PRIMARY_TIMEOUT_S):
+                return await work(self)
+        except PRIMARY_UNAVAILABLE:
+            if not self.has_replica:
+                raise
+            metrics.count_degraded("keys_read_on_replica")
+            return await work(self.reads)
