@@ -286,7 +286,11 @@ async def _walk_back(
         )
     settings = Settings()
     service = await timed(
-        (partial(walks.walk_back, pool, settings, TENANT, a, None) for a in answers), warmup
+        (
+            partial(walks.walk_back, Database(pool, settings), settings, TENANT, a, None)
+            for a in answers
+        ),
+        warmup,
     )
     with serving(url, HTTP_ENV) as server:
         paths = [f"/v1/contexts/{a}/lineage" for a in answers]
