@@ -119,7 +119,7 @@ async def test_a_rotated_vouching_key_ends_every_token_made_before(
 ) -> None:
     owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
     try:
-        await auth.rotate_vouching_key(owner_pool)
+        await auth.rotate_vouching_key(Database(owner_pool, Settings()))
     finally:
         await owner_pool.close()
     with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
