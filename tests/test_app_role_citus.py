@@ -1,0 +1,90 @@
+"""The tenant binding on Citus: the token is checked wherever a query runs, so an injected
+tenant reads nothing through the coordinator, nor straight on the worker that holds the shard;
+keys are minted through the definer function for the vouched tenant only."""
+
+import asyncio
+
+import asyncpg
+import psycopg
+import pytest
+
+from lineage import db
+from lineage.db.distribute import distribute
+from lineage.db.migrate import migrate
+from lineage.services import auth
+from lineage.services.demo import load_incident
+from lineage.store.postgres import PostgresStore
+from tests.citus_cluster import CitusCluster
+
+pytestmark = [pytest.mark.citus, pytest.mark.slow]
+
+DATABASE = "lineage_app_role"
+
+
+async def load(url: str) -> None:
+    owner = await db.create_pool(url, max_size=1, as_owner=True)
+    try:
+        for tenant in ("acme", "rival"):
+            await auth.create_tenant(owner, tenant)
+    finally:
+        await owner.close()
+    pool = await db.create_pool(url, max_size=1)
+    try:
+        await load_incident(PostgresStore(pool, "acme"))
+    finally:
+        await pool.close()
+
+
+@pytest.fixture(scope="module")
+def citus_url(citus: CitusCluster) -> str:
+    url = citus.create_database(DATABASE)
+    migrate(url)
+    distribute(url)
+    asyncio.run(load(url))
+    return url
+
+
+async def as_rival_naming_acme(pool: asyncpg.Pool, query: str) -> None:
+    """The rival's vouched transaction, then an injected SET LOCAL of acme, then the query."""
+    async with db.transaction(pool, "rival") as connection:
+        await connection.execute("SET LOCAL lineage.tenant_id = 'acme'")
+        await connection.fetchval(query)
+
+
+async def count_unvouched(worker: asyncpg.Connection, shard_name: str) -> None:
+    """acme's tenant with a token not made under the owner's key, straight on a shard."""
+    async with worker.transaction():
+        await worker.execute(db.set_tenant_sql("acme", b"\x00" * 32))
+        await worker.fetchval(f"SELECT count(*) FROM {shard_name}")
+
+
+async def test_an_injected_tenant_reads_nothing_on_citus(
+    citus_url: str, citus: CitusCluster
+) -> None:
+    pool = await db.create_pool(citus_url, max_size=1)
+    try:
+        async with db.transaction(pool, "acme") as connection:
+            assert await connection.fetchval("SELECT count(*) FROM provenance") > 0
+        for query in (
+            "SELECT count(*) FROM provenance WHERE tenant_id = 'acme'",
+            "SELECT count(*) FROM provenance",
+            "SELECT count(*) FROM api_keys",
+            "SELECT count(*) FROM lineage_key_create('minted', 'admin', '\\x00', '')",
+        ):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
+                await as_rival_naming_acme(pool, query)
+    finally:
+        await pool.close()
+    with psycopg.connect(citus_url) as coordinator:
+        placements = coordinator.execute(
+            "SELECT shard_name, nodeport FROM citus_shards "
+            "WHERE table_name = 'provenance'::regclass"
+        ).fetchall()
+    assert {port for _, port in placements} == {worker.port for worker in citus.workers}
+    for shard_name, port in placements:
+        worker = await asyncpg.connect(f"postgresql://{db.APP_ROLE}@127.0.0.1:{port}/{DATABASE}")
+        try:
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
+                await count_unvouched(worker, shard_name)
+        finally:
+            await worker.close()
