@@ -9,10 +9,12 @@ import psycopg
 import pytest
 
 from lineage import db
+from lineage.db.database import Database
 from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.services import auth
 from lineage.services.demo import load_incident
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster
 
@@ -25,12 +27,12 @@ async def load(url: str) -> None:
     owner = await db.create_pool(url, max_size=1, as_owner=True)
     try:
         for tenant in ("acme", "rival"):
-            await auth.create_tenant(owner, tenant)
+            await auth.create_tenant(Database(owner, Settings()), tenant)
     finally:
         await owner.close()
     pool = await db.create_pool(url, max_size=1)
     try:
-        await load_incident(PostgresStore(pool, "acme"))
+        await load_incident(PostgresStore(Database(pool, Settings()), "acme"))
     finally:
         await pool.close()
 
