@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from bench.classic import ClassicTableError, quoted_table
 from bench.dag import parse_size
 from bench.run import Plan, run
 from lineage.cli.progress import progress_bar
@@ -40,12 +41,28 @@ def bench(
     config: Annotated[
         Path | None, typer.Option("--config", help="A .env-style file of LINEAGE_* settings.")
     ] = None,
+    classic_table: Annotated[
+        str | None,
+        typer.Option(
+            "--classic-table",
+            help="Time this SCHEMA.TABLE in the classic schema (id, parent_ids, kind, "
+            "content_hash, transform, version, source_uri, snapshot, created_at) instead of "
+            "the generated DAG (--size is then ignored); `python -m bench.classic` writes one.",
+        ),
+    ] = None,
+    classic_url: Annotated[
+        str | None,
+        typer.Option(help="The database holding --classic-table (default: --server-url)."),
+    ] = None,
 ) -> None:
-    """Benchmark walks and ingest against the baselines on a synthetic RAG DAG; write a report."""
+    """Benchmark walks and ingest against the baselines on a synthetic RAG DAG (or a classic
+    table of your own); write a report."""
     from rich.console import Console
 
     try:
         parse_size(size)
+        if classic_table:
+            quoted_table(classic_table)
     except ValueError as exc:
         Console(stderr=True).print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
@@ -61,9 +78,15 @@ def bench(
         startup=startup,
         load_seconds=load_seconds,
         output=output,
+        classic_table=classic_table,
+        classic_url=classic_url,
     )
-    with progress_bar() as progress:
-        report = asyncio.run(run(plan, progress))
+    try:
+        with progress_bar() as progress:
+            report = asyncio.run(run(plan, progress))
+    except ClassicTableError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
     console = Console()
     console.print(report.table())
     console.print(f"wrote {output}")

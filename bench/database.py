@@ -4,6 +4,7 @@ then filled by COPY as the table owner (secondary indexes dropped for the load, 
 import itertools
 import json
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from urllib.parse import urlsplit, urlunsplit
 
@@ -14,6 +15,7 @@ from lineage import db
 from lineage.core.progress import Progress, unwatched
 from lineage.core.versions import version_key
 from lineage.db.migrate import migrate
+from lineage.store.roots import Roots
 
 BATCH = 50_000
 LOADED_TABLES = ("provenance", "root_sources")
@@ -41,6 +43,24 @@ async def load(
 ) -> tuple[Picks, dict[str, float]]:
     """Generate and COPY the DAG; returns the picks and how long each phase took (seconds)."""
     generator = Generator(records, tenant_id)
+    timings = await copy_dag(
+        url, tenant_id, generator.rows(), records, TRANSFORM_VERSIONS, generator.picks, progress
+    )
+    return generator.picks, timings
+
+
+async def copy_dag(
+    url: str,
+    tenant_id: str,
+    rows: Iterator[tuple[Row, Roots]],
+    records: int,
+    transform_versions: Sequence[str],
+    picks: Picks,
+    progress: Progress = unwatched,
+) -> dict[str, float]:
+    """COPY records (parents first, each with its root sources) into a fresh tenant as the table
+    owner, secondary indexes dropped for the load and rebuilt after; then save the picks, read
+    once `rows` is exhausted. Returns how long each phase took (seconds)."""
     connection = await asyncpg.connect(url)
     timings: dict[str, float] = {}
     try:
@@ -58,7 +78,6 @@ async def load(
         # The bulk DAG stays out of the verifiable log (COPY queues nothing): its sequencer would
         # hash it during the timings. Records appended by the timed ingest paths are queued.
         started = time.perf_counter()
-        rows = generator.rows()
         copied = 0
         while batch := list(itertools.islice(rows, BATCH)):
             progress("generate and copy the DAG", copied, records)
@@ -95,18 +114,18 @@ async def load(
             "FROM unnest($3::text[], $4::text[]) AS t (v, k) ON CONFLICT DO NOTHING",
             tenant_id,
             START,
-            list(TRANSFORM_VERSIONS),
-            [version_key(v) for v in TRANSFORM_VERSIONS],
+            list(transform_versions),
+            [version_key(v) for v in transform_versions],
         )
         started = time.perf_counter()
         await connection.execute("VACUUM (ANALYZE) provenance")
         await connection.execute("VACUUM (ANALYZE) root_sources")
         await connection.execute("VACUUM (ANALYZE) provenance_children")
         timings["vacuum_analyze_s"] = time.perf_counter() - started
-        await save_picks(connection, generator.picks)
+        await save_picks(connection, picks)
     finally:
         await connection.close()
-    return generator.picks, timings
+    return timings
 
 
 def _root_row(row: Row, source_uri: str, depth: int) -> Row:

@@ -10,6 +10,7 @@ import contextlib
 import gc
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import httpx
 
 from bench import features
 from bench.baselines import TUTORIAL_BLAST_RADIUS, TUTORIAL_WALK_BACK, InMemoryGraph, load_graph
+from bench.classic import load_classic
 from bench.dag import Generator, Picks, parse_size
 from bench.database import load, recreate, saved_picks, url_for
 from bench.figures import Figure, Report, percentile, ratio
@@ -83,6 +85,10 @@ class Plan:
     load_rate: float = 3000.0
     startup: bool = True
     output: Path | None = RESULTS
+    # A table in the classic schema (bench/classic.py) to time instead of the generated DAG,
+    # and the database holding it (None: the server_url's).
+    classic_table: str | None = None
+    classic_url: str | None = None
 
     @property
     def records(self) -> int:
@@ -90,7 +96,15 @@ class Plan:
 
     @property
     def database(self) -> str:
+        if self.classic_table:
+            return "lineage_bench_classic_" + re.sub(r"[^a-z0-9]+", "_", self.classic_table.lower())
         return f"lineage_bench_{self.records}"
+
+    @property
+    def command(self) -> str:
+        if self.classic_table:
+            return f"python -m bench --classic-table {self.classic_table}"
+        return f"python -m bench --size {self.size}"
 
 
 def smoke_plan(server_url: str, output: Path | None) -> Plan:
@@ -174,18 +188,13 @@ async def run(plan: Plan, progress: Progress = unwatched) -> Report:
     started = time.perf_counter()
     url = url_for(plan.server_url, plan.database)
     picks = await saved_picks(url)
-    generation: dict[str, float] = {}
     phases = [name for name in BENCH_PHASES if plan.startup or name != "start-up"]
 
     def phase(name: str) -> None:
         progress("bench", phases.index(name), len(phases), detail=name)
 
     phase("the DAG")
-    if picks is None or not plan.reuse or picks.records < plan.records * 0.95:
-        url = await recreate(plan.server_url, plan.database)
-        picks, generation = await load(url, plan.records, TENANT, progress)
-    else:
-        migrate(url)  # a reused DAG gets the newest functions and queries' schema
+    url, picks, generation = await _the_dag(plan, url, picks, progress)
     settings = Settings(statement_timeout_ms=int(plan.heavy_timeout_s * 1000))
     pool = await db.create_pool(url, min_size=2, max_size=8)
     baseline_pool = await features.superuser_pool(url)
@@ -224,6 +233,25 @@ async def run(plan: Plan, progress: Progress = unwatched) -> Report:
     return report
 
 
+async def _the_dag(
+    plan: Plan, url: str, picks: Picks | None, progress: Progress
+) -> tuple[str, Picks, dict[str, float]]:
+    """The DAG to time: a previous run's (reuse), a classic table loaded, or a generated one;
+    returns its database URL, the picks and how long loading took."""
+    enough = picks is not None and (plan.classic_table or picks.records >= plan.records * 0.95)
+    if plan.reuse and picks is not None and enough:
+        migrate(url)  # a reused DAG gets the newest functions and queries' schema
+        return url, picks, {}
+    url = await recreate(plan.server_url, plan.database)
+    if plan.classic_table:
+        picks, generation = await load_classic(
+            url, plan.classic_url or plan.server_url, plan.classic_table, TENANT, progress
+        )
+    else:
+        picks, generation = await load(url, plan.records, TENANT, progress)
+    return url, picks, generation
+
+
 async def _context(
     pool: asyncpg.Pool, plan: Plan, picks: Picks, generation: dict[str, float]
 ) -> Report:
@@ -242,14 +270,15 @@ async def _context(
         "PostgreSQL": f"{version['version'].split(' on ')[0]} ({plan.server_url.split('@')[-1]})",
         "PostgreSQL settings": ", ".join(f"{k}={v}" for k, v in settings.items()),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "size": f"{plan.size}: {picks.records:,} records, {picks.answers:,} answers",
+        "size": f"{picks.records:,} records, {picks.answers:,} answers "
+        + (f"of {plan.classic_table} (classic schema)" if plan.classic_table else f"({plan.size})"),
         "table sizes": f"provenance {sizes['provenance']} (with indexes), root_sources "
         f"{sizes['root_sources']}",
         "features on": features.describe(),
     }
     if generation:
         context["generation"] = ", ".join(f"{k} {v:.1f}" for k, v in generation.items())
-    return Report(f"python -m bench --size {plan.size}", context)
+    return Report(plan.command, context)
 
 
 async def _walk_back(
@@ -617,6 +646,12 @@ async def _invalidation(report: Report, pool: asyncpg.Pool, plan: Plan, picks: P
         ("invalidate_by_transform_version", "transform_version", picks.transform_version),
         ("invalidate_by_index_snapshot", "index_snapshot", picks.snapshot),
     ):
+        if not value:
+            report.add(
+                Figure(group, f"sql/{name}.sql", "ms/10k answers", float("nan"), target="report",
+                       note=f"no {parameter} in the data")
+            )  # fmt: skip
+            continue
         try:
             async with walk_connection(
                 pool, plan, timeout_s=plan.invalidation_timeout_s

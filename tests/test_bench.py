@@ -7,11 +7,13 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from bench.citus import compare
+from bench.classic import ClassicTableError, TutorialDag, read_classic, write_tutorial_table
 from bench.dag import RETRIEVED, Generator, parse_size
-from bench.database import drop
+from bench.database import drop, recreate, url_for
 from bench.run import run, smoke_plan
 from lineage.core.record import NewContext, validate
 from tests.citus_cluster import CitusCluster
@@ -106,3 +108,71 @@ def test_the_citus_bench_reports_every_figure_at_a_tiny_size(citus: CitusCluster
         "walk_back_ms_p50", "walk_back_ms_p99", "blast_radius_ms_p50", "blast_radius_ms_p99",
         "ingest",
     }  # fmt: skip
+
+
+def test_the_tutorial_dag_has_the_shape_it_promises_parents_first() -> None:
+    seen: set[str] = set()
+    kinds: Counter[str] = Counter()
+    for record_id, parents, kind, *_ in TutorialDag(3000).rows():
+        assert all(p in seen for p in parents), f"{record_id} comes before a parent"
+        if kind == "retrieval":
+            assert len(parents) == RETRIEVED
+        if kind == "summary":
+            assert len(parents) == 1 + 3  # the retrieval and 3 of its chunks
+        seen.add(record_id)
+        kinds[kind] += 1
+    assert kinds["summary"] == kinds["claim"] == 2 * kinds["retrieval"] == 2 * kinds["answer"]
+    assert set(kinds) == {"document", "chunk", "retrieval", "summary", "claim", "answer"}
+
+
+def test_the_bench_runs_every_figure_on_a_classic_table_it_did_not_make(tmp_path: Path) -> None:
+    source = f"lineage_bench_classic_source_{uuid.uuid4().hex[:8]}"
+    table = f"tutorial.t{uuid.uuid4().hex[:8]}"
+    output = tmp_path / "RESULTS.md"
+    plan = dataclasses.replace(
+        smoke_plan(server_url(), output),
+        classic_table=table,
+        classic_url=url_for(server_url(), source),
+    )
+    try:
+        source_url = asyncio.run(recreate(server_url(), source))
+        asyncio.run(_execute(source_url, "CREATE SCHEMA tutorial"))
+        written = asyncio.run(write_tutorial_table(source_url, table, 1000))
+        report = asyncio.run(run(plan))
+    finally:
+        asyncio.run(drop(plan.server_url, plan.database))
+        asyncio.run(drop(server_url(), source))
+    groups = Counter(figure.group for figure in report.figures)
+    assert dict(groups) == FIGURE_GROUPS | {"start-up": 1}
+    text = output.read_text()
+    assert f"{written:,} records" in text and "classic schema" in text
+    for figure in report.figures:
+        assert f"| {figure.name} |" in text
+        assert figure.samples >= 1
+    invalidation = [f for f in report.figures if f.group == "invalidation (answers)"]
+    assert any("chunker@1.0" in f.name for f in invalidation)  # the older chunker
+    assert all(int(f.note.split()[0].replace(",", "")) > 0 for f in invalidation), invalidation
+
+
+def test_a_classic_table_that_cannot_be_loaded_says_which_row_and_why() -> None:
+    source = f"lineage_bench_classic_bad_{uuid.uuid4().hex[:8]}"
+    try:
+        url = asyncio.run(recreate(server_url(), source))
+        asyncio.run(write_tutorial_table(url, "classic", 1000))
+        dangling = "UPDATE classic SET parent_ids = '{nowhere}' WHERE id = (SELECT id FROM classic "
+        asyncio.run(_execute(url, dangling + "WHERE kind = 'claim' LIMIT 1)"))
+        with pytest.raises(ClassicTableError, match="parent 'nowhere' is not in the table"):
+            asyncio.run(read_classic(url, "classic", "default"))
+        asyncio.run(_execute(url, "ALTER TABLE classic DROP COLUMN snapshot"))
+        with pytest.raises(ClassicTableError, match="needs the columns"):
+            asyncio.run(read_classic(url, "classic", "default"))
+    finally:
+        asyncio.run(drop(server_url(), source))
+
+
+async def _execute(url: str, statement: str) -> None:
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute(statement)
+    finally:
+        await connection.close()
