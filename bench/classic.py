@@ -285,18 +285,21 @@ async def read_classic(
         dag.rows.append((row, roots))
     if not answers:
         raise ClassicTableError(f"classic table {table!r} has no kind='answer' rows to walk from")
-    dag.picks = _picks(rows, descendants, answers, random.Random(seed))
+    dag.picks = picks_from(rows, descendants, answers, random.Random(seed))
     dag.transform_versions = sorted({row[7] for row in rows if row[7]})
     return dag
 
 
-def _picks(
+def picks_from(
     rows: list[Row], descendants: Counter[str], answers: list[str], chooser: random.Random
 ) -> Picks:
-    """The figures' inputs from the data: sampled answers, a sample of sources (typical), the
-    source with the most descendants (hottest), the oldest version of the transform whose
-    oldest version made the most records, and the index snapshot most records name."""
-    sources = sorted({row[4] for row in rows if not row[2]})
+    """The figures' inputs from the data: sampled answers, a sample of the documents' sources
+    (typical), the one with the most descendants (hottest), the oldest version of the
+    transform whose oldest version made the most records, and the index snapshot most records
+    name."""
+    # Documents when the data names them (a query root is not what a blast radius starts from).
+    roots = [row for row in rows if not row[2]]
+    sources = sorted({row[4] for row in roots if row[3] == "document"} or {row[4] for row in roots})
     versions: Counter[str] = Counter(row[7] for row in rows if row[7])
     by_transform: defaultdict[str, list[str]] = defaultdict(list)
     for version in versions:

@@ -3,6 +3,7 @@ asserted: figures belong in bench/RESULTS.md), and its generator makes the DAG i
 
 import asyncio
 import dataclasses
+import random
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -11,8 +12,15 @@ import asyncpg
 import pytest
 
 from bench.citus import compare
-from bench.classic import ClassicTableError, TutorialDag, read_classic, write_tutorial_table
-from bench.dag import RETRIEVED, Generator, parse_size
+from bench.classic import (
+    ClassicTableError,
+    TutorialDag,
+    picks_from,
+    project_row,
+    read_classic,
+    write_tutorial_table,
+)
+from bench.dag import RETRIEVED, Generator, Row, parse_size
 from bench.database import drop, recreate, url_for
 from bench.run import run, smoke_plan
 from lineage.core.record import NewContext, validate
@@ -168,6 +176,35 @@ def test_a_classic_table_that_cannot_be_loaded_says_which_row_and_why() -> None:
             asyncio.run(read_classic(url, "classic", "default"))
     finally:
         asyncio.run(drop(server_url(), source))
+
+
+def test_the_picks_start_from_documents_the_oldest_version_and_the_commonest_snapshot() -> None:
+    def row(record_id: str, parents: list[str], kind: str, **more: str | None) -> Row:
+        columns = {"transform": None, "version": None, "source_uri": None, "snapshot": None}
+        return project_row("default", {"id": record_id, "parent_ids": parents, "kind": kind,
+                                       "content_hash": "ab" * 32, "created_at": None,
+                                       **columns, **more})  # fmt: skip
+
+    rows = [
+        row("d1", [], "document", source_uri="doc://one"),
+        row("d2", [], "document", source_uri="doc://two"),
+        row("q1", [], "query", source_uri="query://1"),
+        row("c1", ["d1"], "chunk", transform="chunker", version="1.10"),
+        row("c2", ["d1"], "chunk", transform="chunker", version="1.9"),
+        row("c3", ["d2"], "chunk", transform="chunker", version="1.9"),
+        row("r1", ["q1", "c1", "c2"], "retrieval", snapshot="idx-b"),
+        row("r2", ["c3"], "retrieval", snapshot="idx-a"),
+        row("r3", ["c1"], "retrieval", snapshot="idx-b"),
+        row("a1", ["r1"], "answer"),
+    ]
+    descendants = Counter({"doc://one": 6, "doc://two": 2, "query://1": 2})
+    picks = picks_from(rows, descendants, ["a1"], random.Random(1))
+    assert sorted(picks.typical_source_uris) == ["doc://one", "doc://two"]  # not the query
+    assert picks.hottest_source_uri == "doc://one"
+    assert picks.transform_version == "chunker@1.9"  # PEP 440 order: 1.9 is older than 1.10
+    assert picks.snapshot == "idx-b"
+    assert rows[0][5] == "sha256:" + "ab" * 32  # a bare hex digest names its algorithm
+    assert (picks.answers, picks.records) == (1, len(rows))
 
 
 async def _execute(url: str, statement: str) -> None:
