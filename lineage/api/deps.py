@@ -152,7 +152,6 @@ def require(scope: Scope) -> object:
                 request.scope["route"].name,
                 target,
                 detail,
-                spool=audit.spool_dir(await get_settings(request)),
             )
         return found
 

@@ -1,11 +1,11 @@
 """Audit: who (key id) walked, exported, verified or forgot what, and when; append-only.
 
-Audit rows are written to the primary, also for reads served by a replica. When the primary
-cannot take one (down, unreachable, read-only, slow), the read goes on and the row waits in a
-local spool (`<data_dir>/audit-spool/<pid>.jsonl`, fsync'd before the read is answered) with
-the time of the request; `drain` writes spooled rows (the service tries every few seconds) and
-removes them once committed. A crash between that commit and the removal writes them twice:
-rows are never lost, at worst repeated.
+Audit rows are written to the primary, also for reads served by a replica, all through
+`record`. When the primary cannot take one (down, unreachable, read-only, slow), the request
+goes on and the row waits in a local spool (`<data_dir>/audit-spool/<pid>.jsonl`, fsync'd
+before the request is answered) with the time of the request; `drain` writes spooled rows (the
+service tries every few seconds) and removes them once committed. A crash between that commit
+and the removal writes them twice: rows are never lost, at worst repeated.
 """
 
 import asyncio
@@ -17,26 +17,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
 from lineage.core import metrics
 from lineage.db.database import Database, Transaction
+from lineage.db.errors import PRIMARY_TIMEOUT_S, PRIMARY_UNAVAILABLE
 from lineage.services.auth import Caller
 from lineage.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# A read waits at most this long for its audit row before spooling it.
-WRITE_TIMEOUT_S = 2.0
 DRAIN_INTERVAL_S = 5.0
-SPOOLED_ERRORS: tuple[type[Exception], ...] = (
-    OSError,  # refused, reset, unreachable, timed out (TimeoutError is an OSError)
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.InsufficientResourcesError,
-    asyncpg.exceptions.InternalClientError,
-    asyncpg.exceptions.ReadOnlySQLTransactionError,  # pointed at a standby, or being promoted
-)
 
 
 async def append(
@@ -68,20 +57,17 @@ async def record(
     action: str,
     target: str | None,
     detail: dict[str, Any] | None = None,
-    *,
-    spool: Path | None = None,
 ) -> None:
-    """Append one audit row in its own transaction, so a failed request is audited too. With
-    `spool` (a read's audit), a primary that cannot take the row does not fail the caller: the
-    row waits in that folder (see `spool_dir`) instead."""
+    """Append one audit row on the primary in its own transaction, so a failed request is
+    audited too. A primary that cannot take the row within PRIMARY_TIMEOUT_S (down, slow, a
+    standby) does not fail the caller: the row waits in the spool (`spool_dir` of the
+    database's settings) until `drain` writes it."""
     at = datetime.now(UTC)
     try:
-        async with asyncio.timeout(WRITE_TIMEOUT_S if spool is not None else None):
+        async with asyncio.timeout(PRIMARY_TIMEOUT_S):
             async with database.tenant(caller.tenant_id) as tx:
                 await append(tx, caller.key_id, action, target, detail)
-    except SPOOLED_ERRORS as exc:
-        if spool is None:
-            raise
+    except PRIMARY_UNAVAILABLE as exc:
         log.warning("audit row spooled, the primary did not take it: %r", exc)
         metrics.count_degraded("audit_spooled")
         entry = {
@@ -92,7 +78,7 @@ async def record(
             "detail": detail or {},
             "at": at.isoformat(),
         }
-        await asyncio.to_thread(_spool, spool, entry)
+        await asyncio.to_thread(_spool, spool_dir(database.settings), entry)
 
 
 def _spool(directory: Path, entry: dict[str, Any]) -> None:
@@ -158,7 +144,7 @@ async def drain_forever(database: Database, settings: Settings) -> None:
         try:
             if written := await drain(database, settings):
                 log.info("wrote %d spooled audit rows", written)
-        except SPOOLED_ERRORS as exc:
+        except PRIMARY_UNAVAILABLE as exc:
             log.warning("spooled audit rows wait, the primary still does not take them: %r", exc)
 
 

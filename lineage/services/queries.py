@@ -11,9 +11,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from lineage.core.errors import NotFound
 from lineage.core.hashing import content_hash
 from lineage.core.record import ID_PATTERN, ContextRecord, NewContext
-from lineage.db.database import Transaction
+from lineage.db.database import Database, Transaction
+from lineage.services import signing, walks
+from lineage.services.spans import span_tree
+from lineage.settings import Settings
 from lineage.store.postgres import get_records
 
 ROLES = ("query", "retrieval", "answer")
@@ -130,3 +134,30 @@ async def query_records(tx: Transaction, request_id: str) -> list[ContextRecord]
     """The request's records, query first; none for an unknown or another tenant's request."""
     found = await get_records(tx, record_ids(request_id))
     return [found[i] for i in record_ids(request_id) if i in found]
+
+
+async def query_trace(
+    database: Database, settings: Settings, tenant_id: str, request_id: str
+) -> dict[str, Any]:
+    """The request's records, each with its signature check, and the span tree of its trace;
+    NotFound for an unknown (or another tenant's) request id."""
+    async with database.tenant(tenant_id) as tx:
+        records = await query_records(tx, request_id)
+        if not records:
+            raise NotFound(f"no query recorded with request_id {request_id}")
+        rows = await tx.fetch("get_contexts", context_ids=[r.context_id for r in records])
+        nodes = {row["context_id"]: walks.node_from_row(row) for row in rows}
+        for record in records:
+            check = await signing.verify_record(tx.connection, tenant_id, record, tx.signer)
+            nodes[record.context_id]["signature"] = check.as_dict()
+    trace_id = records[0].trace_id
+    spans, truncated = (
+        await span_tree(database, settings, tenant_id, trace_id) if trace_id else ([], False)
+    )
+    return {
+        "request_id": request_id,
+        "trace_id": trace_id,
+        "records": [nodes[r.context_id] for r in records],
+        "spans": spans,
+        "spans_truncated": truncated,
+    }

@@ -12,12 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from lineage.api import models
 from lineage.api.deps import AppSettings, Caller, Db, Ingest, Read, ReadDb, SentTraceId
 from lineage.api.results import impact_response
-from lineage.core.errors import BadParameter, Forbidden, InvalidRecord, NotFound
+from lineage.core.errors import BadParameter, Forbidden, InvalidRecord
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext, new_context_id
-from lineage.services import signing, walks
+from lineage.services import records, walks
 from lineage.store.base import Appended
-from lineage.store.postgres import record_from_row
 
 router = APIRouter(prefix="/v1/contexts", tags=["contexts"])
 
@@ -197,16 +196,7 @@ async def get_context(
 ) -> dict[str, Any]:
     """One record; with verify=true also `signature`: signed, verified, key_id and reason
     (ok, unsigned, mismatch, unknown_key)."""
-    async with database.tenant(caller.tenant_id) as tx:
-        rows = await tx.fetch("get_contexts", context_ids=[context_id])
-        if not rows:
-            raise NotFound(f"no context {context_id}")
-        node = walks.node_from_row(rows[0])
-        if verify:
-            record = record_from_row(rows[0])
-            check = await signing.verify_record(tx.connection, tx.tenant_id, record, tx.signer)
-            node["signature"] = check.as_dict()
-    return node
+    return await records.record_node(database, caller.tenant_id, context_id, verify=verify)
 
 
 @router.get("/{context_id}/lineage", response_model=models.WalkBack)

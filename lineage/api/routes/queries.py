@@ -7,10 +7,7 @@ from fastapi.responses import JSONResponse
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Db, Ingest, Read, ReadDb, SentTraceId
-from lineage.core.errors import NotFound
-from lineage.services import signing, walks
-from lineage.services.queries import QueryIn, query_records, record_query
-from lineage.services.spans import span_tree
+from lineage.services.queries import QueryIn, query_trace, record_query
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 
@@ -39,23 +36,4 @@ async def get_query_trace(
 ) -> dict[str, Any]:
     """The request's records, each with its signature check (signed, verified, key_id, reason),
     and the span tree of its trace. 404 for an unknown (or another tenant's) request id."""
-    async with database.tenant(caller.tenant_id) as tx:
-        records = await query_records(tx, request_id)
-        if not records:
-            raise NotFound(f"no query recorded with request_id {request_id}")
-        rows = await tx.fetch("get_contexts", context_ids=[r.context_id for r in records])
-        nodes = {row["context_id"]: walks.node_from_row(row) for row in rows}
-        for record in records:
-            check = await signing.verify_record(tx.connection, tx.tenant_id, record, tx.signer)
-            nodes[record.context_id]["signature"] = check.as_dict()
-    trace_id = records[0].trace_id
-    spans, truncated = (
-        await span_tree(database, settings, caller.tenant_id, trace_id) if trace_id else ([], False)
-    )
-    return {
-        "request_id": request_id,
-        "trace_id": trace_id,
-        "records": [nodes[r.context_id] for r in records],
-        "spans": spans,
-        "spans_truncated": truncated,
-    }
+    return await query_trace(database, settings, caller.tenant_id, request_id)
