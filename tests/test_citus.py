@@ -420,7 +420,7 @@ async def test_the_captured_text_rule_holds_on_every_shard(loaded: tuple[str, st
                 # The service's own path: a column-level grant, which Citus does not carry to
                 # the shards, refused it there before migration 0015.
                 caller = auth.Caller(tenant, None, "admin")
-                await privacy.update_settings(pool, caller, {switch: True})
+                await privacy.update_settings(Database(pool, Settings()), caller, {switch: True})
 
             await check_text_is_captured_only_when_switched_on(pool, tenant, query, switch_on)
     finally:
