@@ -24,7 +24,7 @@ from lineage.store.roots import Roots, carry
 
 # The provenance table's columns are the canonical fields, in the same order.
 COLUMNS = CANONICAL_FIELDS
-ROOT_COLUMNS = ("tenant_id", "source_uri", "kind", "context_id", "depth")
+ROOT_COLUMNS = ("tenant_id", "source_uri", "kind", "context_id", "depth", "created_at")
 Row = tuple[Any, ...]
 
 SIZES = {"100k": 100_000, "1M": 1_000_000, "10M": 10_000_000}

@@ -10,7 +10,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from bench.dag import COLUMNS, ROOT_COLUMNS, START, TRANSFORM_VERSIONS, Generator, Picks, Row
+from bench.dag import (
+    COLUMNS,
+    PERIOD,
+    ROOT_COLUMNS,
+    START,
+    TRANSFORM_VERSIONS,
+    Generator,
+    Picks,
+    Row,
+)
 from lineage import db
 from lineage.core.progress import Progress, unwatched
 from lineage.core.versions import version_key
@@ -25,8 +34,8 @@ def url_for(server_url: str, dbname: str) -> str:
     return urlunsplit(urlsplit(server_url)._replace(path=f"/{dbname}"))
 
 
-async def recreate(server_url: str, dbname: str) -> str:
-    """A fresh, migrated database named dbname on the server; returns its URL."""
+async def recreate(server_url: str, dbname: str, revision: str = "head") -> str:
+    """A fresh database named dbname on the server, migrated to `revision`; returns its URL."""
     connection = await asyncpg.connect(server_url)
     try:
         await connection.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
@@ -34,7 +43,7 @@ async def recreate(server_url: str, dbname: str) -> str:
     finally:
         await connection.close()
     url = url_for(server_url, dbname)
-    migrate(url)
+    migrate(url, revision)
     return url
 
 
@@ -66,6 +75,14 @@ async def copy_dag(
     try:
         await connection.execute("SET maintenance_work_mem = '512MB'")
         await db.fetch(connection, "tenant_create", tenant_id=tenant_id)
+        # Month partitions (migration 0016); bench/retention.py also loads the layout before it.
+        partitioned = await connection.fetchval(
+            "SELECT to_regproc('lineage_add_partitions') IS NOT NULL"
+        )
+        if partitioned:
+            await db.fetch(connection, "partitions_add", from_time=START, through=START + PERIOD)
+        root_columns = ROOT_COLUMNS if partitioned else ROOT_COLUMNS[:-1]
+        edge_time = ", created_at" if partitioned else ""
         indexes = await connection.fetch(
             "SELECT i.indexname, i.indexdef FROM pg_indexes AS i "
             "JOIN pg_index AS x ON x.indexrelid = (quote_ident(i.indexname))::regclass "
@@ -87,16 +104,18 @@ async def copy_dag(
             await connection.copy_records_to_table(
                 "root_sources",
                 records=[
-                    _root_row(row, s, depth) for row, roots in batch for s, depth in roots.items()
+                    _root_row(row, s, depth)[: len(root_columns)]
+                    for row, roots in batch
+                    for s, depth in roots.items()
                 ],
-                columns=ROOT_COLUMNS,
+                columns=root_columns,
             )
             copied += len(batch)
         progress("generate and copy the DAG", copied, records)
         # The parent edges descendant walks probe, as append_contexts writes them.
         await connection.execute(
-            "INSERT INTO provenance_children (tenant_id, parent_id, context_id) "
-            "SELECT p.tenant_id, parent.id, p.context_id FROM provenance AS p "
+            f"INSERT INTO provenance_children (tenant_id, parent_id, context_id{edge_time}) "
+            f"SELECT p.tenant_id, parent.id, p.context_id{edge_time} FROM provenance AS p "
             "CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id) WHERE p.tenant_id = $1",
             tenant_id,
         )
@@ -129,7 +148,7 @@ async def copy_dag(
 
 
 def _root_row(row: Row, source_uri: str, depth: int) -> Row:
-    return (row[0], source_uri, row[3], row[1], depth)
+    return (row[0], source_uri, row[3], row[1], depth, row[COLUMNS.index("created_at")])
 
 
 async def save_picks(connection: asyncpg.Connection, picks: Picks) -> None:

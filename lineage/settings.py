@@ -79,6 +79,11 @@ class Settings(BaseSettings):
         description="how often the service integrates appended records into each tenant's "
         "log and signs a checkpoint if it grew; 0 means only on demand",
     )
+    retention_schedule: bool = Field(
+        default=True,
+        description="apply the retention period (`lineage retention set`) every hour and add "
+        "the month partitions ahead; off means only `lineage retention apply` does",
+    )
     signing_keys_file: Path | None = Field(
         default=None,
         description="HMAC keyring (JSON, mode 0600) that signs each record; unset means "

@@ -151,7 +151,8 @@ def test_distribute_places_every_table_and_says_so_twice_alike(citus_url: str) -
         placed: dict[str, str] = dict(
             coordinator.execute(
                 "SELECT logicalrelid::regclass::text, partmethod::text || ':' || colocationid "
-                "FROM pg_dist_partition"
+                "FROM pg_dist_partition JOIN pg_class AS c ON c.oid = logicalrelid "
+                "WHERE NOT c.relispartition"  # month partitions follow their parent
             ).fetchall()
         )
         tenant_tables = {
@@ -159,7 +160,8 @@ def test_distribute_places_every_table_and_says_so_twice_alike(citus_url: str) -
             for (name,) in coordinator.execute(
                 "SELECT c.relname FROM pg_class AS c JOIN pg_attribute AS a "
                 "ON a.attrelid = c.oid AND a.attname = 'tenant_id' "
-                "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'"
+                "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') "
+                "AND NOT c.relispartition"
             ).fetchall()
         }
         triggers = coordinator.execute(

@@ -15,7 +15,7 @@ NO_TENANT_OPTION = {
     "migrate", "distribute", "stop", "serve", "selftest", "sql show", "sql list", "spool status",
     "log key", "log verify", "log monitor", "signing-key rotate", "signing-key list",
     "tenant create", "tenant settings", "tenant token", "tenant rotate-vouching-key",
-    "tenant delete", "audit operator",
+    "tenant delete", "audit operator", "retention show", "retention set", "retention apply",
 }  # fmt: skip
 
 

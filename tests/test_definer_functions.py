@@ -27,7 +27,12 @@ PLANTED = (
     ("set_config", "p text, q text, r boolean", "text"),
     ("textcat", "p text, q text", "text"),
 )
-SAMPLE_ARGUMENTS = {"text": "'acme'", "bytea": "'\\x00'::bytea", "text[]": "'{a}'::text[]"}
+SAMPLE_ARGUMENTS = {
+    "text": "'acme'",
+    "bytea": "'\\x00'::bytea",
+    "text[]": "'{a}'::text[]",
+    "timestamp with time zone": "'2026-12-01T00:00:00Z'::timestamptz",
+}
 
 
 @pytest.fixture

@@ -56,8 +56,13 @@ def test_every_error_is_documented_as_problem_json(schema: dict[str, Any]) -> No
 
 
 def test_a_model_keeps_the_routes_keys_and_their_order() -> None:
-    sent = {"truncated": False, "edges": [{"child": "a", "parent": "b", "why": 1}], "nodes": []}
+    sent = {
+        "truncated": False, "truncated_reason": None,
+        "edges": [{"child": "a", "parent": "b", "why": 1}], "nodes": [],
+    }  # fmt: skip
     body = WalkBack.model_validate({"context_id": "x", **sent})
-    assert list(body.model_dump(mode="json")) == ["context_id", "truncated", "edges", "nodes"]
+    assert list(body.model_dump(mode="json")) == [
+        "context_id", "truncated", "truncated_reason", "edges", "nodes",
+    ]  # fmt: skip
     assert body.model_dump(mode="json")["edges"] == sent["edges"]
     assert list(Edge.model_json_schema()["properties"]) == ["parent", "child"]

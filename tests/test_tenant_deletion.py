@@ -73,6 +73,17 @@ async def fill_tenant(pool: asyncpg.Pool, owner_pool: asyncpg.Pool, tenant_id: s
     await load_incident(
         PostgresStore(Database(pool, Settings()), tenant_id)
     )  # nothing new: a replay
+    async with owner_pool.acquire() as owner, owner.transaction():
+        # What retention keeps of an expired month (tests/test_retention.py expires one).
+        await owner.execute("SELECT set_config('lineage.tenant_id', $1, true)", tenant_id)
+        await owner.execute(
+            "INSERT INTO forget_tombstones SELECT tenant_id, context_id, parent_ids, kind, "
+            "source_uri, content_hash, transform, transform_version, produced_by, "
+            "index_snapshot, trace_id, created_at, attributes, NULL, NULL "
+            "FROM provenance WHERE tenant_id = $1 LIMIT 1",
+            tenant_id,
+        )
+        await owner.execute("INSERT INTO tenant_expiry VALUES ($1, now())", tenant_id)
 
 
 @pytest.fixture

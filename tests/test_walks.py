@@ -213,8 +213,8 @@ async def load_wide(owner: asyncpg.Connection) -> None:
         SELECT 'default', 'wide_sink', array_agg('wide_mid_' || m ORDER BY m), 'answer',
                'sha256:' || repeat('1', 64), now()
         FROM generate_series(0, {WIDE // 1000 - 1}) AS m;
-        INSERT INTO provenance_children (tenant_id, parent_id, context_id)
-        SELECT tenant_id, unnest(parent_ids), context_id FROM provenance;
+        INSERT INTO provenance_children (tenant_id, parent_id, context_id, created_at)
+        SELECT tenant_id, unnest(parent_ids), context_id, created_at FROM provenance;
         """
     )
 
@@ -290,7 +290,10 @@ async def test_big_blast_radius_counts_and_ndjson_stream(
     records, summary = ndjson_lines(response.text)
     assert len(records) == FAN_TOTAL
     assert {r["context_id"] for r in records} == {n["context_id"] for n in nodes}
-    assert summary == {"total": FAN_TOTAL, "counts_by_kind": FAN_COUNTS, "truncated": False}
+    assert summary == {
+        "total": FAN_TOTAL, "counts_by_kind": FAN_COUNTS, "truncated": False,
+        "truncated_reason": None,
+    }  # fmt: skip
     assert Counter(r["kind"] for r in records) == summary["counts_by_kind"]
 
 
@@ -385,11 +388,13 @@ async def test_max_depth_truncates_walks(
     assert all(row["truncated"] for row in down)
     impact = await client.get("/v1/contexts/chain_0/impact", params={"max_depth": 3})
     assert impact.json()["summary"]["truncated"] is True
+    assert impact.json()["summary"]["truncated_reason"] == "max_depth"
     impact = await client.get("/v1/contexts/chain_0/impact", params={"max_depth": 5})
     assert impact.json()["summary"] == {
         "total": 6,
         "counts_by_kind": {"document": 1, "summary": 5},
         "truncated": False,
+        "truncated_reason": None,
     }
 
 
@@ -446,7 +451,19 @@ async def test_walks_past_the_statement_timeout_raise_and_answer_503(
 ANY_PARENT_IDS = re.compile(r"=\s*ANY\s*\(\s*(?:\w+\.)?parent_ids\b", re.IGNORECASE)
 
 
-EDGES = "provenance_children_pkey"
+# The tables are partitioned by month of created_at; the tests' records are this month's.
+MONTH = datetime.now(UTC).strftime("%Y_%m")
+EDGES = f"provenance_children_p{MONTH}_pkey"
+IDS = f"provenance_p{MONTH}_id"
+
+
+def seq_scans_of_this_month(plan: list[dict[str, Any]]) -> list[str]:
+    """Sequential scans of a partition that holds the records (other months' are empty)."""
+    return [
+        node["Relation Name"]
+        for node in plan
+        if node["Node Type"] == "Seq Scan" and node["Relation Name"].endswith(f"_p{MONTH}")
+    ]
 
 
 async def test_children_are_edge_probes_on_a_tenant_appended_since_the_last_analyze(
@@ -469,7 +486,7 @@ async def test_children_are_edge_probes_on_a_tenant_appended_since_the_last_anal
     assert all("parent_id = parent.id" in node["Index Cond"] for node in probes), [
         node["Index Cond"] for node in probes
     ]
-    assert not [n for n in down if n["Node Type"] == "Seq Scan"], shapes
+    assert not seq_scans_of_this_month(down), shapes
 
 
 async def test_plans_use_the_tenant_edges_down_and_the_primary_key_up(
@@ -489,7 +506,7 @@ async def test_plans_use_the_tenant_edges_down_and_the_primary_key_up(
     up = await explain(
         owner, "walk_back", tenant_id="default", context_id="fan_ans_0", max_depth=20
     )
-    pkey = step_scans(up, "provenance_pkey")
+    pkey = step_scans(up, IDS)
     assert pkey, [(n["Node Type"], n.get("Index Name"), n.get("Filter")) for n in up]
     assert all("context_id = ANY" in node["Index Cond"] for node in pkey)
 
@@ -510,7 +527,7 @@ async def test_each_walk_level_is_computed_once(
     # subquery, so unless it is fenced (OFFSET 0) the ARRAY(...) step runs twice per level.
     searches = {
         "descendants": len(step_scans(down, EDGES)),
-        "ancestors": len(step_scans(up, "provenance_pkey")),
+        "ancestors": len(step_scans(up, IDS)),
     }
     assert searches == {"descendants": 1, "ancestors": 1}, (
         "BUG lineage/sql: every level of the walk is searched twice (two identical SubPlans); "
@@ -522,10 +539,14 @@ async def test_appends_leave_no_gin_pending_list_for_walks_to_rescan(
     store: PostgresStore, owner: asyncpg.Connection
 ) -> None:
     # Autovacuum would flush the list at some moment; off, the state after the append is fixed.
-    await owner.execute("ALTER TABLE provenance SET (autovacuum_enabled = off)")
+    await owner.execute(f"ALTER TABLE provenance_p{MONTH} SET (autovacuum_enabled = off)")
     await derive_many(store, fan())
     pending_pages = await owner.fetchval(
-        "SELECT gin_clean_pending_list('provenance_parent_ids'::regclass)"
+        "SELECT gin_clean_pending_list(i.indexrelid::regclass) FROM pg_index AS i "
+        "JOIN pg_inherits AS h ON h.inhrelid = i.indexrelid "
+        "WHERE h.inhparent = 'provenance_parent_ids'::regclass "
+        "AND i.indrelid = $1::regclass",
+        f"provenance_p{MONTH}",
     )
     assert pending_pages == 0, (
         f"BUG migrations/versions/0001_provenance.py: provenance_parent_ids keeps appends in a "
@@ -611,7 +632,8 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
         "produced_bys": [None],
         "index_snapshots": [None],
         "trace_ids": [None],
-        "created_ats": [datetime(2026, 1, 1, tzinfo=UTC)],
+        # A month with partitions: the migration adds the current month and the next two.
+        "created_ats": [datetime.now(UTC)],
         "attribute_docs": ["{}"],
     },
     "record_root_sources": {
@@ -619,7 +641,11 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
         "kinds": ["document"],
         "source_uris": ["s3://sample.md"],
         "depths": [0],
+        "created_ats": [datetime.now(UTC)],
     },
+    "partitions_add": {"from_time": datetime.now(UTC), "through": datetime.now(UTC)},
+    "retention_apply": {"now": datetime.now(UTC)},
+    "retention_policy_set": {"keep_months": 0},
     "audit_append": {"key_id": "k", "action": "walk", "target": "t", "detail": {}, "at": None},
     "audit_list": {"limit": 10},
     "operator_audit_list": {"limit": 10},
@@ -657,7 +683,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
         ("capture_source_text", "capture_query_text", "capture_answer_text")
     ),
     # A signature needs a stored record (foreign key): tests/test_signing.py writes real ones.
-    "signature_append": {"context_ids": [], "key_ids": [], "signatures": []},
+    "signature_append": {"context_ids": [], "key_ids": [], "signatures": [], "created_ats": []},
     # Spans and the live event stream (tests/test_telemetry.py and test_events.py run them).
     "append_spans": {
         "span_trace_ids": ["4bf92f3577b34da6a3ce929d0e0e4736"],
@@ -680,7 +706,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
 # Run as the owner: the application role may not create tenants.
 OWNER_ONLY = {
     "tenant_create", "tenant_delete", "operator_audit_list", "bundle_import_settings",
-    "bundle_analyze",
+    "bundle_analyze", "retention_policy_get", "retention_policy_set",
 }  # fmt: skip
 # Reads of provenance: on an empty database they find nothing.
 READS = {

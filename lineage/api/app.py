@@ -34,7 +34,7 @@ from lineage.claims.judges import judge_from_settings
 from lineage.claims.sampling import Sampler
 from lineage.db.database import Database
 from lineage.db.migrate import migrate as upgrade
-from lineage.services import audit, signing
+from lineage.services import audit, retention, signing
 from lineage.services.events import EventListener
 from lineage.settings import Settings, effective_auth
 from lineage.verifiable_log import storage as log_storage
@@ -71,6 +71,8 @@ async def _connect(
             delay = min(CONNECT_RETRY_MAX_S, delay * 2)
     running.push_async_callback(database.close)
     await running.enter_async_context(log_storage.background(database, settings))
+    if settings.retention_schedule:
+        await running.enter_async_context(retention.scheduled(database))
     audit_drain = asyncio.create_task(audit.drain_forever(database, settings), name="audit-drain")
     running.push_async_callback(_cancelled, audit_drain)
     app.state.db = database

@@ -111,6 +111,11 @@ class RecordPage(Body):
 class WalkNode(ListedRecord):
     depth: int = Field(description="hops from the start (0)")
     truncated: bool = Field(description="max_depth stopped the walk below this record")
+    expired: bool = Field(
+        default=False,
+        description="the walk reached records the retention period dropped (or, for the "
+        "questions that cannot see them, the tenant has such records)",
+    )
 
 
 class Edge(Body):
@@ -123,6 +128,11 @@ class WalkBack(Body):
     nodes: list[WalkNode]
     edges: list[Edge]
     truncated: bool
+    truncated_reason: str | None = Field(
+        default=None,
+        description="max_depth, or retention when the walk reached a record the retention "
+        "period dropped; null when complete",
+    )
 
 
 class Hop(Body):
@@ -142,6 +152,9 @@ class ImpactSummary(Body):
     total: int
     counts_by_kind: dict[str, int]
     truncated: bool
+    truncated_reason: str | None = Field(
+        default=None, description="max_depth or retention; null when complete"
+    )
 
 
 class Impact(Body):
@@ -386,7 +399,10 @@ class InclusionProof(Body):
     tree_size: int
     leaf_hash: str
     proof: list[str]
-    record: Record
+    record: Record | None = Field(description="null when the retention period dropped it")
+    expired: bool = Field(
+        default=False, description="the record expired; its leaf is still in the tree"
+    )
 
 
 class ConsistencyProof(Body):

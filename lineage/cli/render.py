@@ -62,7 +62,9 @@ def print_walk(walk: Walk, hops: list[dict[str, Any]]) -> None:
 
     grow(tree, start)
     console.print(tree)
-    if walk.truncated:
+    if walk.truncated_reason == "retention":
+        console.print("[yellow]truncated: ancestors expired under the retention period[/yellow]")
+    elif walk.truncated:
         console.print("[yellow]truncated: ancestors lie beyond --max-depth[/yellow]")
 
 
@@ -83,7 +85,7 @@ def print_hops(hops: list[dict[str, Any]]) -> None:
 def walk_json(found: Walk, hops: list[dict[str, Any]]) -> str:
     return json.dumps(
         {"nodes": found.nodes, "edges": found.edges(), "truncated": found.truncated,
-         "suspicious": hops},
+         "truncated_reason": found.truncated_reason, "suspicious": hops},
         indent=2,
     )  # fmt: skip
 

@@ -38,6 +38,15 @@ VERSION_NOISE = (
     (re.compile(r" CONSTRAINT \w+_not_null\d* NOT NULL"), " NOT NULL"),
     (re.compile(r",MAINTAIN\b"), ""),
 )
+# The month partitions (migration 0016) are named and bounded by the month the database was
+# migrated in: the same schema in another month prints other names and bounds.
+MONTH_NOISE = (
+    (re.compile(r"_p\d{4}_\d{2}\b"), "_pYYYY_MM"),
+    (
+        re.compile(r"FOR VALUES FROM \('[^']*'\) TO \('[^']*'\)"),
+        "FOR VALUES FROM (<month>) TO (<next>)",
+    ),
+)
 
 
 def normalise(dump: str, owner: str) -> str:
@@ -49,7 +58,7 @@ def normalise(dump: str, owner: str) -> str:
         if printed.startswith(NOISE):
             continue
         line = privilege.sub(r"\1 CURRENT_USER;", printed.rstrip())
-        for pattern, replacement in VERSION_NOISE:
+        for pattern, replacement in (*VERSION_NOISE, *MONTH_NOISE):
             line = pattern.sub(replacement, line)
         if line or (kept and kept[-1]):
             kept.append(line)

@@ -234,6 +234,7 @@ async def append_signatures(
         context_ids=[record.context_id for record in records],
         key_ids=[key_id for key_id, _ in signed],
         signatures=[signature for _, signature in signed],
+        created_ats=[record.created_at for record in records],
     )
 
 

@@ -29,10 +29,20 @@ IMPACT_QUERIES = {
 IMPACT_ID_QUERIES = {"context_ids": "blast_radius", "source_uri": "blast_radius_ids_by_source"}
 
 
+def truncated_reason(truncated: bool, expired: bool) -> str | None:
+    """Why a walk's answer is incomplete: `retention` when it reached records the retention
+    period dropped (or, for the questions that cannot see what is missing, when the tenant has
+    expired records), `max_depth` when records lie deeper than asked; None when complete."""
+    if expired:
+        return "retention"
+    return "max_depth" if truncated else None
+
+
 @dataclass
 class Walk:
     nodes: list[dict[str, Any]]
     truncated: bool
+    truncated_reason: str | None = None
 
     def edges(self) -> list[dict[str, str]]:
         """child -> parent, for every parent the walk reached."""
@@ -53,16 +63,19 @@ ID_FILE_COLUMNS = ("context_id", "kind", "depth", "truncated")
 class ImpactSummary:
     counts: Counter[str] = field(default_factory=Counter)
     truncated: bool = False
+    expired: bool = False
 
     def add(self, node: dict[str, Any]) -> None:
         self.counts[node["kind"]] += 1
         self.truncated = self.truncated or bool(node["truncated"])
+        self.expired = self.expired or bool(node.get("expired"))
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "total": sum(self.counts.values()),
             "counts_by_kind": dict(sorted(self.counts.items())),
-            "truncated": self.truncated,
+            "truncated": self.truncated or self.expired,
+            "truncated_reason": truncated_reason(self.truncated, self.expired),
         }
 
 
@@ -142,7 +155,9 @@ async def walk_back(
     )
     if not nodes:
         raise NotFound(f"no context {context_id}")
-    return Walk(nodes, truncated=any(node["truncated"] for node in nodes))
+    deeper = any(node["truncated"] for node in nodes)
+    expired = any(node["expired"] for node in nodes)
+    return Walk(nodes, deeper or expired, truncated_reason(deeper, expired))
 
 
 async def suspicious_hops(

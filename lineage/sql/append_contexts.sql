@@ -1,6 +1,9 @@
 -- name: append_contexts
 -- Appends records given as parallel arrays (one element per record; parent_ids as array
 -- literals). Ids that already exist are left alone and not returned: the caller compares them.
+-- provenance is partitioned by month of created_at, so an id is unique by the unique index of
+-- its month's partition (ON CONFLICT: a concurrent append of the same id) and by the check of
+-- every month (one probe of each month's index per id).
 -- The same statement notes each new record's parent edges (provenance_children, for descendant
 -- walks) and queues it for the tenant's verifiable log, so no trigger is needed (Citus runs none
 -- on a distributed table) and a record is never stored without them.
@@ -18,12 +21,17 @@ WITH inserted AS (
                 :'attribute_docs'::text[])
          AS r(context_id, parent_ids, kind, source_uri, content_hash, transform,
               transform_version, produced_by, index_snapshot, trace_id, created_at, attributes)
-    ON CONFLICT (tenant_id, context_id) DO NOTHING
-    RETURNING context_id, parent_ids
+    -- Uncorrelated, so that Citus runs it as one router query before the insert.
+    WHERE r.context_id <> ALL (ARRAY(
+        SELECT stored.context_id FROM provenance AS stored
+        WHERE stored.tenant_id = :'tenant_id'
+          AND stored.context_id = ANY (:'context_ids'::text[])))
+    ON CONFLICT DO NOTHING
+    RETURNING context_id, parent_ids, created_at
 ),
 edges AS (
-    INSERT INTO provenance_children (tenant_id, parent_id, context_id)
-    SELECT DISTINCT :'tenant_id', parent.id, i.context_id
+    INSERT INTO provenance_children (tenant_id, parent_id, context_id, created_at)
+    SELECT DISTINCT :'tenant_id', parent.id, i.context_id, i.created_at
     FROM inserted AS i CROSS JOIN LATERAL unnest(i.parent_ids) AS parent (id)
     RETURNING context_id
 ),

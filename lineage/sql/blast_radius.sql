@@ -3,15 +3,21 @@
 -- at its minimal depth (the starts are depth 0). Walks down the tenant's edge table
 -- provenance_children by primary key. :kind is a kind, 'any' (every kind but the bookkeeping
 -- verdict and tombstone) or 'all'. :max_depth is inclusive; `truncated` is true when
--- descendants lie beyond it. Each step expands only the frontier and drops what was seen, so
--- diamonds cost their nodes, not their paths.
+-- descendants lie beyond it; `expired` when a record it reached was dropped by retention. Each
+-- step expands only the frontier and drops what was seen, so diamonds cost their nodes, not
+-- their paths.
 --   psql -v tenant_id=default -v context_ids='{ctx_...}' -v kind=answer -v max_depth=20 \
 --        -f sql/blast_radius.sql
 WITH RECURSIVE walk (depth, frontier, seen) AS (
     SELECT 0, start.ids, start.ids
-    FROM (SELECT ARRAY(SELECT p.context_id FROM provenance AS p
-                       WHERE p.tenant_id = :'tenant_id'
-                         AND p.context_id = ANY (:'context_ids'::text[])) AS ids) AS start
+    -- The stored ones, and those retention dropped (still leaves of the log): their edges to
+    -- the children kept are kept with the children.
+    FROM (SELECT ARRAY(SELECT wanted.id FROM unnest(:'context_ids'::text[]) AS wanted (id)
+                       WHERE EXISTS (SELECT 1 FROM provenance AS p
+                                     WHERE p.tenant_id = :'tenant_id' AND p.context_id = wanted.id)
+                          OR EXISTS (SELECT 1 FROM log_leaves AS l
+                                     WHERE l.tenant_id = :'tenant_id'
+                                       AND l.context_id = wanted.id)) AS ids) AS start
   UNION ALL
     SELECT w.depth + 1, step.ids, w.seen || step.ids
     FROM walk AS w
@@ -33,15 +39,21 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
 )
-SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
-       r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
-       r.attributes,
-       coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
-                 WHERE b.depth = :max_depth + 1), false) AS truncated
-FROM walk AS d
-CROSS JOIN LATERAL unnest(d.frontier) AS node (id)
-JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
-WHERE d.depth <= :max_depth
-  AND (r.kind = :'kind' OR :'kind' = 'all'
-       OR (:'kind' = 'any' AND r.kind NOT IN ('verdict', 'tombstone')))
-ORDER BY d.depth, r.context_id;
+SELECT found.*
+FROM (
+    -- expired: a record the walk reached was dropped by retention (its month expired).
+    SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash,
+           r.transform, r.transform_version, r.produced_by, r.index_snapshot, r.trace_id,
+           r.created_at, r.attributes,
+           coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
+                     WHERE b.depth = :max_depth + 1), false) AS truncated,
+           bool_or(r.context_id IS NULL) OVER () AS expired
+    FROM walk AS d
+    CROSS JOIN LATERAL unnest(d.frontier) AS node (id)
+    LEFT JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
+    WHERE d.depth <= :max_depth
+) AS found
+WHERE found.context_id IS NOT NULL
+  AND (found.kind = :'kind' OR :'kind' = 'all'
+       OR (:'kind' = 'any' AND found.kind NOT IN ('verdict', 'tombstone')))
+ORDER BY found.depth, found.context_id;

@@ -19,7 +19,8 @@ WITH RECURSIVE start AS MATERIALIZED (
     WHERE s.tenant_id = :'tenant_id' AND s.source_uri = :'source_uri'
 ),
 roots_only AS MATERIALIZED (
-    SELECT bool_and(start.root) AS yes FROM start
+    -- No record with the source left (retention dropped them): the kept rows of root_sources.
+    SELECT coalesce(bool_and(start.root), true) AS yes FROM start
 ),
 walk (depth, frontier, seen) AS (
     -- Only when a record with the source is not a known root: the walk down the edges.
@@ -79,7 +80,9 @@ radius AS (
 )
 SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
-       r.attributes, d.truncated
+       r.attributes, d.truncated,
+       -- Retention dropped some of the tenant's records: those are not listed.
+       EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM radius AS d
 JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = d.context_id
 ORDER BY d.depth, r.context_id;

@@ -15,7 +15,8 @@ WITH RECURSIVE start AS MATERIALIZED (
     WHERE s.tenant_id = :'tenant_id' AND s.source_uri = :'source_uri'
 ),
 roots_only AS MATERIALIZED (
-    SELECT bool_and(start.root) AS yes FROM start
+    -- No record with the source left (retention dropped them): the kept rows of root_sources.
+    SELECT coalesce(bool_and(start.root), true) AS yes FROM start
 ),
 walk (depth, frontier, seen) AS (
     -- Only when a record with the source is not a known root: the walk down the edges.
@@ -73,6 +74,8 @@ radius AS (
       AND (r.kind = :'kind' OR :'kind' = 'all'
            OR (:'kind' = 'any' AND r.kind NOT IN ('verdict', 'tombstone')))
 )
-SELECT d.context_id, d.kind, d.depth, d.truncated
+SELECT d.context_id, d.kind, d.depth, d.truncated,
+       -- Retention dropped some of the tenant's records: those are not listed.
+       EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM radius AS d
 ORDER BY d.depth, d.context_id;

@@ -34,7 +34,9 @@ SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
        r.attributes,
        coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
-                 WHERE b.depth = :max_depth + 1), false) AS truncated
+                 WHERE b.depth = :max_depth + 1), false) AS truncated,
+       -- Retention dropped some of the tenant's records: what derived from them is not found.
+       EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM walk AS d
 CROSS JOIN LATERAL unnest(d.frontier) AS node (id)
 JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id

@@ -1,9 +1,9 @@
 -- name: walk_back
 -- Every ancestor of :context_id once, at its minimal depth (the start is depth 0), with its
 -- parent_ids (the edges) and what made it. Walks up by primary key; :max_depth is inclusive;
--- `truncated` is true when ancestors lie beyond it. Each step expands only the frontier and
--- drops what was seen (EXCEPT hashes both sides), so diamonds cost their nodes, not their
--- paths. One statement confined to the tenant, so Citus sends it whole to the tenant's shard.
+-- `truncated` is true when ancestors lie beyond it; `expired` when retention dropped some.
+-- Each step expands only the frontier and drops what was seen (EXCEPT hashes both sides), so
+-- diamonds cost their nodes, not their paths. One statement confined to the tenant, so Citus sends it whole to the tenant's shard.
 --   psql -v tenant_id=default -v context_id=ctx_... -v max_depth=20 -f sql/walk_back.sql
 WITH RECURSIVE walk (depth, frontier, seen) AS (
     SELECT 0, start.ids, start.ids
@@ -27,13 +27,20 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
 )
-SELECT r.context_id, a.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
-       r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
-       r.attributes,
-       coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
-                 WHERE b.depth = :max_depth + 1), false) AS truncated
-FROM walk AS a
-CROSS JOIN LATERAL unnest(a.frontier) AS node (id)
-JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
-WHERE a.depth <= :max_depth
-ORDER BY a.depth, r.context_id;
+SELECT found.*
+FROM (
+    -- expired: the walk reached a parent retention has dropped (its month expired), so the
+    -- ancestors above it are unknown.
+    SELECT r.context_id, a.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash,
+           r.transform, r.transform_version, r.produced_by, r.index_snapshot, r.trace_id,
+           r.created_at, r.attributes,
+           coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
+                     WHERE b.depth = :max_depth + 1), false) AS truncated,
+           bool_or(r.context_id IS NULL) OVER () AS expired
+    FROM walk AS a
+    CROSS JOIN LATERAL unnest(a.frontier) AS node (id)
+    LEFT JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
+    WHERE a.depth <= :max_depth
+) AS found
+WHERE found.context_id IS NOT NULL
+ORDER BY found.depth, found.context_id;

@@ -15,6 +15,7 @@ from lineage.core.versions import version_key
 from lineage.db.errors import outage_as_unavailable
 from lineage.services import events, privacy, signing
 from lineage.store.base import Appended
+from lineage.store.partitions import ensure_partitions
 from lineage.store.roots import Roots, note_root_sources, stored_root_sources
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ async def insert_records(tx: "Transaction", records: Sequence[ContextRecord]) ->
     connection, tenant_id = tx.connection, tx.tenant_id
     batch_ids = [r.context_id for r in records]
     stored_parents = await _check_parents(connection, tenant_id, records)
+    await ensure_partitions(connection, (r.created_at for r in records))
     inserted = {
         row["context_id"]
         for row in await tx.fetch(

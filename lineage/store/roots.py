@@ -80,4 +80,5 @@ async def note_root_sources(
         kinds=[record.kind for record, _, _ in rows],
         source_uris=[source for _, source, _ in rows],
         depths=[depth for _, _, depth in rows],
+        created_ats=[record.created_at for record, _, _ in rows],
     )

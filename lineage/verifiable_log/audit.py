@@ -120,7 +120,7 @@ class HttpSource:
             "/v1/log/proof/inclusion", context_id=context_id, tree_size=tree_size
         )
         return InclusionProof(
-            record=ContextRecord.model_validate(body["record"]),
+            record=ContextRecord.model_validate(body["record"]) if body["record"] else None,
             leaf_index=body["leaf_index"],
             tree_size=body["tree_size"],
             leaf_hash=_unb64(body["leaf_hash"]),
@@ -151,6 +151,8 @@ class WalkVerification:
     checkpoint: Checkpoint
     included: list[tuple[str, int, str]] = field(default_factory=list)  # id, leaf, kind
     problems: list[tuple[str, str]] = field(default_factory=list)  # id, what is wrong
+    # Ancestors retention dropped: their leaf hash is proven in the tree, their content is gone.
+    expired: list[tuple[str, int]] = field(default_factory=list)  # id, leaf
 
     @property
     def ok(self) -> bool:
@@ -162,11 +164,21 @@ class WalkVerification:
         out += [
             f"  ok    leaf {leaf:>8}  {kind} {cid}, signed" for cid, leaf, kind in self.included
         ]
+        out += [
+            f"  gone  leaf {leaf:>8}  {cid}: expired under the retention period; its leaf hash "
+            "is in the tree, the record is gone (a kept copy can be checked against the leaf)"
+            for cid, leaf in self.expired
+        ]
         out += [f"  FAIL  {cid}: {problem}" for cid, problem in self.problems]
-        if self.ok:
+        if self.ok and self.included:
             out.append(
                 f"verified: {self.included[0][0]} and its {len(self.included) - 1} ancestors "
                 "are in the log under this checkpoint, unchanged, each with a valid signature"
+                + (
+                    f"; {len(self.expired)} more expired, their ancestors unknown"
+                    if self.expired
+                    else ""
+                )
             )
         else:
             out.append(
@@ -189,6 +201,13 @@ async def verify_walk(
             found = await source.inclusion(current, checkpoint.tree_size)
         except (NotFound, BadParameter) as exc:
             result.problems.append((current, str(exc)))
+            continue
+        if found.record is None:
+            expired = _check_expired_leaf(checkpoint, found)
+            if expired:
+                result.problems.append((current, expired))
+            else:
+                result.expired.append((current, found.leaf_index))
             continue
         problem = _check_inclusion(checkpoint, current, found) or await _check_signature(
             source, current
@@ -217,8 +236,21 @@ async def _check_signature(source: LogSource, context_id: str) -> str | None:
     )
 
 
+def _check_expired_leaf(checkpoint: Checkpoint, found: InclusionProof) -> str | None:
+    """An expired record's leaf, as the log holds it, is in the signed tree."""
+    try:
+        merkle.verify_inclusion(
+            found.leaf_hash, found.leaf_index, checkpoint.tree_size, found.proof,
+            checkpoint.root_hash,
+        )  # fmt: skip
+    except ProofError as exc:
+        return f"expired, and its leaf is not in the log under this checkpoint: {exc}"
+    return None
+
+
 def _check_inclusion(checkpoint: Checkpoint, context_id: str, found: InclusionProof) -> str | None:
     record = found.record
+    assert record is not None
     if record.context_id != context_id or record.tenant_id != checkpoint.tenant_id:
         return (
             f"the source answered with record {record.tenant_id}/{record.context_id} "

@@ -84,7 +84,7 @@ class TreeHead:
 class InclusionProof:
     """What a verifier needs to check that a record is in a tree of ``tree_size`` leaves."""
 
-    record: ContextRecord
+    record: ContextRecord | None  # None: retention dropped it; its leaf is still in the tree
     leaf_index: int
     tree_size: int
     leaf_hash: bytes  # as the log holds it; a verifier recomputes its own from `record`
@@ -239,7 +239,8 @@ async def inclusion(
             )
         [leaf] = (await _stored(tx, [(0, index)])).values()
         proof = await _proof(tx, merkle.inclusion_proof_nodes(index, tree_size))
-    return InclusionProof(record_from_row(rows[0]), index, tree_size, leaf, proof)
+    record = record_from_row(rows[0]) if rows[0]["context_id"] is not None else None
+    return InclusionProof(record, index, tree_size, leaf, proof)
 
 
 async def consistency(database: Database, tenant_id: str, first: int, second: int) -> list[bytes]:

@@ -208,13 +208,15 @@ async def get_lineage(
     max_depth: int | None = None,
 ) -> dict[str, Any]:
     """Walk-back: every ancestor once with its depth (the start is 0), the edges, and whether
-    max_depth cut the walk short."""
+    the walk is cut short (truncated_reason: max_depth, or retention when it reached records
+    the retention period dropped)."""
     walk = await walks.walk_back(database, settings, caller.tenant_id, context_id, max_depth)
     return {
         "context_id": context_id,
         "nodes": walk.nodes,
         "edges": walk.edges(),
         "truncated": walk.truncated,
+        "truncated_reason": walk.truncated_reason,
     }
 
 

@@ -69,7 +69,8 @@ async def get_inclusion_proof(
 ) -> dict[str, Any]:
     """The record as stored, its leaf index and the proof that it is in the tree of
     `tree_size` leaves. Recompute the leaf hash from the record yourself:
-    SHA-256(0x00 || RFC 8785 canonical form)."""
+    SHA-256(0x00 || RFC 8785 canonical form). A record the retention period dropped has
+    `record` null and `expired` true: the proof still shows its leaf hash at its index."""
     found = await storage.inclusion(database, caller.tenant_id, context_id, tree_size)
     return {
         "context_id": context_id,
@@ -77,7 +78,8 @@ async def get_inclusion_proof(
         "tree_size": found.tree_size,
         "leaf_hash": _b64(found.leaf_hash),
         "proof": [_b64(h) for h in found.proof],
-        "record": found.record.api_dict(),
+        "record": found.record.api_dict() if found.record else None,
+        "expired": found.record is None,
     }
 
 

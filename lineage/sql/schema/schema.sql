@@ -2,6 +2,41 @@
 -- normalised by lineage/db/schema_dump.py). After any migration, regenerate it:
 --     python -m lineage.db.schema_dump > lineage/sql/schema/schema.sql
 
+CREATE FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    month timestamptz := date_trunc('month', p_from, 'UTC');
+    parent text;
+    partition text;
+    added int := 0;
+BEGIN
+    IF p_through - p_from > interval '100 years' THEN
+        RAISE EXCEPTION 'no partitions for % months', p_through - p_from;
+    END IF;
+    WHILE month <= p_through LOOP
+        FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
+                                      'root_sources'] LOOP
+            partition := parent || '_p' || to_char(month AT TIME ZONE 'UTC', 'YYYY_MM');
+            CONTINUE WHEN to_regclass('public.' || partition) IS NOT NULL;
+            EXECUTE format('CREATE TABLE public.%I PARTITION OF public.%I '
+                           'FOR VALUES FROM (%L) TO (%L)',
+                           partition, parent, month, month + interval '1 month');
+            IF parent = 'provenance' THEN
+                EXECUTE format('CREATE UNIQUE INDEX %I ON public.%I (tenant_id, context_id)',
+                               partition || '_id', partition);
+            END IF;
+            EXECUTE format('REVOKE UPDATE, TRUNCATE ON public.%I FROM PUBLIC, %I',
+                           partition, current_user);
+            added := added + 1;
+        END LOOP;
+        month := month + interval '1 month';
+    END LOOP;
+    RETURN added;
+END
+$$;
+
 CREATE FUNCTION public.lineage_captures(p_tenant_id text, p_context_id text) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
@@ -137,6 +172,94 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.lineage_retention_apply(p_now timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    keep int;
+    cutoff timestamptz;
+    added int;
+    month record;
+    tenant text;
+    months jsonb := '[]';
+    tombstones bigint := 0;
+    texts bigint := 0;
+    copied bigint;
+    purged bigint;
+    receipt jsonb;
+    parent text;
+BEGIN
+    PERFORM set_config('lock_timeout', '5s', true);
+    SET LOCAL citus.propagate_set_commands = 'local';  -- the tenant reaches Citus's workers
+    added := public.lineage_add_partitions(p_now, p_now + interval '2 months');
+    SELECT r.keep_months INTO keep FROM public.retention_policy AS r;
+    cutoff := p_now - make_interval(months => coalesce(keep, 0));
+    FOR month IN
+        SELECT c.relname AS partition, substr(c.relname, length('provenance_p') + 1) AS suffix,
+               b.lower, b.upper, greatest(c.reltuples, 0)::bigint AS rows_estimated
+        FROM pg_inherits AS i
+        JOIN pg_class AS c ON c.oid = i.inhrelid
+        CROSS JOIN LATERAL (
+            SELECT substring(pg_get_expr(c.relpartbound, c.oid) FROM 'FROM \(''([^'']+)''\)')
+                       ::timestamptz AS lower,
+                   substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \(''([^'']+)''\)')
+                       ::timestamptz AS upper
+        ) AS b
+        WHERE i.inhparent = 'public.provenance'::regclass AND keep IS NOT NULL
+          AND b.upper <= cutoff
+        ORDER BY b.lower
+    LOOP
+        FOR tenant IN SELECT t.tenant_id FROM public.tenants AS t ORDER BY t.tenant_id LOOP
+            EXECUTE format('SET LOCAL lineage.tenant_id = %L', tenant);
+            EXECUTE format(
+                'WITH kept AS (INSERT INTO public.forget_tombstones '
+                'SELECT p.tenant_id, p.context_id, p.parent_ids, p.kind, p.source_uri, '
+                'p.content_hash, p.transform, p.transform_version, p.produced_by, '
+                'p.index_snapshot, p.trace_id, p.created_at, p.attributes, s.key_id, s.signature '
+                'FROM public.%I AS p LEFT JOIN public.%I AS s ON s.tenant_id = p.tenant_id '
+                'AND s.context_id = p.context_id '
+                'WHERE p.tenant_id = $1 AND p.kind = ''tombstone'' '
+                'ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) FROM kept',
+                month.partition, 'record_signatures_p' || month.suffix)
+                INTO copied USING tenant;
+            EXECUTE format(
+                'WITH gone AS (DELETE FROM public.context_text AS t USING public.%I AS p '
+                'WHERE t.tenant_id = $1 AND p.tenant_id = $1 AND p.context_id = t.context_id '
+                'RETURNING 1) SELECT count(*) FROM gone', month.partition)
+                INTO purged USING tenant;
+            INSERT INTO public.tenant_expiry AS e (tenant_id, expired_before)
+            VALUES (tenant, month.upper)
+            ON CONFLICT (tenant_id) DO UPDATE
+                SET expired_before = greatest(e.expired_before, excluded.expired_before);
+            tombstones := tombstones + copied;
+            texts := texts + purged;
+        END LOOP;
+        months := months || jsonb_build_object(
+            'month', to_char(month.lower AT TIME ZONE 'UTC', 'YYYY-MM'),
+            'from', month.lower, 'to', month.upper,
+            'records_estimated', month.rows_estimated);
+    END LOOP;
+    SET LOCAL lineage.tenant_id = '';
+    FOR month IN SELECT value ->> 'month' AS name FROM jsonb_array_elements(months) LOOP
+        FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
+                                      'root_sources'] LOOP
+            EXECUTE format('DROP TABLE IF EXISTS public.%I',
+                           parent || '_p' || replace(month.name, '-', '_'));
+        END LOOP;
+    END LOOP;
+    receipt := jsonb_build_object(
+        'keep_months', keep, 'expired_before', CASE WHEN keep IS NOT NULL THEN cutoff END,
+        'months_dropped', months, 'partitions_added', added,
+        'tombstones_kept', tombstones, 'texts_purged', texts, 'applied_at', clock_timestamp());
+    IF jsonb_array_length(months) > 0 THEN
+        INSERT INTO public.operator_audit (action, target, detail)
+        VALUES ('retention_apply', 'provenance', receipt);
+    END IF;
+    RETURN receipt;
+END
+$_$;
+
 CREATE FUNCTION public.lineage_session_tenant() RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -268,6 +391,26 @@ CREATE TABLE public.events (
 
 ALTER TABLE ONLY public.events FORCE ROW LEVEL SECURITY;
 
+CREATE TABLE public.forget_tombstones (
+    tenant_id text NOT NULL,
+    context_id text NOT NULL,
+    parent_ids text[] NOT NULL,
+    kind text NOT NULL,
+    source_uri text,
+    content_hash text NOT NULL,
+    transform text,
+    transform_version text,
+    produced_by text,
+    index_snapshot text,
+    trace_id text,
+    created_at timestamp with time zone NOT NULL,
+    attributes jsonb NOT NULL,
+    key_id text,
+    signature bytea
+);
+
+ALTER TABLE ONLY public.forget_tombstones FORCE ROW LEVEL SECURITY;
+
 CREATE TABLE public.log_checkpoints (
     tenant_id text NOT NULL,
     tree_size bigint NOT NULL,
@@ -357,36 +500,171 @@ CREATE TABLE public.provenance (
     trace_id text,
     created_at timestamp with time zone NOT NULL,
     attributes jsonb DEFAULT '{}'::jsonb NOT NULL
-);
+)
+PARTITION BY RANGE (created_at);
 
 ALTER TABLE ONLY public.provenance FORCE ROW LEVEL SECURITY;
 
 CREATE TABLE public.provenance_children (
     tenant_id text NOT NULL,
     parent_id text NOT NULL,
-    context_id text NOT NULL
-);
+    context_id text NOT NULL,
+    created_at timestamp with time zone NOT NULL
+)
+PARTITION BY RANGE (created_at);
 
 ALTER TABLE ONLY public.provenance_children FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.provenance_children_pYYYY_MM (
+    tenant_id text NOT NULL,
+    parent_id text NOT NULL,
+    context_id text NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.provenance_children_pYYYY_MM (
+    tenant_id text NOT NULL,
+    parent_id text NOT NULL,
+    context_id text NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.provenance_children_pYYYY_MM (
+    tenant_id text NOT NULL,
+    parent_id text NOT NULL,
+    context_id text NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.provenance_pYYYY_MM (
+    tenant_id text NOT NULL,
+    context_id text NOT NULL,
+    parent_ids text[] DEFAULT '{}'::text[] NOT NULL,
+    kind text NOT NULL,
+    source_uri text,
+    content_hash text NOT NULL,
+    transform text,
+    transform_version text,
+    produced_by text,
+    index_snapshot text,
+    trace_id text,
+    created_at timestamp with time zone NOT NULL,
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE public.provenance_pYYYY_MM (
+    tenant_id text NOT NULL,
+    context_id text NOT NULL,
+    parent_ids text[] DEFAULT '{}'::text[] NOT NULL,
+    kind text NOT NULL,
+    source_uri text,
+    content_hash text NOT NULL,
+    transform text,
+    transform_version text,
+    produced_by text,
+    index_snapshot text,
+    trace_id text,
+    created_at timestamp with time zone NOT NULL,
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE public.provenance_pYYYY_MM (
+    tenant_id text NOT NULL,
+    context_id text NOT NULL,
+    parent_ids text[] DEFAULT '{}'::text[] NOT NULL,
+    kind text NOT NULL,
+    source_uri text,
+    content_hash text NOT NULL,
+    transform text,
+    transform_version text,
+    produced_by text,
+    index_snapshot text,
+    trace_id text,
+    created_at timestamp with time zone NOT NULL,
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL
+);
 
 CREATE TABLE public.record_signatures (
     tenant_id text NOT NULL,
     context_id text NOT NULL,
     key_id text NOT NULL,
-    signature bytea NOT NULL
-);
+    signature bytea NOT NULL,
+    created_at timestamp with time zone NOT NULL
+)
+PARTITION BY RANGE (created_at);
 
 ALTER TABLE ONLY public.record_signatures FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.record_signatures_pYYYY_MM (
+    tenant_id text NOT NULL,
+    context_id text NOT NULL,
+    key_id text NOT NULL,
+    signature bytea NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.record_signatures_pYYYY_MM (
+    tenant_id text NOT NULL,
+    context_id text NOT NULL,
+    key_id text NOT NULL,
+    signature bytea NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.record_signatures_pYYYY_MM (
+    tenant_id text NOT NULL,
+    context_id text NOT NULL,
+    key_id text NOT NULL,
+    signature bytea NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.retention_policy (
+    only_row boolean DEFAULT true NOT NULL,
+    keep_months integer,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT retention_policy_keep_months_check CHECK ((keep_months > 0)),
+    CONSTRAINT retention_policy_only_row_check CHECK (only_row)
+);
 
 CREATE TABLE public.root_sources (
     tenant_id text NOT NULL,
     source_uri text NOT NULL,
     kind text NOT NULL,
     context_id text NOT NULL,
-    depth integer NOT NULL
-);
+    depth integer NOT NULL,
+    created_at timestamp with time zone NOT NULL
+)
+PARTITION BY RANGE (created_at);
 
 ALTER TABLE ONLY public.root_sources FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.root_sources_pYYYY_MM (
+    tenant_id text NOT NULL,
+    source_uri text NOT NULL,
+    kind text NOT NULL,
+    context_id text NOT NULL,
+    depth integer NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.root_sources_pYYYY_MM (
+    tenant_id text NOT NULL,
+    source_uri text NOT NULL,
+    kind text NOT NULL,
+    context_id text NOT NULL,
+    depth integer NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.root_sources_pYYYY_MM (
+    tenant_id text NOT NULL,
+    source_uri text NOT NULL,
+    kind text NOT NULL,
+    context_id text NOT NULL,
+    depth integer NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
 
 CREATE TABLE public.spans (
     tenant_id text NOT NULL,
@@ -419,6 +697,13 @@ ALTER TABLE ONLY public.tenant_counters FORCE ROW LEVEL SECURITY;
 CREATE TABLE public.tenant_deleting (
     tenant_id text NOT NULL
 );
+
+CREATE TABLE public.tenant_expiry (
+    tenant_id text NOT NULL,
+    expired_before timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY public.tenant_expiry FORCE ROW LEVEL SECURITY;
 
 CREATE TABLE public.tenant_settings (
     tenant_id text NOT NULL,
@@ -465,6 +750,30 @@ CREATE TABLE public.transform_versions (
 
 ALTER TABLE ONLY public.transform_versions FORCE ROW LEVEL SECURITY;
 
+ALTER TABLE ONLY public.provenance_children ATTACH PARTITION public.provenance_children_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.provenance_children ATTACH PARTITION public.provenance_children_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.provenance_children ATTACH PARTITION public.provenance_children_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.provenance ATTACH PARTITION public.provenance_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.provenance ATTACH PARTITION public.provenance_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.provenance ATTACH PARTITION public.provenance_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.record_signatures ATTACH PARTITION public.record_signatures_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.record_signatures ATTACH PARTITION public.record_signatures_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.record_signatures ATTACH PARTITION public.record_signatures_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.root_sources ATTACH PARTITION public.root_sources_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.root_sources ATTACH PARTITION public.root_sources_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
+ALTER TABLE ONLY public.root_sources ATTACH PARTITION public.root_sources_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+
 ALTER TABLE ONLY public.alembic_version
     ADD CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num);
 
@@ -479,6 +788,9 @@ ALTER TABLE ONLY public.context_text
 
 ALTER TABLE ONLY public.events
     ADD CONSTRAINT events_pkey1 PRIMARY KEY (tenant_id, "position");
+
+ALTER TABLE ONLY public.forget_tombstones
+    ADD CONSTRAINT forget_tombstones_pkey PRIMARY KEY (tenant_id, context_id);
 
 ALTER TABLE ONLY public.log_checkpoints
     ADD CONSTRAINT log_checkpoints_pkey PRIMARY KEY (tenant_id, tree_size);
@@ -502,16 +814,43 @@ ALTER TABLE ONLY public.operator_audit
     ADD CONSTRAINT operator_audit_pkey PRIMARY KEY (audit_id);
 
 ALTER TABLE ONLY public.provenance_children
-    ADD CONSTRAINT provenance_children_pkey PRIMARY KEY (tenant_id, parent_id, context_id);
+    ADD CONSTRAINT provenance_children_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
 
-ALTER TABLE ONLY public.provenance
-    ADD CONSTRAINT provenance_pkey PRIMARY KEY (tenant_id, context_id);
+ALTER TABLE ONLY public.provenance_children_pYYYY_MM
+    ADD CONSTRAINT provenance_children_p2026_12_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
+
+ALTER TABLE ONLY public.provenance_children_pYYYY_MM
+    ADD CONSTRAINT provenance_children_p2027_01_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
+
+ALTER TABLE ONLY public.provenance_children_pYYYY_MM
+    ADD CONSTRAINT provenance_children_p2027_02_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
 
 ALTER TABLE ONLY public.record_signatures
-    ADD CONSTRAINT record_signatures_pkey PRIMARY KEY (tenant_id, context_id);
+    ADD CONSTRAINT record_signatures_pkey PRIMARY KEY (tenant_id, context_id, created_at);
+
+ALTER TABLE ONLY public.record_signatures_pYYYY_MM
+    ADD CONSTRAINT record_signatures_p2026_12_pkey PRIMARY KEY (tenant_id, context_id, created_at);
+
+ALTER TABLE ONLY public.record_signatures_pYYYY_MM
+    ADD CONSTRAINT record_signatures_p2027_01_pkey PRIMARY KEY (tenant_id, context_id, created_at);
+
+ALTER TABLE ONLY public.record_signatures_pYYYY_MM
+    ADD CONSTRAINT record_signatures_p2027_02_pkey PRIMARY KEY (tenant_id, context_id, created_at);
+
+ALTER TABLE ONLY public.retention_policy
+    ADD CONSTRAINT retention_policy_pkey PRIMARY KEY (only_row);
 
 ALTER TABLE ONLY public.root_sources
-    ADD CONSTRAINT root_sources_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id) INCLUDE (depth);
+    ADD CONSTRAINT root_sources_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
+
+ALTER TABLE ONLY public.root_sources_pYYYY_MM
+    ADD CONSTRAINT root_sources_p2026_12_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
+
+ALTER TABLE ONLY public.root_sources_pYYYY_MM
+    ADD CONSTRAINT root_sources_p2027_01_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
+
+ALTER TABLE ONLY public.root_sources_pYYYY_MM
+    ADD CONSTRAINT root_sources_p2027_02_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
 
 ALTER TABLE ONLY public.spans
     ADD CONSTRAINT spans_pkey PRIMARY KEY (tenant_id, trace_id, span_id);
@@ -521,6 +860,9 @@ ALTER TABLE ONLY public.tenant_counters
 
 ALTER TABLE ONLY public.tenant_deleting
     ADD CONSTRAINT tenant_deleting_pkey PRIMARY KEY (tenant_id);
+
+ALTER TABLE ONLY public.tenant_expiry
+    ADD CONSTRAINT tenant_expiry_pkey PRIMARY KEY (tenant_id);
 
 ALTER TABLE ONLY public.tenant_settings
     ADD CONSTRAINT tenant_settings_pkey PRIMARY KEY (tenant_id);
@@ -539,25 +881,183 @@ ALTER TABLE ONLY public.transform_versions
 
 CREATE INDEX api_keys_tenant ON public.api_keys USING btree (tenant_id, created_at);
 
-CREATE INDEX provenance_content_hash ON public.provenance USING btree (tenant_id, content_hash, created_at);
+CREATE INDEX provenance_content_hash ON ONLY public.provenance USING btree (tenant_id, content_hash, created_at);
 
-CREATE INDEX provenance_created_at ON public.provenance USING btree (tenant_id, created_at, context_id);
+CREATE INDEX provenance_created_at ON ONLY public.provenance USING btree (tenant_id, created_at, context_id);
 
-CREATE INDEX provenance_index_snapshot ON public.provenance USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
+CREATE INDEX provenance_index_snapshot ON ONLY public.provenance USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
 
-CREATE INDEX provenance_parent_ids ON public.provenance USING gin (parent_ids) WITH (fastupdate=off);
+CREATE UNIQUE INDEX provenance_p2026_12_id ON public.provenance_pYYYY_MM USING btree (tenant_id, context_id);
 
-CREATE INDEX provenance_produced_by ON public.provenance USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
+CREATE INDEX provenance_parent_ids ON ONLY public.provenance USING gin (parent_ids) WITH (fastupdate=off);
 
-CREATE INDEX provenance_source_uri ON public.provenance USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
+CREATE INDEX provenance_p2026_12_parent_ids_idx ON public.provenance_pYYYY_MM USING gin (parent_ids) WITH (fastupdate=off);
 
-CREATE INDEX provenance_trace_id ON public.provenance USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
+CREATE INDEX provenance_p2026_12_tenant_id_content_hash_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, content_hash, created_at);
 
-CREATE INDEX provenance_transform ON public.provenance USING btree (tenant_id, transform, transform_version);
+CREATE INDEX provenance_p2026_12_tenant_id_created_at_context_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, created_at, context_id);
 
-CREATE INDEX provenance_transform_version ON public.provenance USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
+CREATE INDEX provenance_tombstones ON ONLY public.provenance USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
 
-CREATE INDEX root_sources_context_id ON public.root_sources USING btree (tenant_id, context_id);
+CREATE INDEX provenance_p2026_12_tenant_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
+
+CREATE INDEX provenance_p2026_12_tenant_id_index_snapshot_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
+
+CREATE INDEX provenance_produced_by ON ONLY public.provenance USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
+
+CREATE INDEX provenance_p2026_12_tenant_id_produced_by_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
+
+CREATE INDEX provenance_source_uri ON ONLY public.provenance USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
+
+CREATE INDEX provenance_p2026_12_tenant_id_source_uri_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
+
+CREATE INDEX provenance_trace_id ON ONLY public.provenance USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
+
+CREATE INDEX provenance_p2026_12_tenant_id_trace_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
+
+CREATE INDEX provenance_transform ON ONLY public.provenance USING btree (tenant_id, transform, transform_version);
+
+CREATE INDEX provenance_p2026_12_tenant_id_transform_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform, transform_version);
+
+CREATE INDEX provenance_transform_version ON ONLY public.provenance USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
+
+CREATE INDEX provenance_p2026_12_tenant_id_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
+
+CREATE UNIQUE INDEX provenance_p2027_01_id ON public.provenance_pYYYY_MM USING btree (tenant_id, context_id);
+
+CREATE INDEX provenance_p2027_01_parent_ids_idx ON public.provenance_pYYYY_MM USING gin (parent_ids) WITH (fastupdate=off);
+
+CREATE INDEX provenance_p2027_01_tenant_id_content_hash_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, content_hash, created_at);
+
+CREATE INDEX provenance_p2027_01_tenant_id_created_at_context_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, created_at, context_id);
+
+CREATE INDEX provenance_p2027_01_tenant_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
+
+CREATE INDEX provenance_p2027_01_tenant_id_index_snapshot_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
+
+CREATE INDEX provenance_p2027_01_tenant_id_produced_by_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
+
+CREATE INDEX provenance_p2027_01_tenant_id_source_uri_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
+
+CREATE INDEX provenance_p2027_01_tenant_id_trace_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
+
+CREATE INDEX provenance_p2027_01_tenant_id_transform_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform, transform_version);
+
+CREATE INDEX provenance_p2027_01_tenant_id_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
+
+CREATE UNIQUE INDEX provenance_p2027_02_id ON public.provenance_pYYYY_MM USING btree (tenant_id, context_id);
+
+CREATE INDEX provenance_p2027_02_parent_ids_idx ON public.provenance_pYYYY_MM USING gin (parent_ids) WITH (fastupdate=off);
+
+CREATE INDEX provenance_p2027_02_tenant_id_content_hash_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, content_hash, created_at);
+
+CREATE INDEX provenance_p2027_02_tenant_id_created_at_context_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, created_at, context_id);
+
+CREATE INDEX provenance_p2027_02_tenant_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
+
+CREATE INDEX provenance_p2027_02_tenant_id_index_snapshot_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
+
+CREATE INDEX provenance_p2027_02_tenant_id_produced_by_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
+
+CREATE INDEX provenance_p2027_02_tenant_id_source_uri_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
+
+CREATE INDEX provenance_p2027_02_tenant_id_trace_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
+
+CREATE INDEX provenance_p2027_02_tenant_id_transform_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform, transform_version);
+
+CREATE INDEX provenance_p2027_02_tenant_id_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
+
+CREATE INDEX root_sources_context_id ON ONLY public.root_sources USING btree (tenant_id, context_id);
+
+CREATE INDEX root_sources_p2026_12_tenant_id_context_id_idx ON public.root_sources_pYYYY_MM USING btree (tenant_id, context_id);
+
+CREATE INDEX root_sources_p2027_01_tenant_id_context_id_idx ON public.root_sources_pYYYY_MM USING btree (tenant_id, context_id);
+
+CREATE INDEX root_sources_p2027_02_tenant_id_context_id_idx ON public.root_sources_pYYYY_MM USING btree (tenant_id, context_id);
+
+ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p2026_12_pkey;
+
+ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p2027_01_pkey;
+
+ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p2027_02_pkey;
+
+ALTER INDEX public.provenance_parent_ids ATTACH PARTITION public.provenance_p2026_12_parent_ids_idx;
+
+ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p2026_12_tenant_id_content_hash_created_at_idx;
+
+ALTER INDEX public.provenance_created_at ATTACH PARTITION public.provenance_p2026_12_tenant_id_created_at_context_id_idx;
+
+ALTER INDEX public.provenance_tombstones ATTACH PARTITION public.provenance_p2026_12_tenant_id_idx;
+
+ALTER INDEX public.provenance_index_snapshot ATTACH PARTITION public.provenance_p2026_12_tenant_id_index_snapshot_created_at_idx;
+
+ALTER INDEX public.provenance_produced_by ATTACH PARTITION public.provenance_p2026_12_tenant_id_produced_by_created_at_idx;
+
+ALTER INDEX public.provenance_source_uri ATTACH PARTITION public.provenance_p2026_12_tenant_id_source_uri_created_at_idx;
+
+ALTER INDEX public.provenance_trace_id ATTACH PARTITION public.provenance_p2026_12_tenant_id_trace_id_idx;
+
+ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p2026_12_tenant_id_transform_transform_version_idx;
+
+ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p2026_12_tenant_id_transform_version_idx;
+
+ALTER INDEX public.provenance_parent_ids ATTACH PARTITION public.provenance_p2027_01_parent_ids_idx;
+
+ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p2027_01_tenant_id_content_hash_created_at_idx;
+
+ALTER INDEX public.provenance_created_at ATTACH PARTITION public.provenance_p2027_01_tenant_id_created_at_context_id_idx;
+
+ALTER INDEX public.provenance_tombstones ATTACH PARTITION public.provenance_p2027_01_tenant_id_idx;
+
+ALTER INDEX public.provenance_index_snapshot ATTACH PARTITION public.provenance_p2027_01_tenant_id_index_snapshot_created_at_idx;
+
+ALTER INDEX public.provenance_produced_by ATTACH PARTITION public.provenance_p2027_01_tenant_id_produced_by_created_at_idx;
+
+ALTER INDEX public.provenance_source_uri ATTACH PARTITION public.provenance_p2027_01_tenant_id_source_uri_created_at_idx;
+
+ALTER INDEX public.provenance_trace_id ATTACH PARTITION public.provenance_p2027_01_tenant_id_trace_id_idx;
+
+ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p2027_01_tenant_id_transform_transform_version_idx;
+
+ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p2027_01_tenant_id_transform_version_idx;
+
+ALTER INDEX public.provenance_parent_ids ATTACH PARTITION public.provenance_p2027_02_parent_ids_idx;
+
+ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p2027_02_tenant_id_content_hash_created_at_idx;
+
+ALTER INDEX public.provenance_created_at ATTACH PARTITION public.provenance_p2027_02_tenant_id_created_at_context_id_idx;
+
+ALTER INDEX public.provenance_tombstones ATTACH PARTITION public.provenance_p2027_02_tenant_id_idx;
+
+ALTER INDEX public.provenance_index_snapshot ATTACH PARTITION public.provenance_p2027_02_tenant_id_index_snapshot_created_at_idx;
+
+ALTER INDEX public.provenance_produced_by ATTACH PARTITION public.provenance_p2027_02_tenant_id_produced_by_created_at_idx;
+
+ALTER INDEX public.provenance_source_uri ATTACH PARTITION public.provenance_p2027_02_tenant_id_source_uri_created_at_idx;
+
+ALTER INDEX public.provenance_trace_id ATTACH PARTITION public.provenance_p2027_02_tenant_id_trace_id_idx;
+
+ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p2027_02_tenant_id_transform_transform_version_idx;
+
+ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p2027_02_tenant_id_transform_version_idx;
+
+ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p2026_12_pkey;
+
+ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p2027_01_pkey;
+
+ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p2027_02_pkey;
+
+ALTER INDEX public.root_sources_pkey ATTACH PARTITION public.root_sources_p2026_12_pkey;
+
+ALTER INDEX public.root_sources_context_id ATTACH PARTITION public.root_sources_p2026_12_tenant_id_context_id_idx;
+
+ALTER INDEX public.root_sources_pkey ATTACH PARTITION public.root_sources_p2027_01_pkey;
+
+ALTER INDEX public.root_sources_context_id ATTACH PARTITION public.root_sources_p2027_01_tenant_id_context_id_idx;
+
+ALTER INDEX public.root_sources_pkey ATTACH PARTITION public.root_sources_p2027_02_pkey;
+
+ALTER INDEX public.root_sources_context_id ATTACH PARTITION public.root_sources_p2027_02_tenant_id_context_id_idx;
 
 CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH ROW EXECUTE FUNCTION public.lineage_refuse_change();
 
@@ -590,14 +1090,8 @@ ALTER TABLE public.record_signatures ENABLE ALWAYS TRIGGER record_signatures_app
 ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
-ALTER TABLE ONLY public.context_text
-    ADD CONSTRAINT context_text_tenant_id_context_id_fkey FOREIGN KEY (tenant_id, context_id) REFERENCES public.provenance(tenant_id, context_id);
-
-ALTER TABLE ONLY public.provenance
-    ADD CONSTRAINT provenance_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
-
-ALTER TABLE ONLY public.record_signatures
-    ADD CONSTRAINT record_signatures_tenant_id_context_id_fkey FOREIGN KEY (tenant_id, context_id) REFERENCES public.provenance(tenant_id, context_id);
+ALTER TABLE public.provenance
+    ADD CONSTRAINT provenance_tenant_id_fkey1 FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 ALTER TABLE ONLY public.spans
     ADD CONSTRAINT spans_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
@@ -626,6 +1120,10 @@ CREATE POLICY context_text_tenant ON public.context_text USING ((tenant_id = pub
 ALTER TABLE public.events ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY events_tenant ON public.events USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
+ALTER TABLE public.forget_tombstones ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY forget_tombstones_tenant ON public.forget_tombstones USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
 
 ALTER TABLE public.log_checkpoints ENABLE ROW LEVEL SECURITY;
 
@@ -673,6 +1171,10 @@ ALTER TABLE public.tenant_counters ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY tenant_counters_tenant ON public.tenant_counters USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
 
+ALTER TABLE public.tenant_expiry ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY tenant_expiry_tenant ON public.tenant_expiry USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+
 ALTER TABLE public.tenant_settings ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY tenant_settings_tenant ON public.tenant_settings USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
@@ -683,6 +1185,8 @@ CREATE POLICY tenant_text_keys_tenant ON public.tenant_text_keys USING ((tenant_
 
 ALTER TABLE public.tenants ENABLE ROW LEVEL SECURITY;
 
+CREATE POLICY tenants_retention ON public.tenants FOR SELECT TO postgres USING (true);
+
 CREATE POLICY tenants_tenant ON public.tenants USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
 
 ALTER TABLE public.transform_versions ENABLE ROW LEVEL SECURITY;
@@ -690,6 +1194,9 @@ ALTER TABLE public.transform_versions ENABLE ROW LEVEL SECURITY;
 CREATE POLICY transform_versions_tenant ON public.transform_versions USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
 
 GRANT USAGE ON SCHEMA public TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.lineage_delete_tenant(p_tenant_id text) FROM PUBLIC;
 
@@ -701,6 +1208,9 @@ GRANT ALL ON FUNCTION public.lineage_key_create(p_key_id text, p_scope text, p_k
 
 REVOKE ALL ON FUNCTION public.lineage_key_revoke(p_key_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_key_revoke(p_key_id text) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_retention_apply(p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_retention_apply(p_now timestamp with time zone) TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) TO lineage_app;
@@ -721,6 +1231,8 @@ GRANT SELECT,INSERT,DELETE ON TABLE public.context_text TO lineage_app;
 
 GRANT SELECT,INSERT ON TABLE public.events TO lineage_app;
 
+GRANT SELECT ON TABLE public.forget_tombstones TO lineage_app;
+
 GRANT SELECT,INSERT ON TABLE public.log_checkpoints TO lineage_app;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.log_heads TO lineage_app;
@@ -737,15 +1249,53 @@ GRANT SELECT,INSERT ON TABLE public.provenance TO lineage_app;
 
 GRANT SELECT,INSERT ON TABLE public.provenance_children TO lineage_app;
 
+REVOKE ALL ON TABLE public.provenance_children_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_children_pYYYY_MM TO CURRENT_USER;
+
+REVOKE ALL ON TABLE public.provenance_children_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_children_pYYYY_MM TO CURRENT_USER;
+
+REVOKE ALL ON TABLE public.provenance_children_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_children_pYYYY_MM TO CURRENT_USER;
+
+REVOKE ALL ON TABLE public.provenance_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_pYYYY_MM TO CURRENT_USER;
+
+REVOKE ALL ON TABLE public.provenance_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_pYYYY_MM TO CURRENT_USER;
+
+REVOKE ALL ON TABLE public.provenance_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_pYYYY_MM TO CURRENT_USER;
+
 REVOKE ALL ON TABLE public.record_signatures FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures TO CURRENT_USER;
 GRANT SELECT,INSERT ON TABLE public.record_signatures TO lineage_app;
 
+REVOKE ALL ON TABLE public.record_signatures_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures_pYYYY_MM TO CURRENT_USER;
+
+REVOKE ALL ON TABLE public.record_signatures_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures_pYYYY_MM TO CURRENT_USER;
+
+REVOKE ALL ON TABLE public.record_signatures_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures_pYYYY_MM TO CURRENT_USER;
+
 GRANT SELECT,INSERT ON TABLE public.root_sources TO lineage_app;
+
+REVOKE ALL ON TABLE public.root_sources_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.root_sources_pYYYY_MM TO CURRENT_USER;
+
+REVOKE ALL ON TABLE public.root_sources_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.root_sources_pYYYY_MM TO CURRENT_USER;
+
+REVOKE ALL ON TABLE public.root_sources_pYYYY_MM FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.root_sources_pYYYY_MM TO CURRENT_USER;
 
 GRANT SELECT,INSERT ON TABLE public.spans TO lineage_app;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.tenant_counters TO lineage_app;
+
+GRANT SELECT ON TABLE public.tenant_expiry TO lineage_app;
 
 GRANT SELECT,UPDATE ON TABLE public.tenant_settings TO lineage_app;
 

@@ -1,0 +1,177 @@
+"""The data lifecycle on Citus (tests/citus_cluster.py, default settings, after `lineage
+distribute`): tenant deletion leaves no row of the tenant on any shard and the other tenant
+whole; export then import gives the same walks; retention drops a month's partitions on every
+worker."""
+
+import asyncio
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from lineage import cli, db
+from lineage.db.database import Database
+from lineage.db.distribute import distribute
+from lineage.db.migrate import migrate
+from lineage.services import auth, retention, walks
+from lineage.services.demo import ANSWER_ID, load_incident
+from lineage.services.tenant_deletion import delete_tenant
+from lineage.settings import Settings
+from lineage.store.postgres import PostgresStore, insert_records
+from tests.citus_cluster import CitusCluster
+from tests.test_retention import NEW_RECORDS, OLD, OLD_MONTH, OLD_RECORDS, PARTITIONED
+
+pytestmark = [pytest.mark.citus, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def citus_url(citus: CitusCluster) -> str:
+    url = citus.create_database("lineage_citus_lifecycle")
+    migrate(url)
+    distribute(url)
+    return url
+
+
+async def _pools(url: str) -> tuple[Database, Database]:
+    """The owner's Database and the application role's."""
+    settings = Settings()
+    owner = await Database.connect(settings, url, max_size=2, as_owner=True)
+    return owner, await Database.connect(settings, url, max_size=2)
+
+
+def tenant_rows(url: str, tenant_id: str) -> dict[str, int]:
+    """Rows of the tenant in every distributed table (the parents: partitions are in them)."""
+    with psycopg.connect(url) as coordinator:
+        tables = [
+            name
+            for (name,) in coordinator.execute(
+                "SELECT logicalrelid::regclass::text FROM pg_dist_partition AS d "
+                "JOIN pg_class AS c ON c.oid = d.logicalrelid "
+                "WHERE d.partmethod = 'h' AND NOT c.relispartition ORDER BY 1"
+            ).fetchall()
+        ]
+        coordinator.execute("SELECT set_config('lineage.tenant_id', %s, false)", (tenant_id,))
+        return {
+            table: coordinator.execute(
+                f"SELECT count(*) FROM {table} WHERE tenant_id = %s",  # names from the catalog
+                (tenant_id,),
+            ).fetchone()[0]  # type: ignore[index]
+            for table in tables
+        }
+
+
+async def _load_two(url: str) -> None:
+    owner, pool = await _pools(url)
+    try:
+        for tenant in ("doomed", "kept"):
+            await auth.create_tenant(owner, tenant)
+            await load_incident(PostgresStore(pool, tenant))
+    finally:
+        await pool.close()
+        await owner.close()
+
+
+def test_tenant_deletion_on_citus_leaves_nothing_of_the_tenant(citus_url: str) -> None:
+    asyncio.run(_load_two(citus_url))
+    before = tenant_rows(citus_url, "kept")
+    assert before["provenance"] > 10 and before["record_signatures"] == before["provenance"]
+    assert tenant_rows(citus_url, "doomed")["provenance"] == before["provenance"]
+
+    async def delete() -> dict[str, object]:
+        owner, pool = await _pools(citus_url)
+        try:
+            return await delete_tenant(owner, "doomed")
+        finally:
+            await pool.close()
+            await owner.close()
+
+    receipt = asyncio.run(delete())
+    assert receipt["rows"]["provenance"] == before["provenance"]  # type: ignore[index]
+    assert set(tenant_rows(citus_url, "doomed").values()) == {0}
+    assert tenant_rows(citus_url, "kept") == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="since migration 0015 the import's registering of its text hash key breaks "
+    "tenant_settings_text_hash_key_registered on Citus's shards (ForeignKeyViolationError)",
+)
+def test_export_then_import_on_citus_gives_the_same_walks(citus_url: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    env = {"LINEAGE_DATABASE_URL": citus_url, "LINEAGE_DATA_DIR": str(tmp_path)}
+
+    async def prepare() -> None:
+        owner, pool = await _pools(citus_url)
+        try:
+            await auth.create_tenant(owner, "source")
+            await load_incident(PostgresStore(pool, "source"))
+        finally:
+            await pool.close()
+            await owner.close()
+
+    asyncio.run(prepare())
+    path = tmp_path / "source.bundle"
+    written = runner.invoke(
+        cli.app, ["export", "bundle", "--tenant", "source", "--output", str(path)], env=env
+    )
+    assert written.exit_code == 0, written.output
+    loaded = runner.invoke(cli.app, ["import", str(path), "--tenant", "moved"], env=env)
+    assert loaded.exit_code == 0, loaded.output
+    assert json.loads(loaded.stdout)["tenant_id"] == "moved"
+
+    async def walk_both() -> tuple[list[Any], list[Any]]:
+        settings = Settings()
+        pool = await Database.connect(settings, citus_url, max_size=2)
+        try:
+            found = []
+            for tenant in ("source", "moved"):
+                walked = await walks.walk_back(pool, settings, tenant, ANSWER_ID, None)
+                found.append(sorted((n["context_id"], n["depth"], n["kind"]) for n in walked.nodes))
+            return found[0], found[1]
+        finally:
+            await pool.close()
+
+    source, moved = asyncio.run(walk_both())
+    assert source == moved and len(source) > 5
+
+
+def test_retention_drops_a_month_on_citus(citus_url: str) -> None:
+    async def expire() -> tuple[dict[str, object], walks.Walk]:
+        owner, pool = await _pools(citus_url)
+        try:
+            # On Citus an append cannot write shards the owner made in its own transaction: the
+            # months' partitions come first, as the service's schedule adds them ahead.
+            async with owner.connection() as connection:
+                await db.fetch(
+                    connection, "partitions_add", from_time=OLD, through=OLD + timedelta(days=1)
+                )
+            for batch in (OLD_RECORDS, NEW_RECORDS):
+                async with pool.tenant("default") as tx:
+                    await insert_records(tx, batch)
+            await retention.set_policy(owner, 12)
+            receipt = await retention.apply(pool)
+            walked = await walks.walk_back(pool, Settings(), "default", "answer_new", None)
+            await retention.set_policy(owner, 0)
+            return receipt, walked
+        finally:
+            await pool.close()
+            await owner.close()
+
+    receipt, walked = asyncio.run(expire())
+    assert receipt["tombstones_kept"] == 1
+    assert walked.truncated_reason == "retention"
+    assert [node["context_id"] for node in walked.nodes] == ["answer_new"]
+    with psycopg.connect(citus_url) as coordinator:
+        left = coordinator.execute(
+            "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::regclass::text = ANY (%s)",
+            ([f"{table}_p{OLD_MONTH}" for table in PARTITIONED],),
+        ).fetchone()
+        shards = coordinator.execute(
+            "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid::regclass::text LIKE %s",
+            (f"%_p{OLD_MONTH}",),
+        ).fetchone()
+    assert left == (0,) and shards == (0,)
