@@ -16,9 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import asyncpg
-
-from lineage import db
 from lineage.bundle import format as bundle
 from lineage.core.errors import BadParameter, BundleError, Conflict, UnknownSigningKey
 from lineage.core.progress import Progress, unwatched
@@ -166,12 +163,10 @@ async def _write(
     verifier: VerifierKey,
     progress: Progress,
 ) -> None:
-    connection, tenant_id = tx.connection, tx.tenant_id
+    tenant_id = tx.tenant_id
     settings = verified.header.settings
-    updated = await db.fetch(
-        connection,
+    updated = await tx.fetch(
         "bundle_import_settings",
-        tenant_id=tenant_id,
         **{name: bool(settings[name]) for name in bundle.SETTINGS},
         text_hash_key=bundle.unb64(settings["text_hash_key"], "settings.text_hash_key"),
     )
@@ -192,7 +187,7 @@ async def _write(
             if isinstance(entry, bundle.BundleText):
                 texts.append(entry)
                 if len(texts) == BATCH_RECORDS:
-                    await _write_texts(connection, tenant_id, texts)
+                    await _write_texts(tx, texts)
                     texts = []
                 continue
             root.add([entry.leaf_hash])
@@ -202,7 +197,7 @@ async def _write(
                 batch = []
                 progress("write", root.size, verified.records)
                 if root.size == analyze_at:  # at 1k, 10k, 100k... records: plans fit the size
-                    await db.execute(connection, "bundle_analyze")
+                    await tx.execute("bundle_analyze")
                     analyze_at *= 10
         waiting = await _write_records(tx, waiting + batch)
         while waiting:
@@ -213,7 +208,7 @@ async def _write(
                     f"{len(left)} records name parents that are not in the bundle: {shown}"
                 )
             waiting = left
-        await _write_texts(connection, tenant_id, texts)
+        await _write_texts(tx, texts)
         progress("write", root.size, verified.records)
     _check_root(root, checkpoint.root_hash)
 
@@ -223,11 +218,11 @@ async def _write_records(tx: Transaction, records: list[ContextRecord]) -> list[
     returned to wait for their parents (a log's leaf order need not put parents first)."""
     if not records:
         return []
-    connection, tenant_id = tx.connection, tx.tenant_id
+    tenant_id = tx.tenant_id
     check_batch(tenant_id, records)
     own = {record.context_id for record in records}
     outside = {parent for record in records for parent in record.parent_ids} - own
-    present = set(await stored_root_sources(connection, tenant_id, outside)) if outside else set()
+    present = set(await stored_root_sources(tx, outside)) if outside else set()
     ready: list[ContextRecord] = []
     waiting = records
     placed = True
@@ -247,15 +242,11 @@ async def _write_records(tx: Transaction, records: list[ContextRecord]) -> list[
     return waiting
 
 
-async def _write_texts(
-    connection: asyncpg.Connection, tenant_id: str, texts: list[bundle.BundleText]
-) -> None:
+async def _write_texts(tx: Transaction, texts: list[bundle.BundleText]) -> None:
     if not texts:
         return
-    rows = await db.fetch(
-        connection,
+    rows = await tx.fetch(
         "bundle_import_texts",
-        tenant_id=tenant_id,
         context_ids=[text.context_id for text in texts],
         texts=[text.text for text in texts],
         captured_ats=[text.captured_at for text in texts],

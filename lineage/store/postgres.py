@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
-from lineage import db
 from lineage.core import metrics
 from lineage.core.errors import Conflict, InvalidRecord
 from lineage.core.record import ContextRecord, NewContext, check_id, validate
@@ -90,10 +89,9 @@ async def insert_records(tx: "Transaction", records: Sequence[ContextRecord]) ->
     sources, signature), in the caller's transaction; the ids inserted. Ids already stored are
     left alone. Parents must be earlier in `records` or stored: InvalidRecord otherwise.
     `append_records` (new records) and bundle imports (records as exported) both write here."""
-    connection, tenant_id = tx.connection, tx.tenant_id
     batch_ids = [r.context_id for r in records]
-    stored_parents = await _check_parents(connection, tenant_id, records)
-    await ensure_partitions(connection, (r.created_at for r in records))
+    stored_parents = await _check_parents(tx, records)
+    await ensure_partitions(tx.connection, (r.created_at for r in records))
     inserted = {
         row["context_id"]
         for row in await tx.fetch(
@@ -112,19 +110,17 @@ async def insert_records(tx: "Transaction", records: Sequence[ContextRecord]) ->
             attribute_docs=[json.dumps(r.attributes) for r in records],
         )
     }
-    await _note_transform_versions(connection, tenant_id, records, inserted)
+    await _note_transform_versions(tx, records, inserted)
     new = [record for record in records if record.context_id in inserted]
-    await note_root_sources(connection, tenant_id, new, stored_parents)
-    await signing.append_signatures(connection, tenant_id, new, tx.signer)
+    await note_root_sources(tx, new, stored_parents)
+    await signing.append_signatures(tx.connection, tx.tenant_id, new, tx.signer)
     # Last: it holds the tenant's stream counter until commit.
     await events.note_appended(tx, [record.context_id for record in new])
     metrics.count_appended(record.kind for record in new)
     return inserted
 
 
-async def _check_parents(
-    connection: asyncpg.Connection, tenant_id: str, records: Sequence[ContextRecord]
-) -> dict[str, Roots]:
+async def _check_parents(tx: "Transaction", records: Sequence[ContextRecord]) -> dict[str, Roots]:
     """Parents must be earlier in the batch or stored for this tenant; others look unknown.
 
     Returns the stored parents' root sources, read in the same round trip.
@@ -138,7 +134,7 @@ async def _check_parents(
         earlier.add(record.context_id)
     if not outside:
         return {}
-    found = await stored_root_sources(connection, tenant_id, outside.keys())
+    found = await stored_root_sources(tx, outside.keys())
     unknown = [p for p in outside if p not in found]
     if unknown:
         shown = ", ".join(unknown[:5]) + (
@@ -153,8 +149,7 @@ async def _check_parents(
 
 
 async def _note_transform_versions(
-    connection: asyncpg.Connection,
-    tenant_id: str,
+    tx: "Transaction",
     records: Sequence[ContextRecord],
     inserted: set[str],
 ) -> None:
@@ -163,10 +158,8 @@ async def _note_transform_versions(
         if record.transform_version and record.context_id in inserted:
             first_seen.setdefault(record.transform_version, record.created_at)
     if first_seen:
-        await db.execute(
-            connection,
+        await tx.execute(
             "record_transform_versions",
-            tenant_id=tenant_id,
             transform_versions=list(first_seen),
             version_keys=[version_key(v) for v in first_seen],
             first_seens=list(first_seen.values()),

@@ -8,10 +8,8 @@ source_uri is one index range instead of a walk (sql/blast_radius_by_source.sql)
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-import asyncpg
-
-from lineage import db
 from lineage.core.record import ContextRecord
+from lineage.db.database import Transaction
 
 Roots = dict[str, int]  # source_uri -> minimal depth below a root with that source_uri
 
@@ -33,15 +31,11 @@ def roots_of(record: ContextRecord, parent_roots: Sequence[Mapping[str, int]]) -
     return carry(parent_roots)
 
 
-async def stored_root_sources(
-    connection: asyncpg.Connection, tenant_id: str, context_ids: Collection[str]
-) -> dict[str, Roots]:
+async def stored_root_sources(tx: Transaction, context_ids: Collection[str]) -> dict[str, Roots]:
     """The tenant's stored records among `context_ids`, each with its root sources; a record
     inserted around append_records has none. Unknown and foreign ids are simply absent."""
     stored: dict[str, Roots] = {}
-    for row in await db.fetch(
-        connection, "stored_root_sources", tenant_id=tenant_id, context_ids=list(context_ids)
-    ):
+    for row in await tx.fetch("stored_root_sources", context_ids=list(context_ids)):
         roots = stored.setdefault(row["context_id"], {})
         if row["source_uri"] is not None:
             roots[row["source_uri"]] = row["depth"]
@@ -49,8 +43,7 @@ async def stored_root_sources(
 
 
 async def note_root_sources(
-    connection: asyncpg.Connection,
-    tenant_id: str,
+    tx: Transaction,
     new: Sequence[ContextRecord],
     stored: Mapping[str, Roots],
 ) -> None:
@@ -65,17 +58,15 @@ async def note_root_sources(
     outside = {p for record in new for p in record.parent_ids} - {r.context_id for r in new}
     known = {p: stored[p] for p in outside if p in stored}
     if unread := outside - known.keys():
-        known |= await stored_root_sources(connection, tenant_id, unread)
+        known |= await stored_root_sources(tx, unread)
     rows = []
     for record in new:
         # Every stored record has its rows (migration 0005 filled those before it).
         parents = [known.get(p, {}) for p in record.parent_ids]
         known[record.context_id] = roots_of(record, parents)
         rows += [(record, source, depth) for source, depth in known[record.context_id].items()]
-    await db.execute(
-        connection,
+    await tx.execute(
         "record_root_sources",
-        tenant_id=tenant_id,
         context_ids=[record.context_id for record, _, _ in rows],
         kinds=[record.kind for record, _, _ in rows],
         source_uris=[source for _, source, _ in rows],
