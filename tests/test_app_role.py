@@ -3,6 +3,8 @@ in as lineage_app (no SET ROLE to undo), a tenant it sets for itself is not vouc
 reads nothing, and keys are made and revoked only through the definer functions, for the
 vouched tenant only, never un-revoked."""
 
+import asyncio
+
 import asyncpg
 import pytest
 
@@ -131,3 +133,19 @@ async def test_a_rotated_vouching_key_ends_every_token_made_before(
             assert await connection.fetchval("SELECT count(*) FROM provenance") > 0
     finally:
         await fresh.close()
+
+
+async def test_the_cli_prints_the_token_that_vouches_for_a_tenant_in_psql(
+    database_url: str, owner: asyncpg.Connection
+) -> None:
+    """`lineage tenant token` reads the owner's key through the command's Database."""
+    from typer.testing import CliRunner
+
+    from lineage.cli import app
+
+    env = {"LINEAGE_DATABASE_URL": database_url}
+    result = await asyncio.to_thread(CliRunner().invoke, app, ["tenant", "token", "acme"], env=env)
+    assert result.exit_code == 0, result.output
+    key = await db.fetch_vouching_key(owner)
+    assert key is not None
+    assert result.stdout.strip() == db.tenant_token(key, "acme")

@@ -68,8 +68,8 @@ async def _load_two(url: str) -> None:
     owner, pool = await _pools(url)
     try:
         for tenant in ("doomed", "kept"):
-            await auth.create_tenant(Database(owner, Settings()), tenant)
-            await load_incident(PostgresStore(Database(pool, Settings()), tenant))
+            await auth.create_tenant(owner, tenant)
+            await load_incident(PostgresStore(pool, tenant))
     finally:
         await pool.close()
         await owner.close()
@@ -84,7 +84,7 @@ def test_tenant_deletion_on_citus_leaves_nothing_of_the_tenant(citus_url: str) -
     async def delete() -> dict[str, object]:
         owner, pool = await _pools(citus_url)
         try:
-            return await delete_tenant(Database(owner, Settings()), "doomed")
+            return await delete_tenant(owner, "doomed")
         finally:
             await pool.close()
             await owner.close()
@@ -107,8 +107,8 @@ def test_export_then_import_on_citus_gives_the_same_walks(citus_url: str, tmp_pa
     async def prepare() -> None:
         owner, pool = await _pools(citus_url)
         try:
-            await auth.create_tenant(Database(owner, Settings()), "source")
-            await load_incident(PostgresStore(Database(pool, Settings()), "source"))
+            await auth.create_tenant(owner, "source")
+            await load_incident(PostgresStore(pool, "source"))
         finally:
             await pool.close()
             await owner.close()
@@ -129,9 +129,7 @@ def test_export_then_import_on_citus_gives_the_same_walks(citus_url: str, tmp_pa
         try:
             found = []
             for tenant in ("source", "moved"):
-                walked = await walks.walk_back(
-                    Database(pool, Settings()), settings, tenant, ANSWER_ID, None
-                )
+                walked = await walks.walk_back(pool, settings, tenant, ANSWER_ID, None)
                 found.append(sorted((n["context_id"], n["depth"], n["kind"]) for n in walked.nodes))
             return found[0], found[1]
         finally:
@@ -156,9 +154,7 @@ def test_retention_drops_a_month_on_citus(citus_url: str) -> None:
                     await insert_records(tx, batch)
             await retention.set_policy(owner, 12)
             receipt = await retention.apply(pool)
-            walked = await walks.walk_back(
-                Database(pool, Settings()), Settings(), "default", "answer_new", None
-            )
+            walked = await walks.walk_back(pool, Settings(), "default", "answer_new", None)
             await retention.set_policy(owner, 0)
             return receipt, walked
         finally:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from lineage.cli import render
 from lineage.cli.errors import diagnostics, fail
 from lineage.cli.runner import ConfigOption, console, load, run
+
+if TYPE_CHECKING:
+    from lineage.db.database import Database
 
 tenant_app = typer.Typer(help="Tenants: each one's records are invisible to the others.")
 key_app = typer.Typer(help="Bearer keys, scoped ingest | read | admin; only hashes are kept.")
@@ -32,8 +35,8 @@ def tenant_token(name: str, config: ConfigOption = None) -> None:
     lineage.tenant_token), read as the owner: lineage_app itself cannot make one."""
     from lineage import db
 
-    async def token(pool: Any) -> str | None:
-        async with pool.acquire() as connection:
+    async def token(database: Database) -> str | None:
+        async with database.connection() as connection:
             key = await db.fetch_vouching_key(connection)
         return None if key is None else db.tenant_token(key, name)
 
