@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import asyncpg
 
@@ -33,6 +33,9 @@ from lineage import db
 from lineage.core.errors import SigningKeyError, UnknownSigningKey
 from lineage.core.record import ID_PATTERN, ContextRecord, format_timestamp
 from lineage.settings import Settings
+
+if TYPE_CHECKING:
+    from lineage.db.database import Transaction
 
 KEYRING_NAME = "signing-keys.json"
 SECRET_BYTES = 32  # 256 bits: no shorter than SHA-256's output, as RFC 2104 advises
@@ -217,20 +220,14 @@ class SignatureCheck:
         return dataclasses.asdict(self)
 
 
-async def append_signatures(
-    connection: asyncpg.Connection,
-    tenant_id: str,
-    records: Sequence[ContextRecord],
-    signer: Signer,
-) -> None:
-    """Sign records in the transaction that inserts them: one INSERT for the whole batch."""
+async def append_signatures(tx: "Transaction", records: Sequence[ContextRecord]) -> None:
+    """Sign records with the transaction's keyring in the transaction that inserts them: one
+    INSERT for the whole batch."""
     if not records:
         return
-    signed = [signer.sign(record.canonical_bytes()) for record in records]
-    await db.execute(
-        connection,
+    signed = [tx.signer.sign(record.canonical_bytes()) for record in records]
+    await tx.execute(
         "signature_append",
-        tenant_id=tenant_id,
         context_ids=[record.context_id for record in records],
         key_ids=[key_id for key_id, _ in signed],
         signatures=[signature for _, signature in signed],

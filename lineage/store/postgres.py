@@ -113,7 +113,7 @@ async def insert_records(tx: "Transaction", records: Sequence[ContextRecord]) ->
     await _note_transform_versions(tx, records, inserted)
     new = [record for record in records if record.context_id in inserted]
     await note_root_sources(tx, new, stored_parents)
-    await signing.append_signatures(tx.connection, tx.tenant_id, new, tx.signer)
+    await signing.append_signatures(tx, new)
     # Last: it holds the tenant's stream counter until commit.
     await events.note_appended(tx, [record.context_id for record in new])
     metrics.count_appended(record.kind for record in new)
