@@ -48,18 +48,14 @@ class Transaction:
     def signer(self) -> Signer:
         return self.database.signer
 
-    def _values(self, name: str, values: dict[str, Any]) -> dict[str, Any]:
+    def _values(self, values: dict[str, Any]) -> dict[str, Any]:
         return {"tenant_id": self.tenant_id, **values}
 
     async def fetch(self, name: str, **values: Any) -> list[asyncpg.Record]:
-        return await db.fetch(self.connection, name, **self._values(name, values))
-
-    async def fetchrow(self, name: str, **values: Any) -> asyncpg.Record | None:
-        rows = await self.fetch(name, **values)
-        return rows[0] if rows else None
+        return await db.fetch(self.connection, name, **self._values(values))
 
     async def execute(self, name: str, **values: Any) -> None:
-        await db.execute(self.connection, name, **self._values(name, values))
+        await db.execute(self.connection, name, **self._values(values))
 
     async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
         """Append within this transaction (the Store verb): raises on any bad record."""
