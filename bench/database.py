@@ -96,8 +96,14 @@ async def copy_dag(
         # hash it during the timings. Records appended by the timed ingest paths are queued.
         started = time.perf_counter()
         copied = 0
+        created_at = COLUMNS.index("created_at")
         while batch := list(itertools.islice(rows, BATCH)):
             progress("generate and copy the DAG", copied, records)
+            if partitioned:  # data not made by the generator may lie outside its period
+                moments = [row[created_at] for row, _ in batch]
+                await db.fetch(
+                    connection, "partitions_add", from_time=min(moments), through=max(moments)
+                )
             await connection.copy_records_to_table(
                 "provenance", records=[row for row, _ in batch], columns=COLUMNS
             )
