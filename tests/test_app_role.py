@@ -149,3 +149,20 @@ async def test_the_cli_prints_the_token_that_vouches_for_a_tenant_in_psql(
     key = await db.fetch_vouching_key(owner)
     assert key is not None
     assert result.stdout.strip() == db.tenant_token(key, "acme")
+
+
+async def test_no_session_reads_another_sessions_token_in_pg_stat_activity(
+    pool: asyncpg.Pool, two_tenants: None
+) -> None:
+    # acme's request sits between its SET LOCAL of the tenant and its next statement.
+    async with pool.acquire() as victim, victim.transaction():
+        await db.set_tenant(victim, "acme")
+        token = db.tenant_token(victim.vouching_key, "acme")
+        async with pool.acquire() as injected:
+            for query in (
+                "SELECT string_agg(query, ' ') FROM pg_stat_activity",
+                "SELECT string_agg(pg_stat_get_backend_activity(s), ' ') "
+                "FROM pg_stat_get_backend_idset() AS s",
+            ):
+                with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                    assert token not in (await injected.fetchval(query) or "")

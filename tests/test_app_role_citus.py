@@ -90,3 +90,39 @@ async def test_an_injected_tenant_reads_nothing_on_citus(
                 await count_unvouched(worker, shard_name)
         finally:
             await worker.close()
+
+
+async def statement_texts(connection: asyncpg.Connection, view: str) -> str:
+    """Every statement text the view shows this session, or nothing if it may not read them."""
+    try:
+        return await connection.fetchval(f"SELECT string_agg(query, ' ') FROM {view}") or ""
+    except asyncpg.InsufficientPrivilegeError:
+        return ""
+
+
+async def test_no_session_reads_another_sessions_token_on_any_node(
+    citus_url: str, citus: CitusCluster
+) -> None:
+    pool = await db.create_pool(citus_url, max_size=2)
+    try:
+        # acme's request sits between its SET LOCAL of the tenant (sent on to the workers with
+        # its first query there) and its next statement.
+        async with pool.acquire() as victim, victim.transaction():
+            await db.set_tenant(victim, "acme")
+            await victim.fetchval("SELECT count(*) FROM provenance WHERE tenant_id = 'acme'")
+            token = db.tenant_token(victim.vouching_key, "acme")
+            await victim.execute(db.set_tenant_sql("acme", victim.vouching_key))
+            async with pool.acquire() as injected:
+                for view in ("pg_stat_activity", "citus_stat_activity"):
+                    assert token not in await statement_texts(injected, view)
+            for worker in citus.workers:
+                connection = await asyncpg.connect(
+                    f"postgresql://{db.APP_ROLE}@127.0.0.1:{worker.port}/{DATABASE}"
+                )
+                try:
+                    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                        await connection.fetchval("SELECT count(*) FROM pg_stat_activity")
+                finally:
+                    await connection.close()
+    finally:
+        await pool.close()

@@ -22,6 +22,11 @@ from psycopg import sql
 from lineage.core.errors import NotDistributable
 from lineage.core.progress import Progress, unwatched
 
+# The functions that return other sessions' statement text, revoked by migration 0017.
+ACTIVITY_FUNCTIONS = (
+    "pg_catalog.pg_stat_get_activity(integer), pg_catalog.pg_stat_get_backend_activity(integer)"
+)
+
 COLOCATION_TABLE = "tenants"
 REFERENCE_TABLES = ("api_keys",)
 # The triggers migrations made that Citus cannot keep; any other trigger stops distribute.
@@ -149,7 +154,25 @@ def distribute(url: str, progress: Progress = unwatched) -> list[str]:
         progress("distribute", len(tables), len(tables))
         done.extend(f"{table}: left on the coordinator (no tenant_id)" for table in layout.local)
         done.append(_copy_vouching_key(connection))
+        done.append(_hide_activity_on_workers(connection))
     return done
+
+
+def _hide_activity_on_workers(connection: psycopg.Connection) -> str:
+    """What migration 0017 does on the coordinator: no session of the application role reads
+    another's statements (its tenant token) through pg_stat_activity or citus_stat_activity."""
+    command = f"REVOKE EXECUTE ON FUNCTION {ACTIVITY_FUNCTIONS} FROM PUBLIC"
+    failed = [
+        f"{node}:{port}: {result}"
+        for node, port, success, result in connection.execute(
+            "SELECT nodename, nodeport, success, result FROM run_command_on_workers(%s)",
+            (command,),
+        ).fetchall()
+        if not success
+    ]
+    if failed:
+        raise NotDistributable("could not hide statement text on a worker: " + "; ".join(failed))
+    return "pg_stat_activity: statement text hidden from lineage_app on every worker"
 
 
 def _copy_vouching_key(connection: psycopg.Connection) -> str:

@@ -1195,6 +1195,10 @@ CREATE POLICY transform_versions_tenant ON public.transform_versions USING ((ten
 
 GRANT USAGE ON SCHEMA public TO lineage_app;
 
+REVOKE ALL ON FUNCTION pg_catalog.pg_stat_get_activity(pid integer, ...) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) TO lineage_app;
 
