@@ -268,6 +268,7 @@ async def test_a_large_radius_comes_a_page_at_a_time(
             "total": 1 + FAN_CHUNKS + FAN_ANSWERS,
             "counts_by_kind": {"answer": FAN_ANSWERS, "chunk": FAN_CHUNKS, "document": 1},
             "truncated": False,
+            "truncated_reason": None,
         }
         assert page["matching"] == FAN_ANSWERS and page["kind"] == "answer"
         assert len(page["nodes"]) == min(100, FAN_ANSWERS - offset)
