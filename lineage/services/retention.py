@@ -11,7 +11,7 @@ checkpoint stays and proofs still verify. The period is the owner's alone to set
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ import asyncpg
 from lineage import db
 from lineage.core.errors import BadParameter, Forbidden
 from lineage.db.database import Database
+from lineage.db.errors import OUTAGE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ async def scheduled(database: Database, every_s: float = SCHEDULE_S) -> AsyncIte
                 receipt = await apply(database)
                 if receipt["months_dropped"]:
                     log.info("retention: expired %s", receipt["months_dropped"])
-            except (asyncpg.PostgresError, OSError):
+            except (asyncpg.PostgresError, *OUTAGE_ERRORS):
                 log.exception("retention: apply failed; retrying in %.0f s", every_s)
             await asyncio.sleep(every_s)
 
@@ -75,5 +76,5 @@ async def scheduled(database: Database, every_s: float = SCHEDULE_S) -> AsyncIte
         yield
     finally:
         task.cancel()
-        with suppress(asyncio.CancelledError):
-            await task
+        # A round cancelled mid-query may fail as its connection unwinds: never the caller's.
+        await asyncio.gather(task, return_exceptions=True)
