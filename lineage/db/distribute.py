@@ -161,7 +161,27 @@ def distribute(url: str, progress: Progress = unwatched) -> list[str]:
 def _hide_activity_on_workers(connection: psycopg.Connection) -> str:
     """What migration 0017 does on the coordinator: no session of the application role reads
     another's statements (its tenant token) through pg_stat_activity or citus_stat_activity."""
-    command = f"REVOKE EXECUTE ON FUNCTION {ACTIVITY_FUNCTIONS} FROM PUBLIC"
+    _on_every_worker(
+        connection,
+        f"REVOKE EXECUTE ON FUNCTION {ACTIVITY_FUNCTIONS} FROM PUBLIC",
+        "could not hide statement text on a worker",
+    )
+    return "pg_stat_activity: statement text hidden from lineage_app on every worker"
+
+
+def _copy_vouching_key(connection: psycopg.Connection) -> str:
+    key = connection.execute("SELECT key, inner_pad, outer_pad FROM tenant_vouching_key").fetchone()
+    if key is None:
+        raise NotDistributable("no tenant vouching key: run `lineage migrate` first")
+    command = sql.SQL(WORKER_VOUCHING_KEY).format(*(sql.Literal(bytes(part)) for part in key))
+    _on_every_worker(
+        connection, command.as_string(connection), "could not copy the tenant vouching key"
+    )
+    return "tenant_vouching_key: copied to every worker (local there, the owner's only)"
+
+
+def _on_every_worker(connection: psycopg.Connection, command: str, failure: str) -> None:
+    """Run `command` on each worker (what Citus does not propagate), or say where it failed."""
     failed = [
         f"{node}:{port}: {result}"
         for node, port, success, result in connection.execute(
@@ -171,26 +191,7 @@ def _hide_activity_on_workers(connection: psycopg.Connection) -> str:
         if not success
     ]
     if failed:
-        raise NotDistributable("could not hide statement text on a worker: " + "; ".join(failed))
-    return "pg_stat_activity: statement text hidden from lineage_app on every worker"
-
-
-def _copy_vouching_key(connection: psycopg.Connection) -> str:
-    key = connection.execute("SELECT key, inner_pad, outer_pad FROM tenant_vouching_key").fetchone()
-    if key is None:
-        raise NotDistributable("no tenant vouching key: run `lineage migrate` first")
-    command = sql.SQL(WORKER_VOUCHING_KEY).format(*(sql.Literal(bytes(part)) for part in key))
-    failed = [
-        f"{node}:{port}: {result}"
-        for node, port, success, result in connection.execute(
-            "SELECT nodename, nodeport, success, result FROM run_command_on_workers(%s)",
-            (command.as_string(connection),),
-        ).fetchall()
-        if not success
-    ]
-    if failed:
-        raise NotDistributable("could not copy the tenant vouching key: " + "; ".join(failed))
-    return "tenant_vouching_key: copied to every worker (local there, the owner's only)"
+        raise NotDistributable(f"{failure}: " + "; ".join(failed))
 
 
 def _check_coordinator(connection: psycopg.Connection) -> None:
