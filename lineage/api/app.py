@@ -32,6 +32,7 @@ from lineage.api.routes import (
 from lineage.api.routes import log as log_routes
 from lineage.claims.judges import judge_from_settings
 from lineage.claims.sampling import Sampler
+from lineage.core import tasks
 from lineage.db.database import Database
 from lineage.db.migrate import migrate as upgrade
 from lineage.services import audit, retention, signing
@@ -74,16 +75,10 @@ async def _connect(
     if settings.retention_schedule:
         await running.enter_async_context(retention.scheduled(database))
     audit_drain = asyncio.create_task(audit.drain_forever(database, settings), name="audit-drain")
-    running.push_async_callback(_cancelled, audit_drain)
+    running.push_async_callback(tasks.stop, audit_drain)
     app.state.db = database
     app.state.not_ready = None
     log.info("connected to the database")
-
-
-async def _cancelled(task: "asyncio.Task[None]") -> None:
-    task.cancel()
-    with suppress(asyncio.CancelledError):
-        await task
 
 
 def create_app(

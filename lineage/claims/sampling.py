@@ -12,13 +12,13 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable, Iterable
-from contextlib import suppress
 from typing import Final
 
 from prometheus_client import Counter, Gauge
 
 from lineage.claims.handoffs import CLAIM_KINDS, HANDOFF_KINDS, verify_any
 from lineage.claims.judges import Judge
+from lineage.core import tasks
 from lineage.db.database import Database
 
 __all__ = ["SAMPLED_KINDS", "Sampler"]
@@ -75,9 +75,7 @@ class Sampler:
 
     async def stop(self) -> None:
         if self._worker is not None:
-            self._worker.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._worker
+            await tasks.stop(self._worker)
             self._worker = None
 
     async def drain(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 
 from lineage import db
+from lineage.core import tasks
 from lineage.core.errors import BadParameter, Forbidden
 from lineage.db.database import Database
 from lineage.db.errors import OUTAGE_ERRORS
@@ -68,6 +69,8 @@ async def scheduled(database: Database, every_s: float = SCHEDULE_S) -> AsyncIte
                 if receipt["months_dropped"]:
                     log.info("retention: expired %s", receipt["months_dropped"])
             except (asyncpg.PostgresError, *OUTAGE_ERRORS):
+                if tasks.cancelled():
+                    raise
                 log.exception("retention: apply failed; retrying in %.0f s", every_s)
             await asyncio.sleep(every_s)
 
@@ -75,6 +78,4 @@ async def scheduled(database: Database, every_s: float = SCHEDULE_S) -> AsyncIte
     try:
         yield
     finally:
-        task.cancel()
-        # A round cancelled mid-query may fail as its connection unwinds: never the caller's.
-        await asyncio.gather(task, return_exceptions=True)
+        await tasks.stop(task)

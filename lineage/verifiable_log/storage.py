@@ -43,7 +43,7 @@ import hashlib
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +52,7 @@ from typing import Any
 import asyncpg
 
 from lineage import db
+from lineage.core import tasks
 from lineage.core.errors import (
     BadParameter,
     CheckpointError,
@@ -407,12 +408,12 @@ async def background(database: Database, settings: Settings) -> AsyncIterator[No
             try:
                 await run_once(database, settings)
             except Exception:  # the task must outlive any one failure; records wait queued
+                if tasks.cancelled():
+                    raise
                 log.exception("verifiable log: background round failed; retrying next round")
 
     task = asyncio.create_task(loop(), name="verifiable-log")
     try:
         yield
     finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):
-            await task
+        await tasks.stop(task)
