@@ -33,7 +33,7 @@ import asyncpg
 import psycopg
 
 from bench.dag import Picks
-from bench.database import load
+from bench.database import load, url_for
 from bench.figures import percentile
 from bench.run import ingest_rows, milliseconds_since, proposals, timed
 from lineage import db
@@ -209,7 +209,7 @@ async def compare(
         await connection.execute(f'CREATE DATABASE "{dbname}"')
     finally:
         await connection.close()
-    plain_url = plain_server.rsplit("/", 1)[0] + f"/{dbname}"
+    plain_url = url_for(plain_server, dbname)
     migrate(plain_url)
     citus_url = cluster.create_database(dbname)
     migrate(citus_url)
