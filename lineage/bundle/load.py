@@ -165,15 +165,17 @@ async def _write(
 ) -> None:
     tenant_id = tx.tenant_id
     settings = verified.header.settings
+    text_hash_key = bundle.unb64(settings["text_hash_key"], "settings.text_hash_key")
     updated = await tx.fetch(
         "bundle_import_settings",
         **{name: bool(settings[name]) for name in bundle.SETTINGS},
-        text_hash_key=bundle.unb64(settings["text_hash_key"], "settings.text_hash_key"),
+        text_hash_key=text_hash_key,
     )
     if not updated:
         raise Conflict(
             f"tenant {tenant_id} has no settings row: create it with lineage tenant create"
         )
+    await tx.execute("bundle_retire_text_keys", text_hash_key=text_hash_key)
     with _opened(path) as stream:
         header, checkpoint = bundle.read_header(stream, verifier)
         if checkpoint != verified.checkpoint:
