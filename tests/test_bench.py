@@ -21,7 +21,7 @@ from bench.classic import (
     write_tutorial_table,
 )
 from bench.dag import RETRIEVED, Generator, Row, parse_size
-from bench.database import drop, recreate, url_for
+from bench.database import drop, load, recreate, url_for
 from bench.run import run, smoke_plan
 from lineage.core.record import NewContext, validate
 from tests.citus_cluster import CitusCluster
@@ -205,6 +205,28 @@ def test_the_picks_start_from_documents_the_oldest_version_and_the_commonest_sna
     assert picks.snapshot == "idx-b"
     assert rows[0][5] == "sha256:" + "ab" * 32  # a bare hex digest names its algorithm
     assert (picks.answers, picks.records) == (1, len(rows))
+
+
+def test_the_loaded_dag_has_every_index_on_every_partition() -> None:
+    dbname = f"lineage_bench_indexes_{uuid.uuid4().hex[:8]}"
+    try:
+        url = asyncio.run(recreate(server_url(), dbname))
+        asyncio.run(load(url, 2000))
+        # A partitioned index stays invalid while a partition lacks it.
+        invalid = asyncio.run(
+            _fetch(url, "SELECT indexrelid::regclass::text FROM pg_index WHERE NOT indisvalid")
+        )
+    finally:
+        asyncio.run(drop(server_url(), dbname))
+    assert invalid == []
+
+
+async def _fetch(url: str, query: str) -> list[object]:
+    connection = await asyncpg.connect(url)
+    try:
+        return [row[0] for row in await connection.fetch(query)]
+    finally:
+        await connection.close()
 
 
 async def _execute(url: str, statement: str) -> None:
