@@ -1,13 +1,16 @@
 """Typed responses: the OpenAPI schema documents every body as it is sent (tests/test_fuzz.py
 checks real responses against it)."""
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from lineage.api.app import create_app
-from lineage.api.models import Edge, WalkBack
+from lineage.api.models import Edge, Record, WalkBack
 from lineage.api.problems import PROBLEM
+from lineage.core.record import ContextRecord, NewContext
 from lineage.settings import Settings
 
 PROBLEM_SCHEMA = {"schema": {"$ref": "#/components/schemas/Problem"}}
@@ -66,3 +69,28 @@ def test_a_model_keeps_the_routes_keys_and_their_order() -> None:
     ]  # fmt: skip
     assert body.model_dump(mode="json")["edges"] == sent["edges"]
     assert list(Edge.model_json_schema()["properties"]) == ["parent", "child"]
+
+
+def test_a_record_answer_sends_every_field_the_body_needs_only_kind(
+    schema: dict[str, Any],
+) -> None:
+    schemas = schema["components"]["schemas"]
+    for answer in ("Record", "CheckedRecord", "SignedRecord"):
+        assert set(schemas[answer]["required"]) >= set(ContextRecord.model_fields), answer
+    assert set(schemas["WalkNode"]["required"]) == {*NewContext.model_fields, "created_at"} | {
+        "depth", "truncated",
+    }  # fmt: skip
+    assert "signature" not in schemas["CheckedRecord"]["required"]
+    assert schemas["ContextIn"]["required"] == ["kind"]
+    assert set(schemas["ContextIn"]["properties"]) == {*NewContext.model_fields, "text"}
+
+
+def test_a_record_answer_lacking_a_field_is_refused() -> None:
+    record = ContextRecord(
+        context_id="doc_1", kind="document", source_uri="file:a", content_hash="sha256:" + "0" * 64,
+        tenant_id="acme", created_at=datetime.now(UTC),
+    ).api_dict()  # fmt: skip
+    assert Record.model_validate(record).model_dump(mode="json") == record
+    del record["index_snapshot"]
+    with pytest.raises(ValidationError, match="the record lacks index_snapshot"):
+        Record.model_validate(record)

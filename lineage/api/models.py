@@ -16,6 +16,8 @@ from pydantic import (
     model_validator,
 )
 
+from lineage.core.record import NewContext
+
 
 class Body(BaseModel):
     """A body as the route built it: keys the model does not name pass through, and the keys go
@@ -56,21 +58,24 @@ class Problem(Body):
 # --- records -----------------------------------------------------------------------------------
 
 
-class ListedRecord(Body):
+def _every_record_field_required(schema: dict[str, Any]) -> None:
+    schema["required"] = list(dict.fromkeys([*NewContext.model_fields, *schema["required"]]))
+
+
+class ListedRecord(Body, NewContext):
     """A record as reads list it (the tenant is the caller's)."""
 
-    context_id: str
-    kind: str
-    parent_ids: list[str]
-    source_uri: str | None
-    content_hash: str
-    transform: str | None
-    transform_version: str | None
-    produced_by: str | None
-    index_snapshot: str | None
-    trace_id: str | None
-    attributes: dict[str, Any]
+    # Every field of the proposal, always sent, even those a proposal may leave out.
+    model_config = ConfigDict(extra="allow", json_schema_extra=_every_record_field_required)
+
     created_at: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _every_record_field(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (missing := NewContext.model_fields.keys() - data.keys()):
+            raise ValueError(f"the record lacks {', '.join(sorted(missing))}")
+        return data
 
 
 class Record(ListedRecord):

@@ -142,22 +142,31 @@ def format_timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class NewContext(BaseModel):
-    """A record as a caller proposes it; the store stamps the tenant and the time."""
+class ContextFields(BaseModel):
+    """The fields a caller gives a record, declared once for every shape it takes: the proposal
+    and the stored record here, the API's body and answers (lineage/api). The id and the content
+    hash may be left to lineage, which makes the one and hashes the text for the other."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    context_id: str
+    context_id: str | None = None
     parent_ids: list[str] = Field(default_factory=list)
     kind: str
     source_uri: str | None = None
-    content_hash: str
+    content_hash: str | None = None
     transform: str | None = None
     transform_version: str | None = None
     produced_by: str | None = None
     index_snapshot: str | None = None
     trace_id: str | None = None
     attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class NewContext(ContextFields):
+    """A record as a caller proposes it; the store stamps the tenant and the time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    context_id: str
+    content_hash: str
 
     def stamped(self, tenant_id: str, created_at: datetime) -> "ContextRecord":
         return ContextRecord(**self.model_dump(), tenant_id=tenant_id, created_at=created_at)

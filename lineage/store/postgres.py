@@ -22,21 +22,7 @@ if TYPE_CHECKING:
 
 
 def record_from_row(row: asyncpg.Record) -> ContextRecord:
-    return ContextRecord(
-        tenant_id=row["tenant_id"],
-        context_id=row["context_id"],
-        parent_ids=list(row["parent_ids"]),
-        kind=row["kind"],
-        source_uri=row["source_uri"],
-        content_hash=row["content_hash"],
-        transform=row["transform"],
-        transform_version=row["transform_version"],
-        produced_by=row["produced_by"],
-        index_snapshot=row["index_snapshot"],
-        trace_id=row["trace_id"],
-        created_at=row["created_at"],
-        attributes=row["attributes"],
-    )
+    return ContextRecord(**{name: row[name] for name in ContextRecord.model_fields})
 
 
 def _array_literal(ids: list[str]) -> str:

@@ -7,14 +7,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Caller, Db, Ingest, Read, ReadDb, SentTraceId
 from lineage.api.results import impact_response
 from lineage.core.errors import BadParameter, Forbidden, InvalidRecord
 from lineage.core.hashing import content_hash
-from lineage.core.record import NewContext, new_context_id
+from lineage.core.record import ContextFields, NewContext, new_context_id
 from lineage.services import records, walks
 from lineage.store.base import Appended
 
@@ -24,25 +24,14 @@ EARLIEST = datetime.min.replace(tzinfo=UTC)
 LATEST = datetime.max.replace(tzinfo=UTC)
 
 
-class ContextIn(BaseModel):
+class ContextIn(ContextFields):
     """One record to append: send `content_hash` (text never leaves you) or `text` (hashed by
     the server and dropped). A query's, claim's or answer's `sha256:` hash is keyed on the way
     in (HMAC-SHA256 under the tenant's text hash key), so it cannot be confirmed by guessing."""
 
     model_config = ConfigDict(extra="forbid")
 
-    context_id: str | None = None
-    parent_ids: list[str] = Field(default_factory=list)
-    kind: str
-    source_uri: str | None = None
-    content_hash: str | None = None
     text: str | None = None
-    transform: str | None = None
-    transform_version: str | None = None
-    produced_by: str | None = None
-    index_snapshot: str | None = None
-    trace_id: str | None = None
-    attributes: dict[str, Any] = Field(default_factory=dict)
 
     def proposal(self, sent_trace_id: str | None = None) -> NewContext:
         """The record; one without a trace_id takes the one the request's headers carry."""
