@@ -190,6 +190,20 @@ def alter_a_record_and_its_leaf_hash(lines: list[bytes]) -> list[bytes]:
     return [*lines[:3], with_record(lines[3], altered, rehash=True), *lines[4:]]
 
 
+def pass_a_record_off_as_expired(lines: list[bytes]) -> list[bytes]:
+    """Its leaf hash kept and the trailer's counts fixed, so only the signed expiry note the
+    bundle lacks can tell."""
+    value = json.loads(lines[2])
+    expired = {"context_id": record_of(lines[2])["context_id"], "has_kept_children": False}
+    value = {"leaf_index": value["leaf_index"], "leaf_hash": value["leaf_hash"], "expired": expired}
+    trailer = json.loads(lines[-1])
+    trailer["end"]["expired"] = 1
+    return [
+        lines[0], lines[1], json.dumps(value).encode() + b"\n", *lines[3:-1],
+        json.dumps(trailer).encode() + b"\n",
+    ]  # fmt: skip
+
+
 def cut_short(lines: list[bytes]) -> list[bytes]:
     return lines[:-1]
 
@@ -202,6 +216,7 @@ TAMPERING: dict[str, tuple[Callable[[list[bytes]], list[bytes]], str]] = {
     "reordered and renumbered": (swap_and_renumber, "do not hash to the checkpoint's root"),
     "altered": (alter_a_record, "was altered"),
     "altered and rehashed": (alter_a_record_and_its_leaf_hash, "does not match its signature"),
+    "missing, its leaf hash left": (pass_a_record_off_as_expired, "without an expiry note"),
     "cut short": (cut_short, "cut short"),
 }
 

@@ -1,15 +1,17 @@
 """Writing a tenant's bundle: the log brought up to date and checkpointed, then its leaves'
-records streamed from one snapshot into a file, never all in memory."""
+records streamed from one snapshot into a file, never all in memory. A leaf whose record
+retention dropped goes as its hash only, named in an expiry note signed by the log's key."""
 
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 from lineage.bundle import format as bundle
 from lineage.core.errors import LogIntegrityError, NotFound
 from lineage.core.progress import Progress, unwatched
-from lineage.db.database import Database
+from lineage.db.database import Database, Transaction
 from lineage.db.queries import QUERIES
 from lineage.services import audit
 from lineage.services.auth import Caller
@@ -24,7 +26,8 @@ FETCH_ROWS = 1000  # rows per round trip of the export's cursors: bounds its mem
 class Exported:
     path: Path
     tenant_id: str
-    records: int
+    records: int  # kept records, written whole
+    expired: int  # leaves carried as hashes only
     texts: int
     tree_size: int
     root_hash: bytes
@@ -46,9 +49,8 @@ async def export_bundle(
     progress("sign a checkpoint")
     signed = await storage.checkpoint(database, settings, tenant_id)
     tree_size = signed.checkpoint.tree_size
-    verifier = str(storage.signing_key(settings).verifier)
+    key = storage.signing_key(settings)
     draft = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    texts = 0
     try:
         with draft.open("wb") as out:
             async with database.tenant(tenant_id) as tx:
@@ -66,51 +68,21 @@ async def export_bundle(
                         "text_hash_key": bundle.b64(settings_row["text_hash_key"]),
                     },
                 )
-                out.write(header.line(verifier, datetime.now(UTC)))
-                query = QUERIES["bundle_records"]
-                arguments = query.arguments({"tenant_id": tenant_id, "tree_size": tree_size})
-                written = 0
-                async for row in tx.connection.cursor(query.sql, *arguments, prefetch=FETCH_ROWS):
-                    signature = None
-                    if row["key_id"] is not None:
-                        signature = {
-                            "key_id": row["key_id"],
-                            "signature": bundle.b64(row["signature"]),
-                        }
-                    canonical = record_from_row(row).canonical_bytes()
-                    if merkle.leaf_hash(canonical) != row["leaf_hash"]:
-                        raise LogIntegrityError(
-                            f"record {row['context_id']} of tenant {tenant_id} was altered "
-                            f"after it was logged (leaf {row['leaf_index']}): nothing exported"
-                        )
-                    out.write(
-                        bundle.record_line(
-                            row["leaf_index"], bytes(row["leaf_hash"]), signature, canonical
-                        )
-                    )
-                    written += 1
-                    if written % FETCH_ROWS == 0:
-                        progress("export records", written, tree_size)
-                progress("export records", written, tree_size)
-                if written != tree_size:
+                out.write(header.line(str(key.verifier), datetime.now(UTC)))
+                expired = await _write_leaves(tx, out, tree_size, progress)
+                # Read after the records, whose partitions this transaction now holds.
+                horizon = await tx.fetch("bundle_expired_before")
+                expired_before = horizon[0]["expired_before"] if horizon else None
+                if expired.count and expired_before is None:
                     raise LogIntegrityError(
-                        f"the log of tenant {tenant_id} lists {written} of the {tree_size} "
-                        "records its checkpoint covers: its tables were altered"
+                        f"{expired.count} records of tenant {tenant_id} are gone from its log's "
+                        "leaves, but retention never expired any: its tables were altered"
                     )
-                if include_text:
-                    query = QUERIES["bundle_texts"]
-                    arguments = query.arguments({"tenant_id": tenant_id})
-                    async for row in tx.connection.cursor(
-                        query.sql, *arguments, prefetch=FETCH_ROWS
-                    ):
-                        out.write(
-                            bundle.text_line(row["context_id"], row["text"], row["captured_at"])
-                        )
-                        texts += 1
-                        if texts % FETCH_ROWS == 0:
-                            progress("export texts", texts)
-                    progress("export texts", texts)
-            out.write(bundle.end_line(tree_size, texts))
+                texts = await _write_texts(tx, out, progress) if include_text else 0
+            expiry_note = None
+            if expired_before is not None:
+                expiry_note = key.sign_text(expired.text(signed.checkpoint, expired_before))
+            out.write(bundle.end_line(tree_size, texts, expired.count, expiry_note))
         draft.replace(path)
     finally:
         draft.unlink(missing_ok=True)
@@ -119,6 +91,68 @@ async def export_bundle(
         Caller(tenant_id, None, "admin"),
         "export_bundle",
         str(path),
-        {"tree_size": tree_size, "texts": texts},
+        {"tree_size": tree_size, "expired": expired.count, "texts": texts},
     )
-    return Exported(path, tenant_id, tree_size, texts, tree_size, signed.checkpoint.root_hash)
+    return Exported(
+        path,
+        tenant_id,
+        tree_size - expired.count,
+        expired.count,
+        texts,
+        tree_size,
+        signed.checkpoint.root_hash,
+    )
+
+
+async def _write_leaves(
+    tx: Transaction, out: IO[bytes], tree_size: int, progress: Progress
+) -> bundle.ExpiredLeaves:
+    """A line per leaf of the tree, in leaf order: the record, or its hash if it expired."""
+    tenant_id = tx.tenant_id
+    query = QUERIES["bundle_records"]
+    arguments = query.arguments({"tenant_id": tenant_id, "tree_size": tree_size})
+    written = 0
+    expired = bundle.ExpiredLeaves()
+    async for row in tx.connection.cursor(query.sql, *arguments, prefetch=FETCH_ROWS):
+        written += 1
+        if written % FETCH_ROWS == 0:
+            progress("export records", written, tree_size)
+        leaf_index, leaf_hash = row["leaf_index"], bytes(row["leaf_hash"])
+        if row["context_id"] is None:  # retention dropped the record
+            expired.add(leaf_index, row["leaf_context_id"])
+            out.write(
+                bundle.expired_line(
+                    leaf_index, leaf_hash, row["leaf_context_id"], row["has_kept_children"]
+                )
+            )
+            continue
+        signature = None
+        if row["key_id"] is not None:
+            signature = {"key_id": row["key_id"], "signature": bundle.b64(row["signature"])}
+        canonical = record_from_row(row).canonical_bytes()
+        if merkle.leaf_hash(canonical) != leaf_hash:
+            raise LogIntegrityError(
+                f"record {row['context_id']} of tenant {tenant_id} was altered "
+                f"after it was logged (leaf {leaf_index}): nothing exported"
+            )
+        out.write(bundle.record_line(leaf_index, leaf_hash, signature, canonical))
+    progress("export records", written, tree_size)
+    if written != tree_size:
+        raise LogIntegrityError(
+            f"the log of tenant {tenant_id} lists {written} of the {tree_size} "
+            "records its checkpoint covers: its tables were altered"
+        )
+    return expired
+
+
+async def _write_texts(tx: Transaction, out: IO[bytes], progress: Progress) -> int:
+    query = QUERIES["bundle_texts"]
+    arguments = query.arguments({"tenant_id": tx.tenant_id})
+    texts = 0
+    async for row in tx.connection.cursor(query.sql, *arguments, prefetch=FETCH_ROWS):
+        out.write(bundle.text_line(row["context_id"], row["text"], row["captured_at"]))
+        texts += 1
+        if texts % FETCH_ROWS == 0:
+            progress("export texts", texts)
+    progress("export texts", texts)
+    return texts

@@ -2,23 +2,33 @@
 
 A bundle is UTF-8 text, one JSON object a line, read and written a line at a time:
 
-    {"bundle": "lineage-tenant", "version": 1, "tenant_id": ..., "checkpoint": <signed note>,
+    {"bundle": "lineage-tenant", "version": 2, "tenant_id": ..., "checkpoint": <signed note>,
      "records": N, "texts": true|false, "verifier_key": ..., "settings": {...}, ...}   header
-    {"leaf_index": 0, "leaf_hash": <b64>, "signature": {...}|null, "record": {...}}   N lines
+    {"leaf_index": 0, "leaf_hash": <b64>, "signature": {...}|null, "record": {...}}   a kept leaf
+    {"leaf_index": 1, "leaf_hash": <b64>, "expired": {"context_id": ...,
+     "has_kept_children": true|false}}                                              an expired one
     {"text": {"context_id": ..., "text": ..., "captured_at": ...}}                   if asked
-    {"end": {"records": N, "texts": M}}                                              trailer
+    {"end": {"records": N, "texts": M, "expired": E}, "expiry": <signed note>|null}  trailer
 
-Record lines come in leaf order, the records of the log's first N leaves, N the checkpoint's
-tree size; `record` is the record's canonical form (RFC 8785, `lineage.core.record`) byte for
-byte. A reader recomputes each leaf hash from the record, folds the leaves into the Merkle root
+Leaf lines come in leaf order, the log's first N leaves, N the checkpoint's tree size. A kept
+leaf's `record` is the record's canonical form (RFC 8785, `lineage.core.record`) byte for byte.
+A reader recomputes each kept leaf's hash from its record, folds the leaves into the Merkle root
 keeping only the tree's frontier (O(log N) hashes), and accepts the bundle only if that root and
 size are the checkpoint's, whose signature it checks with a verifier key it trusts: a record
 missing, added, reordered or altered changes the root. The verifier key in the header says
 which key signed; it is never what a reader trusts. Captured text is not in the tree: the FK to
 its record and the record's content hash are what vouch for it.
+
+A leaf whose record retention dropped before the export is carried as its hash only: the root
+still proves it is the log's leaf, but not what the record said. Which leaves are expired is
+stated by the trailer's expiry note, signed by the checkpoint's key (`ExpiredLeaves.text`, with
+the time before which the tenant's records expired): a record line swapped for an expired line
+with the same hash does not match it. Version 1 bundles (no expired leaves, no `expired`
+counts) are still read.
 """
 
 import base64
+import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +41,8 @@ from lineage.verifiable_log import merkle
 from lineage.verifiable_log.checkpoint import Checkpoint, VerifierKey
 
 FORMAT: Final = "lineage-tenant"
-VERSION: Final = 1
+VERSION: Final = 2
+READABLE: Final = (1, 2)  # the versions this reader reads
 SETTINGS: Final = ("capture_source_text", "capture_query_text", "capture_answer_text")
 
 
@@ -53,6 +64,7 @@ class Header:
     records: int
     texts: bool
     settings: dict[str, Any]  # the capture switches and text_hash_key (base64)
+    version: int = VERSION
 
     def line(self, verifier_key: str, exported_at: datetime) -> bytes:
         return _line(
@@ -80,14 +92,51 @@ def record_line(leaf_index: int, leaf_hash: bytes, signature: Any, canonical: by
     return head[:-1].encode() + b', "record": ' + canonical + b"}\n"
 
 
+def expired_line(
+    leaf_index: int, leaf_hash: bytes, context_id: str, has_kept_children: bool
+) -> bytes:
+    return _line(
+        {
+            "leaf_index": leaf_index,
+            "leaf_hash": b64(leaf_hash),
+            "expired": {"context_id": context_id, "has_kept_children": has_kept_children},
+        }
+    )
+
+
 def text_line(context_id: str, text: str, captured_at: datetime) -> bytes:
     return _line(
         {"text": {"context_id": context_id, "text": text, "captured_at": captured_at.isoformat()}}
     )
 
 
-def end_line(records: int, texts: int) -> bytes:
-    return _line({"end": {"records": records, "texts": texts}})
+def end_line(records: int, texts: int, expired: int, expiry_note: str | None) -> bytes:
+    return _line(
+        {"end": {"records": records, "texts": texts, "expired": expired}, "expiry": expiry_note}
+    )
+
+
+class ExpiredLeaves:
+    """The leaves a bundle carries as hashes only, folded into the text of its expiry note:
+    the checkpoint, their count and a SHA-256 over their indexes and ids, in leaf order."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._digest = hashlib.sha256()
+
+    def add(self, leaf_index: int, context_id: str) -> None:
+        self.count += 1
+        self._digest.update(f"{leaf_index} {context_id}\n".encode())
+
+    def text(self, checkpoint: Checkpoint, expired_before: datetime | None) -> str:
+        """The note text the checkpoint's key signs (its first line tells it from a
+        checkpoint's)."""
+        return (
+            f"lineage bundle expiry\n{checkpoint.origin}\n{checkpoint.tree_size}\n"
+            f"{b64(checkpoint.root_hash)}\nexpired {self.count}\n"
+            f"leaves {self._digest.hexdigest()}\n"
+            f"before {'-' if expired_before is None else expired_before.isoformat()}\n"
+        )
 
 
 def _line(value: Mapping[str, Any]) -> bytes:
@@ -103,6 +152,25 @@ class BundleRecord:
 
 
 @dataclass(frozen=True)
+class BundleExpired:
+    """A leaf whose record retention dropped before the export: its hash, no record."""
+
+    leaf_index: int
+    leaf_hash: bytes
+    context_id: str
+    has_kept_children: bool  # a kept record names it as a parent
+
+
+@dataclass(frozen=True)
+class BundleEnd:
+    """The trailer, checked: the leaves carried as hashes only, and the time before which
+    retention had dropped the tenant's records (None: it dropped none)."""
+
+    expired: int
+    expired_before: datetime | None
+
+
+@dataclass(frozen=True)
 class BundleText:
     context_id: str
     text: str
@@ -115,12 +183,16 @@ class Verified:
 
     header: Header
     checkpoint: Checkpoint
-    records: int = 0
+    records: int = 0  # kept records, written by an import
+    expired: int = 0  # leaves carried as hashes only
     texts: int = 0
     signatures_checked: int = 0
     signatures_unchecked: int = 0  # signed under a key this keyring lacks
     unsigned: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
+    # Expired records that kept ones name as parents: an import accepts them as parents.
+    expired_parents: set[str] = field(default_factory=set)
+    expired_before: datetime | None = None  # retention had dropped the records created before
 
 
 def _parse(raw: bytes, number: int) -> dict[str, Any]:
@@ -139,8 +211,11 @@ def read_header(stream: IO[bytes], verifier: VerifierKey) -> tuple[Header, Check
     if not first:
         raise BundleError("the bundle is empty")
     value = _parse(first, 1)
-    if value.get("bundle") != FORMAT or value.get("version") != VERSION:
-        raise BundleError(f"not a {FORMAT} bundle of version {VERSION} (line 1)")
+    version = value.get("version")
+    if value.get("bundle") != FORMAT or version not in READABLE:
+        raise BundleError(
+            f"not a {FORMAT} bundle of version {' or '.join(map(str, READABLE))} (line 1)"
+        )
     try:
         header = Header(
             tenant_id=str(value["tenant_id"]),
@@ -148,6 +223,7 @@ def read_header(stream: IO[bytes], verifier: VerifierKey) -> tuple[Header, Check
             records=int(value["records"]),
             texts=bool(value["texts"]),
             settings=dict(value["settings"]),
+            version=int(version),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"the header lacks or mangles {exc}") from exc
@@ -192,31 +268,94 @@ def _record(value: dict[str, Any], number: int, header: Header) -> BundleRecord:
     return entry
 
 
-def entries(stream: IO[bytes], header: Header) -> Iterator[BundleRecord | BundleText]:
-    """The record and text lines after the header, each checked in itself, then the trailer's
-    counts against what was read; BundleError at the first line that is wrong."""
-    number, records, texts = 1, 0, 0
+def _expired(value: dict[str, Any], number: int) -> BundleExpired:
+    try:
+        expired = value["expired"]
+        return BundleExpired(
+            leaf_index=int(value["leaf_index"]),
+            leaf_hash=unb64(value["leaf_hash"], f"line {number}: leaf_hash"),
+            context_id=str(expired["context_id"]),
+            has_kept_children=bool(expired["has_kept_children"]),
+        )
+    except BundleError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"line {number}: a malformed expired leaf line ({exc})") from exc
+
+
+def _check_expiry(
+    value: dict[str, Any], expired: ExpiredLeaves, checkpoint: Checkpoint, verifier: VerifierKey
+) -> BundleEnd:
+    """The trailer's expiry note, signed by the checkpoint's key, names the expired leaves read."""
+    note = value.get("expiry")
+    if note is None:
+        if expired.count:
+            raise BundleError(
+                f"the bundle carries {expired.count} expired leaves without an expiry note "
+                "signed by the checkpoint's key: records are missing"
+            )
+        return BundleEnd(0, None)
+    signed = verifier.verified_text(str(note))  # CheckpointError if not signed by it
+    before = signed.rstrip("\n").rpartition("\nbefore ")[2]
+    try:
+        expired_before = None if before == "-" else datetime.fromisoformat(before)
+    except ValueError as exc:
+        raise BundleError(f"the expiry note's time {before!r} is not a time") from exc
+    if signed != expired.text(checkpoint, expired_before):
+        raise BundleError(
+            "the expiry note, signed by the checkpoint's key, does not name the "
+            f"{expired.count} expired leaves read: records are missing or were swapped for "
+            "leaf hashes"
+        )
+    return BundleEnd(expired.count, expired_before)
+
+
+def _leaf(
+    value: dict[str, Any], number: int, header: Header, expected: int
+) -> BundleRecord | BundleExpired:
+    """A leaf line, at its place in leaf order; a kept record hashing to its leaf."""
+    entry: BundleRecord | BundleExpired
+    if "record" in value:
+        entry = _record(value, number, header)
+        what = f"record {entry.record.context_id}"
+    else:
+        entry = _expired(value, number)
+        what = f"expired record {entry.context_id}"
+    if entry.leaf_index != expected:
+        raise BundleError(
+            f"line {number}: {what} is leaf {entry.leaf_index}, expected leaf {expected}: "
+            "records are missing or out of order"
+        )
+    if (
+        isinstance(entry, BundleRecord)
+        and merkle.leaf_hash(entry.record.canonical_bytes()) != entry.leaf_hash
+    ):
+        raise BundleError(
+            f"line {number}: {what} (leaf {expected}) was altered: its canonical form "
+            "does not hash to the log's leaf"
+        )
+    return entry
+
+
+def entries(
+    stream: IO[bytes], header: Header, checkpoint: Checkpoint, verifier: VerifierKey
+) -> Iterator[BundleRecord | BundleExpired | BundleText | BundleEnd]:
+    """The leaf and text lines after the header, each checked in itself, then the trailer's
+    counts and expiry note against what was read, yielded last; BundleError at the first line
+    that is wrong."""
+    number, leaves, texts = 1, 0, 0
+    expired = ExpiredLeaves()
     for raw in stream:
         number += 1
         value = _parse(raw, number)
-        if "record" in value:
+        if "record" in value or "expired" in value:
             if texts:
-                raise BundleError(f"line {number}: a record after the captured texts")
-            entry = _record(value, number, header)
-            if entry.leaf_index != records:
-                raise BundleError(
-                    f"line {number}: record {entry.record.context_id} is leaf "
-                    f"{entry.leaf_index}, expected leaf {records}: records are missing or "
-                    "out of order"
-                )
-            computed = merkle.leaf_hash(entry.record.canonical_bytes())
-            if computed != entry.leaf_hash:
-                raise BundleError(
-                    f"line {number}: record {entry.record.context_id} (leaf {records}) was "
-                    "altered: its canonical form does not hash to the log's leaf"
-                )
-            records += 1
-            if records > header.records:
+                raise BundleError(f"line {number}: a leaf after the captured texts")
+            entry = _leaf(value, number, header, leaves)
+            if isinstance(entry, BundleExpired):
+                expired.add(entry.leaf_index, entry.context_id)
+            leaves += 1
+            if leaves > header.records:
                 raise BundleError(
                     f"line {number}: more records than the {header.records} its checkpoint covers"
                 )
@@ -237,18 +376,22 @@ def entries(stream: IO[bytes], header: Header) -> Iterator[BundleRecord | Bundle
         elif "end" in value:
             if next(stream, None) is not None:
                 raise BundleError(f"line {number + 1}: lines after the end of the bundle")
-            if records != header.records:
+            if leaves != header.records:
                 raise BundleError(
-                    f"the bundle holds {records} records but its checkpoint covers "
+                    f"the bundle holds {leaves} records but its checkpoint covers "
                     f"{header.records}: records are missing"
                 )
-            if value["end"] != {"records": records, "texts": texts}:
+            counts = {"records": leaves, "texts": texts}
+            if header.version >= 2:
+                counts["expired"] = expired.count
+            if value["end"] != counts:
                 raise BundleError(f"line {number}: the end line does not match what was read")
+            yield _check_expiry(value, expired, checkpoint, verifier)
             return
         else:
             raise BundleError(f"line {number}: neither a record, a text nor the end")
     raise BundleError(
-        f"the bundle ends after {records} records and {texts} texts, without its end line: "
+        f"the bundle ends after {leaves} records and {texts} texts, without its end line: "
         "it was cut short"
     )
 

@@ -6,7 +6,10 @@ Two reads of the file, a batch of records in memory at a time. The first checks 
 size, the signatures this keyring can check. The second writes, hashing again as it goes, and
 commits only if it read the same root, so a file changed between the two reads writes nothing.
 Records keep their ids, fields and times; under another tenant name their canonical form (which
-holds the tenant) changes, so they are signed again by this service and logged afresh.
+holds the tenant) changes, so they are signed again by this service and logged afresh. Leaves
+whose records retention dropped before the export are verified as leaves of the checkpoint's
+tree but written nowhere: the imported tenant's log holds its kept records, its expiry horizon
+is the bundle's, and a kept record may name an expired one as its parent.
 """
 
 import time
@@ -87,20 +90,28 @@ def check_bundle(
         verified = bundle.Verified(header, checkpoint)
         root = bundle.RootBuilder()
         leaves: list[bytes] = []
-        for entry in bundle.entries(stream, header):
+        for entry in bundle.entries(stream, header, checkpoint, verifier):
             if isinstance(entry, bundle.BundleText):
                 verified.texts += 1
                 continue
-            _check_signature(entry, signer, verified)
-            kind = entry.record.kind
-            verified.kinds[kind] = verified.kinds.get(kind, 0) + 1
+            if isinstance(entry, bundle.BundleEnd):
+                verified.expired_before = entry.expired_before
+                continue
+            if isinstance(entry, bundle.BundleExpired):
+                verified.expired += 1
+                if entry.has_kept_children:
+                    verified.expired_parents.add(entry.context_id)
+            else:
+                verified.records += 1
+                _check_signature(entry, signer, verified)
+                kind = entry.record.kind
+                verified.kinds[kind] = verified.kinds.get(kind, 0) + 1
             leaves.append(entry.leaf_hash)
             if len(leaves) == BATCH_RECORDS:
                 root.add(leaves)
                 leaves = []
                 progress("verify", root.size, header.records)
         root.add(leaves)
-        verified.records = root.size
         progress("verify", root.size, header.records)
     _check_root(root, checkpoint.root_hash)
     return verified
@@ -185,25 +196,29 @@ async def _write(
         waiting: list[ContextRecord] = []
         texts: list[bundle.BundleText] = []
         analyze_at = BATCH_RECORDS
-        for entry in bundle.entries(stream, header):
+        for entry in bundle.entries(stream, header, checkpoint, verifier):
             if isinstance(entry, bundle.BundleText):
                 texts.append(entry)
                 if len(texts) == BATCH_RECORDS:
                     await _write_texts(tx, texts)
                     texts = []
                 continue
+            if isinstance(entry, bundle.BundleEnd):
+                continue
             root.add([entry.leaf_hash])
+            if isinstance(entry, bundle.BundleExpired):
+                continue
             batch.append(entry.record.model_copy(update={"tenant_id": tenant_id}))
             if len(batch) == BATCH_RECORDS:
-                waiting = await _write_records(tx, waiting + batch)
+                waiting = await _write_records(tx, waiting + batch, verified.expired_parents)
                 batch = []
-                progress("write", root.size, verified.records)
+                progress("write", root.size, header.records)
                 if root.size == analyze_at:  # at 1k, 10k, 100k... records: plans fit the size
                     await tx.execute("bundle_analyze")
                     analyze_at *= 10
-        waiting = await _write_records(tx, waiting + batch)
+        waiting = await _write_records(tx, waiting + batch, verified.expired_parents)
         while waiting:
-            left = await _write_records(tx, waiting)
+            left = await _write_records(tx, waiting, verified.expired_parents)
             if len(left) == len(waiting):
                 shown = ", ".join(record.context_id for record in left[:5])
                 raise BundleError(
@@ -211,13 +226,18 @@ async def _write(
                 )
             waiting = left
         await _write_texts(tx, texts)
-        progress("write", root.size, verified.records)
+        if verified.expired_before is not None:
+            await tx.execute("bundle_import_expiry", expired_before=verified.expired_before)
+        progress("write", root.size, header.records)
     _check_root(root, checkpoint.root_hash)
 
 
-async def _write_records(tx: Transaction, records: list[ContextRecord]) -> list[ContextRecord]:
-    """Insert the records whose parents are stored or come before them here; the others are
-    returned to wait for their parents (a log's leaf order need not put parents first)."""
+async def _write_records(
+    tx: Transaction, records: list[ContextRecord], expired: set[str]
+) -> list[ContextRecord]:
+    """Insert the records whose parents are stored, expired or come before them here; the
+    others are returned to wait for their parents (a log's leaf order need not put parents
+    first)."""
     if not records:
         return []
     tenant_id = tx.tenant_id
@@ -225,6 +245,7 @@ async def _write_records(tx: Transaction, records: list[ContextRecord]) -> list[
     own = {record.context_id for record in records}
     outside = {parent for record in records for parent in record.parent_ids} - own
     present = set(await stored_root_sources(tx, outside)) if outside else set()
+    present |= outside & expired
     ready: list[ContextRecord] = []
     waiting = records
     placed = True
@@ -238,7 +259,7 @@ async def _write_records(tx: Transaction, records: list[ContextRecord]) -> list[
             else:
                 still.append(record)
         waiting = still
-    inserted = await insert_records(tx, ready)
+    inserted = await insert_records(tx, ready, expired_parents=expired)
     if len(inserted) != len(ready):
         raise BundleError("the bundle lists a record twice")
     return waiting

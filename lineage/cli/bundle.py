@@ -41,7 +41,8 @@ def export_bundle(
         )
     diagnostics.print(
         f"wrote {exported.records} records and {exported.texts} texts of tenant {tenant} to "
-        f"{output} (checkpoint of {exported.tree_size} records)",
+        f"{output} (checkpoint of {exported.tree_size} records"
+        + (f"; {exported.expired} expired, as leaf hashes only)" if exported.expired else ")"),
         highlight=False,
     )
 
@@ -76,6 +77,10 @@ def import_bundle(
                 "tenant_id": imported.tenant_id,
                 "from_tenant": checked.header.tenant_id,
                 "records": checked.records,
+                "expired": checked.expired,
+                "expired_before": (
+                    None if checked.expired_before is None else checked.expired_before.isoformat()
+                ),
                 "texts": checked.texts,
                 "kinds": checked.kinds,
                 "signatures_checked": checked.signatures_checked,
@@ -88,6 +93,7 @@ def import_bundle(
     )
     diagnostics.print(
         f"imported {checked.records} records into tenant {tenant}, verified against the "
-        f"bundle's checkpoint of {checked.checkpoint.tree_size} records",
+        f"bundle's checkpoint of {checked.checkpoint.tree_size} records"
+        + (f" ({checked.expired} expired before the export)" if checked.expired else ""),
         highlight=False,
     )

@@ -1,14 +1,20 @@
 -- name: bundle_records
--- The tenant's logged records in leaf order up to a tree size, each with the leaf hash the log
--- holds and its stored signature: the body of an export bundle (lineage export bundle).
+-- The tenant's log leaves in leaf order up to a tree size, each with the leaf hash the log
+-- holds and its record with its stored signature: the body of an export bundle (lineage export
+-- bundle). Null record columns: retention dropped the record (its leaf stays in the log);
+-- has_kept_children says whether a kept record names it as a parent.
 --   psql -v tenant_id=default -v tree_size=100 -f sql/bundle_records.sql
-SELECT l.leaf_index, n.hash AS leaf_hash, s.key_id, s.signature,
+SELECT l.leaf_index, n.hash AS leaf_hash, l.context_id AS leaf_context_id, s.key_id, s.signature,
        p.tenant_id, p.context_id, p.parent_ids, p.kind, p.source_uri, p.content_hash,
        p.transform, p.transform_version, p.produced_by, p.index_snapshot, p.trace_id,
-       p.created_at, p.attributes
+       p.created_at, p.attributes,
+       p.context_id IS NULL AND EXISTS (
+           SELECT 1 FROM provenance_children AS c
+           WHERE c.tenant_id = :'tenant_id' AND c.parent_id = l.context_id
+       ) AS has_kept_children
 FROM log_leaves AS l
-JOIN provenance AS p ON p.tenant_id = l.tenant_id AND p.context_id = l.context_id
 JOIN log_nodes AS n ON n.tenant_id = l.tenant_id AND n.level = 0 AND n.node_index = l.leaf_index
+LEFT JOIN provenance AS p ON p.tenant_id = l.tenant_id AND p.context_id = l.context_id
 LEFT JOIN record_signatures AS s ON s.tenant_id = p.tenant_id AND s.context_id = p.context_id
 WHERE l.tenant_id = :'tenant_id' AND l.leaf_index < :tree_size
 ORDER BY l.leaf_index;

@@ -1,7 +1,7 @@
 """The store that talks to Postgres directly."""
 
 import json
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -70,13 +70,16 @@ async def append_records(tx: "Transaction", proposals: Sequence[NewContext]) -> 
     ]
 
 
-async def insert_records(tx: "Transaction", records: Sequence[ContextRecord]) -> set[str]:
+async def insert_records(
+    tx: "Transaction", records: Sequence[ContextRecord], *, expired_parents: Set[str] = frozenset()
+) -> set[str]:
     """Insert stamped records, with everything that follows a record (transform versions, root
     sources, signature), in the caller's transaction; the ids inserted. Ids already stored are
-    left alone. Parents must be earlier in `records` or stored: InvalidRecord otherwise.
+    left alone. Parents must be earlier in `records`, stored, or in `expired_parents` (a bundle
+    import's records that retention dropped before the export): InvalidRecord otherwise.
     `append_records` (new records) and bundle imports (records as exported) both write here."""
     batch_ids = [r.context_id for r in records]
-    stored_parents = await _check_parents(tx, records)
+    stored_parents = await _check_parents(tx, records, expired_parents)
     await ensure_partitions(tx.connection, (r.created_at for r in records))
     inserted = {
         row["context_id"]
@@ -106,8 +109,11 @@ async def insert_records(tx: "Transaction", records: Sequence[ContextRecord]) ->
     return inserted
 
 
-async def _check_parents(tx: "Transaction", records: Sequence[ContextRecord]) -> dict[str, Roots]:
-    """Parents must be earlier in the batch or stored for this tenant; others look unknown.
+async def _check_parents(
+    tx: "Transaction", records: Sequence[ContextRecord], expired: Set[str]
+) -> dict[str, Roots]:
+    """Parents must be earlier in the batch, stored for this tenant or expired; others look
+    unknown.
 
     Returns the stored parents' root sources, read in the same round trip.
     """
@@ -115,7 +121,7 @@ async def _check_parents(tx: "Transaction", records: Sequence[ContextRecord]) ->
     outside: dict[str, str] = {}
     for record in records:
         for parent_id in record.parent_ids:
-            if parent_id not in earlier:
+            if parent_id not in earlier and parent_id not in expired:
                 outside.setdefault(parent_id, record.context_id)
         earlier.add(record.context_id)
     if not outside:
