@@ -109,6 +109,7 @@ async def test_batch_is_all_or_nothing(
             "too_many_parents",
         ),
         (DOC | {"colour": "red"}, "bad_request"),
+        (DOC | {"attributes": ["k", "v"]}, "bad_request"),  # attributes are a JSON object
         ({"kind": "document"}, "hash_or_text"),
     ],
 )

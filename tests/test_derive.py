@@ -60,6 +60,13 @@ async def test_derive_records_the_hash_and_returns_the_text(
             {"parents": [], "kind": "document", "source_uri": "x://y", "context_id": "bad id!"},
             "malformed_id",
         ),
+        *(
+            (
+                {"parents": [], "kind": "document", "source_uri": "x://y", "attributes": value},
+                "bad_attributes",
+            )
+            for value in ([("k", "v")], [], 5)
+        ),  # a list of pairs was made a dict, an empty list dropped, a number a TypeError
     ],
 )
 async def test_invalid_derive_raises_and_writes_nothing(

@@ -64,6 +64,12 @@ def propose(
     """The record for one Derivation. Query, claim and answer texts are hashed with the
     tenant's `text_hasher`, else with sha256 for the store to key (lineage.services.privacy); a
     deterministic id for one of them is made from its keyed hash, so it needs `text_hasher`."""
+    if not isinstance(item.attributes, dict):
+        raise InvalidRecord(
+            "bad_attributes",
+            "attributes must be a JSON object (a dict of names to values), not "
+            f"{item.attributes!r:.80}",
+        )
     parent_ids = [p if isinstance(p, str) else p.context_id for p in item.parents]
     keyed = item.kind in KEYED_KINDS
     digest = content_hash(item.text, text_hasher if keyed else hasher)
@@ -170,7 +176,7 @@ async def derive(
         index_snapshot=index_snapshot,
         source_uri=source_uri,
         trace_id=trace_id,
-        attributes=attributes or {},
+        attributes={} if attributes is None else attributes,
         context_id=context_id,
         deterministic=deterministic,
     )
