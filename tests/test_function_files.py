@@ -4,10 +4,13 @@ empty replays each revision's functions as it first loaded them."""
 from pathlib import Path
 
 import asyncpg
+import psycopg
+from alembic import command
 from alembic.script import ScriptDirectory
 
 from lineage.db.functions import FROZEN_DIR, FUNCTIONS_DIR, function_file
 from lineage.db.migrate import alembic_config
+from tests.private_postgres import private_postgres
 
 # Each function as a file states it: pg_get_functiondef, then its privileges when not the
 # default (PUBLIC may execute): the REVOKE from PUBLIC, and a GRANT to each other role.
@@ -73,3 +76,14 @@ def test_only_the_newest_revision_to_load_a_function_reads_its_live_file() -> No
             overridden.add(name)
     stray = sorted(str(path) for path in set(FROZEN_DIR.glob("*/*.sql")) - frozen_needed)
     assert not stray, f"frozen copies no revision needs (it would load them): {stray}"
+
+
+def test_where_there_is_no_application_role_the_functions_are_granted_to_no_one() -> None:
+    """As on a server that refused CREATE ROLE: the revisions run without the role bootstrap."""
+    with private_postgres() as server:  # lineage_app is cluster-wide: the shared server has it
+        command.upgrade(alembic_config(server.url), "head")
+        with psycopg.connect(server.url) as connection:
+            granted = connection.execute(
+                "SELECT proacl::text FROM pg_proc WHERE proname = 'lineage_key'"
+            ).fetchone()
+    assert granted == ("{postgres=X/postgres}",)
