@@ -42,10 +42,10 @@ async def expired_bundle(
 ) -> tuple[Path, list[Any]]:
     """The default tenant's bundle once its oldest month expired; the walk back from
     answer_new there, before any import."""
+    await retention.set_policy(owner_database, 12)  # month partitions before the records
     await append(database, OLD_RECORDS)
     await append(database, NEW_RECORDS)
     await storage.checkpoint(database, Settings(), "default")  # logged, as the service does
-    await retention.set_policy(owner_database, 12)
     await retention.apply(database)
     path = tmp_path / "expired.bundle"
     written = await export_bundle(owner_database, Settings(), "default", path, include_text=False)

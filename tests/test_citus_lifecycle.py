@@ -141,10 +141,39 @@ def test_export_then_import_on_citus_gives_the_same_walks(citus_url: str, tmp_pa
     assert [tenant for tenant, _ in keys] == ["moved", "source"] and keys[0][1] == keys[1][1]
 
 
-def test_retention_drops_a_month_on_citus(citus_url: str) -> None:
-    async def expire() -> tuple[dict[str, object], walks.Walk]:
+def test_a_period_closes_the_open_partition_on_citus(citus_url: str) -> None:
+    """With records stored (the tests above), setting a period closes every table's open
+    partition on the shards too; the records stay readable and appends go on."""
+
+    async def shape() -> tuple[list[str], walks.Walk]:
         owner, pool = await _pools(citus_url)
         try:
+            await retention.set_policy(owner, 12)
+            policy = await retention.get_policy(owner)
+            async with pool.tenant("kept") as tx:
+                await insert_records(tx, NEW_RECORDS[1:])
+            walked = await walks.walk_back(pool, Settings(), "kept", ANSWER_ID, None)
+            await retention.set_policy(owner, 0)
+            return policy["partitions"], walked
+        finally:
+            await pool.close()
+            await owner.close()
+
+    partitions, walked = asyncio.run(shape())
+    assert partitions[0].startswith("provenance_p_until_") and len(partitions) == 3
+    assert len(walked.nodes) > 5 and not walked.truncated
+    assert tenant_rows(citus_url, "kept")["provenance"] > 10
+
+
+def test_retention_drops_a_month_on_citus(citus: CitusCluster) -> None:
+    url = citus.create_database("lineage_citus_retention")
+    migrate(url)
+    distribute(url)
+
+    async def expire() -> tuple[dict[str, object], walks.Walk]:
+        owner, pool = await _pools(url)
+        try:
+            await retention.set_policy(owner, 12)  # month partitions: the open one was empty
             # On Citus an append cannot write shards the owner made in its own transaction: the
             # months' partitions come first, as the service's schedule adds them ahead.
             async with owner.connection() as connection:
@@ -154,10 +183,8 @@ def test_retention_drops_a_month_on_citus(citus_url: str) -> None:
             for batch in (OLD_RECORDS, NEW_RECORDS):
                 async with pool.tenant("default") as tx:
                     await insert_records(tx, batch)
-            await retention.set_policy(owner, 12)
             receipt = await retention.apply(pool)
             walked = await walks.walk_back(pool, Settings(), "default", "answer_new", None)
-            await retention.set_policy(owner, 0)
             return receipt, walked
         finally:
             await pool.close()
@@ -167,7 +194,7 @@ def test_retention_drops_a_month_on_citus(citus_url: str) -> None:
     assert receipt["tombstones_kept"] == 1
     assert walked.truncated_reason == "retention"
     assert [node["context_id"] for node in walked.nodes] == ["answer_new"]
-    with psycopg.connect(citus_url) as coordinator:
+    with psycopg.connect(url) as coordinator:
         left = coordinator.execute(
             "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::regclass::text = ANY (%s)",
             ([f"{table}_p{OLD_MONTH}" for table in PARTITIONED],),

@@ -1,7 +1,9 @@
 """Retention by time: a month past the period goes whole (its partitions dropped, no DELETE of
 a record), audited; walks that reach into it say so; forget tombstones and the verifiable log
-outlive it; the period is the owner's alone."""
+outlive it; the period is the owner's alone. Without a period each table has one partition;
+what it held when a period was set expires whole once all of it is past the period."""
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -10,7 +12,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from lineage.core.errors import Forbidden
+from lineage.core.errors import Conflict, Forbidden, NotFound
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord, NewContext
 from lineage.db.database import Database
@@ -78,6 +80,7 @@ async def test_an_expired_month_goes_whole_and_what_outlives_it_stays(
     owner: asyncpg.Connection,
     settings: Settings,
 ) -> None:
+    assert await retention.set_policy(owner_database, 12) == 12  # month partitions from now on
     await append(database, OLD_RECORDS)  # adds the old month's partitions on the way
     await append(database, NEW_RECORDS)
     await owner.execute(
@@ -89,7 +92,6 @@ async def test_an_expired_month_goes_whole_and_what_outlives_it_stays(
     leaf_of_chunk = merkle.leaf_hash(OLD_RECORDS[1].canonical_bytes())
     assert await partitions_of(owner, OLD_MONTH) == [f"{t}_p{OLD_MONTH}" for t in PARTITIONED]
 
-    assert await retention.set_policy(owner_database, 12) == 12
     receipt = await retention.apply(database)  # the service's schedule runs it as lineage_app
 
     assert OLD.strftime("%Y-%m") in [month["month"] for month in receipt["months_dropped"]]
@@ -176,7 +178,10 @@ async def test_no_period_keeps_everything_and_only_the_owner_sets_it(
     await append(database, OLD_RECORDS)
     receipt = await retention.apply(database)
     assert receipt["keep_months"] is None and receipt["months_dropped"] == []
-    assert len(await partitions_of(owner, OLD_MONTH)) == len(PARTITIONED)
+    assert receipt["partitions_added"] == 0  # the open partition holds every month
+    for table in PARTITIONED:
+        assert await partitions(owner, table) == [(f"{table}_p_open", "-infinity", "infinity")]
+    assert await owner.fetchval("SELECT count(*) FROM provenance_p_open") == len(OLD_RECORDS)
     assert await owner.fetchval("SELECT count(*) FROM operator_audit") == 0
     with pytest.raises(Forbidden):
         await retention.set_policy(database, 1)
@@ -185,8 +190,62 @@ async def test_no_period_keeps_everything_and_only_the_owner_sets_it(
             await connection.execute("UPDATE retention_policy SET keep_months = 1")
 
 
-async def test_an_id_stays_unique_across_months(database: Database) -> None:
-    """Partitions are unique per month only; the append's check covers the other months."""
+async def partitions(owner: asyncpg.Connection, table: str) -> list[tuple[str, str, str]]:
+    """Each partition of `table` with its bounds, oldest first."""
+    rows = await owner.fetch(
+        "SELECT partition, lower::text, upper::text FROM lineage_partitions($1::regclass)", table
+    )
+    return [tuple(row) for row in rows]
+
+
+async def test_what_was_kept_before_the_period_expires_whole_once_past_it(
+    database: Database, owner_database: Database, owner: asyncpg.Connection
+) -> None:
+    await append(database, OLD_RECORDS + NEW_RECORDS)
+    await retention.set_policy(owner_database, 12, now=NOW)
+    until = (NOW.replace(day=1) + timedelta(days=32)).replace(day=1, hour=0, minute=0, second=0,
+                                                               microsecond=0)  # fmt: skip
+    closed = f"_p_until_{until:%Y_%m}"
+    for table in PARTITIONED:
+        [first, *months] = await partitions(owner, table)
+        assert first[0] == f"{table}{closed}" and first[1] == "-infinity"
+        assert [name for name, _, _ in months] == [
+            f"{table}_p{until:%Y_%m}", f"{table}_p{until + timedelta(days=31):%Y_%m}"
+        ]  # fmt: skip
+    assert await owner.fetchval(f"SELECT count(*) FROM provenance{closed}") == 5
+    # The old records wait for the newest beside them: nothing of the partition goes before.
+    assert (await retention.apply(database, NOW))["months_dropped"] == []
+    later = until + timedelta(days=366)
+    receipt = await retention.apply(database, later)
+    assert [m["month"] for m in receipt["months_dropped"]] == [f"before {until:%Y-%m}"]
+    for table in PARTITIONED:
+        assert f"{table}{closed}" not in [name for name, _, _ in await partitions(owner, table)]
+    with pytest.raises(NotFound):
+        await walks.walk_back(database, Settings(), "default", "answer_new", None)
+
+
+async def test_clearing_the_period_opens_one_partition_after_the_months(
+    database: Database, owner_database: Database, owner: asyncpg.Connection
+) -> None:
+    await retention.set_policy(owner_database, 6, now=NOW)
+    months = await partitions(owner, "provenance")
+    assert months and all(upper != "infinity" for _, _, upper in months)
+    await retention.set_policy(owner_database, 0, now=NOW)
+    *kept, opened = await partitions(owner, "provenance")
+    assert kept == months and opened[0] == "provenance_p_open"
+    assert opened[1] == months[-1][2] and opened[2] == "infinity"
+    await append(database, NEW_RECORDS[1:])
+    far = record("far", "document", NOW + timedelta(days=400), source_uri="s3://far.md")
+    await append(database, [far])
+    assert await owner.fetchval("SELECT count(*) FROM provenance_p_open") == 1
+
+
+@pytest.mark.parametrize("keep_months", [0, 12], ids=["one partition", "month partitions"])
+async def test_an_id_stays_unique_across_months(
+    database: Database, owner_database: Database, keep_months: int
+) -> None:
+    """Partitions are unique within themselves; the append's check covers the others."""
+    await retention.set_policy(owner_database, keep_months)
     await append(database, OLD_RECORDS[:1])
     again = record("doc_old", "document", NOW, source_uri="s3://old.md")
     async with database.tenant("default") as tx:
@@ -195,3 +254,22 @@ async def test_an_id_stays_unique_across_months(database: Database) -> None:
             "SELECT count(*) FROM provenance WHERE context_id = 'doc_old'"
         )
     assert inserted == set() and count == 1
+
+
+async def test_one_id_appended_into_two_months_at_once_is_stored_once(
+    database: Database, owner_database: Database, owner: asyncpg.Connection
+) -> None:
+    """Neither append sees the other's uncommitted row in its month; the second to commit
+    checks again behind the first's lock on the tenant's counter, and gives way."""
+    await retention.set_policy(owner_database, 12)
+    await append(database, OLD_RECORDS[:1])  # the old month's partitions, made beforehand
+    first = record("twice", "document", OLD, source_uri="s3://twice.md")
+    second = record("twice", "document", NOW, source_uri="s3://twice.md")
+    async with database.tenant("default") as tx:
+        await insert_records(tx, [first])  # holds the tenant's counter until it commits
+        racing = asyncio.create_task(append(database, [second]))
+        await asyncio.sleep(0.5)  # the second append waits on the counter
+        assert not racing.done()
+    with pytest.raises(Conflict, match="twice"):
+        await racing
+    assert await owner.fetchval("SELECT count(*) FROM provenance WHERE context_id = 'twice'") == 1

@@ -451,18 +451,18 @@ async def test_walks_past_the_statement_timeout_raise_and_answer_503(
 ANY_PARENT_IDS = re.compile(r"=\s*ANY\s*\(\s*(?:\w+\.)?parent_ids\b", re.IGNORECASE)
 
 
-# The tables are partitioned by month of created_at; the tests' records are this month's.
-MONTH = datetime.now(UTC).strftime("%Y_%m")
-EDGES = f"provenance_children_p{MONTH}_pkey"
-IDS = f"provenance_p{MONTH}_id"
+# With no retention period each partitioned table has one partition (migration 0018).
+PARTITION = "_p_open"
+EDGES = f"provenance_children{PARTITION}_pkey"
+IDS = f"provenance{PARTITION}_id"
 
 
-def seq_scans_of_this_month(plan: list[dict[str, Any]]) -> list[str]:
-    """Sequential scans of a partition that holds the records (other months' are empty)."""
+def seq_scans_of_the_records(plan: list[dict[str, Any]]) -> list[str]:
+    """Sequential scans of the partition that holds the records."""
     return [
         node["Relation Name"]
         for node in plan
-        if node["Node Type"] == "Seq Scan" and node["Relation Name"].endswith(f"_p{MONTH}")
+        if node["Node Type"] == "Seq Scan" and node["Relation Name"].endswith(PARTITION)
     ]
 
 
@@ -486,7 +486,7 @@ async def test_children_are_edge_probes_on_a_tenant_appended_since_the_last_anal
     assert all("parent_id = parent.id" in node["Index Cond"] for node in probes), [
         node["Index Cond"] for node in probes
     ]
-    assert not seq_scans_of_this_month(down), shapes
+    assert not seq_scans_of_the_records(down), shapes
 
 
 async def test_plans_use_the_tenant_edges_down_and_the_primary_key_up(
@@ -539,14 +539,14 @@ async def test_appends_leave_no_gin_pending_list_for_walks_to_rescan(
     store: PostgresStore, owner: asyncpg.Connection
 ) -> None:
     # Autovacuum would flush the list at some moment; off, the state after the append is fixed.
-    await owner.execute(f"ALTER TABLE provenance_p{MONTH} SET (autovacuum_enabled = off)")
+    await owner.execute(f"ALTER TABLE provenance{PARTITION} SET (autovacuum_enabled = off)")
     await derive_many(store, fan())
     pending_pages = await owner.fetchval(
         "SELECT gin_clean_pending_list(i.indexrelid::regclass) FROM pg_index AS i "
         "JOIN pg_inherits AS h ON h.inhrelid = i.indexrelid "
         "WHERE h.inhparent = 'provenance_parent_ids'::regclass "
         "AND i.indrelid = $1::regclass",
-        f"provenance_p{MONTH}",
+        f"provenance{PARTITION}",
     )
     assert pending_pages == 0, (
         f"BUG migrations/versions/0001_provenance.py: provenance_parent_ids keeps appends in a "
@@ -632,7 +632,6 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
         "produced_bys": [None],
         "index_snapshots": [None],
         "trace_ids": [None],
-        # A month with partitions: the migration adds the current month and the next two.
         "created_ats": [datetime.now(UTC)],
         "attribute_docs": ["{}"],
     },
@@ -645,6 +644,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     },
     "partitions_add": {"from_time": datetime.now(UTC), "through": datetime.now(UTC)},
     "retention_apply": {"now": datetime.now(UTC)},
+    "partitions_shape": {"now": datetime.now(UTC)},
     "retention_policy_set": {"keep_months": 0},
     "audit_append": {"key_id": "k", "action": "walk", "target": "t", "detail": {}, "at": None},
     "audit_list": {"limit": 10},
@@ -710,7 +710,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
 OWNER_ONLY = {
     "tenant_create", "tenant_delete", "operator_audit_list", "bundle_import_settings",
     "bundle_retire_text_keys", "bundle_import_expiry", "bundle_analyze", "retention_policy_get",
-    "retention_policy_set",
+    "retention_policy_set", "partitions_shape",
 }  # fmt: skip
 # Reads of provenance: on an empty database they find nothing.
 READS = {

@@ -17,15 +17,14 @@ retention_app = typer.Typer(
 
 @retention_app.command("show")
 def retention_show(config: ConfigOption = None) -> None:
-    """The retention period and the month partitions kept (as the database owner)."""
+    """The retention period and the partitions of provenance kept (as the database owner)."""
     from lineage.services import retention
 
     policy = run(load(config), retention.get_policy, as_owner=True)
     kept = policy["keep_months"]
     console.print(
         f"records kept {'for ever' if kept is None else f'at least {kept} months'}; "
-        f"{len(policy['partitions'])} month partitions of provenance: "
-        + ", ".join(policy["partitions"]),
+        f"{len(policy['partitions'])} partitions of provenance: " + ", ".join(policy["partitions"]),
         highlight=False,
     )
 
@@ -38,7 +37,8 @@ def retention_set(
     config: ConfigOption = None,
 ) -> None:
     """Set the retention period for every tenant (as the database owner); audited. Nothing is
-    dropped until `lineage retention apply` or the service's hourly round."""
+    dropped until `lineage retention apply` or the service's hourly round; what is stored when
+    a period is first set expires whole, once its newest month is past the period."""
     from lineage.services import retention
 
     kept = run(

@@ -1,8 +1,9 @@
 """Retention by time: `lineage retention set/show/apply` and the service's schedule.
 
-provenance and the tables that follow its rows are partitioned by month of created_at
-(migration 0016). Expiring a month drops its partitions: a catalog change, as quick for a
-billion rows as for ten, with no DELETE and no bloat. lineage_retention_apply, the owner's
+provenance and the tables that follow its rows are partitioned by created_at (migration 0016):
+one open partition while no period is set, month partitions while one is (migration 0018).
+Expiring a month drops its partitions: a catalog change, as quick for a billion rows as for ten,
+with no DELETE and no bloat. lineage_retention_apply, the owner's
 definer function, does it, keeping forget tombstones (forget_tombstones) and purging captured
 text first; the verifiable log's tables are never partitioned, so every leaf hash and signed
 checkpoint stays and proofs still verify. The period is the owner's alone to set.
@@ -44,8 +45,13 @@ async def get_policy(database: Database) -> dict[str, Any]:
     return dict(row)
 
 
-async def set_policy(database: Database, keep_months: int) -> int | None:
-    """Keep records at least `keep_months` months (0: keep everything); the owner's alone."""
+async def set_policy(
+    database: Database, keep_months: int, now: datetime | None = None
+) -> int | None:
+    """Keep records at least `keep_months` months (0: keep everything); the owner's alone.
+
+    The partitions follow in the same transaction: a period closes the open partition at the
+    start of next month (what it holds expires whole, once that month is past the period)."""
     if not 0 <= keep_months <= 1200:
         raise BadParameter("keep_months must be between 0 (keep everything) and 1200")
     async with database.connection() as connection:
@@ -53,6 +59,7 @@ async def set_policy(database: Database, keep_months: int) -> int | None:
             raise Forbidden(f"the retention period is the database owner's, not {db.APP_ROLE}'s")
         async with connection.transaction():
             [row] = await db.fetch(connection, "retention_policy_set", keep_months=keep_months)
+            await db.fetch(connection, "partitions_shape", now=now or datetime.now(UTC))
     kept: int | None = row["keep_months"]
     return kept
 

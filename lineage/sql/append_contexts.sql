@@ -1,9 +1,9 @@
 -- name: append_contexts
 -- Appends records given as parallel arrays (one element per record; parent_ids as array
 -- literals). Ids that already exist are left alone and not returned: the caller compares them.
--- provenance is partitioned by month of created_at, so an id is unique by the unique index of
--- its month's partition (ON CONFLICT: a concurrent append of the same id) and by the check of
--- every month (one probe of each month's index per id).
+-- provenance is partitioned by created_at, so an id is unique by the unique index of its
+-- partition (ON CONFLICT: a concurrent append of the same id) and by the check of every other
+-- partition (one probe of each partition's id index per id; sql/ids_stored_twice.sql after it).
 -- The same statement notes each new record's parent edges (provenance_children, for descendant
 -- walks) and queues it for the tenant's verifiable log, so no trigger is needed (Citus runs none
 -- on a distributed table) and a record is never stored without them.

@@ -1,8 +1,9 @@
 -- name: retention_policy_get
--- The retention period (months; null keeps everything) and each provenance month partition
--- kept, oldest first.
+-- The retention period (months; null keeps everything) and each partition of provenance kept,
+-- oldest first, with its bounds (-infinity and infinity for MINVALUE and MAXVALUE).
 --   psql -f sql/retention_policy_get.sql
 SELECT r.keep_months, r.updated_at,
-       ARRAY(SELECT c.relname::text FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
-             WHERE i.inhparent = 'provenance'::regclass ORDER BY c.relname) AS partitions
+       ARRAY(SELECT p.partition FROM lineage_partitions('provenance') AS p) AS partitions,
+       ARRAY(SELECT jsonb_build_object('partition', p.partition, 'from', p.lower, 'to', p.upper)
+             FROM lineage_partitions('provenance') AS p) AS bounds
 FROM retention_policy AS r;

@@ -1,10 +1,12 @@
 """Month partitions for the records a batch holds.
 
-provenance (and the tables that follow its rows) is partitioned by month of created_at
-(migration 0016); a record whose month has no partition cannot be stored. The service's
-retention schedule adds the months ahead, and this is the fallback for everything that appends
-without it (the CLI, an SDK store, an import of old records): the first append of a month in a
-process adds its partitions through the owner's definer function, once per database.
+provenance (and the tables that follow its rows) is partitioned by created_at: one open
+partition while no retention period is set, a partition per month while one is (migrations
+0016, 0018); a record whose month has no partition cannot be stored. The service's retention
+schedule adds the months ahead, and this is the fallback for everything that appends without it
+(the CLI, an SDK store, an import of old records): the first append of a month in a process
+adds what is missing through the owner's definer function (nothing while the open partition
+covers every month), once per database.
 """
 
 from collections.abc import Iterable

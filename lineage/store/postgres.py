@@ -105,8 +105,23 @@ async def insert_records(
     await signing.append_signatures(tx, new)
     # Last: it holds the tenant's stream counter until commit.
     await events.note_appended(tx, [record.context_id for record in new])
+    await _refuse_ids_stored_twice(tx, [record.context_id for record in new])
     metrics.count_appended(record.kind for record in new)
     return inserted
+
+
+async def _refuse_ids_stored_twice(tx: "Transaction", context_ids: list[str]) -> None:
+    """An id appended into two month partitions at once passed both appends' checks; after the
+    counter's lock, whichever commits second sees the other's row and gives way."""
+    if not context_ids:
+        return
+    rows = await tx.fetch("ids_stored_twice", context_ids=context_ids)
+    twice = [row["context_id"] for row in rows]
+    if twice:
+        raise Conflict(
+            f"context_id {twice[0]} was appended by another request at the same moment; "
+            "send the batch again (the other append is stored)"
+        )
 
 
 async def _check_parents(

@@ -1,11 +1,13 @@
--- One retention round: for each month wholly older than the policy keeps, copy its tombstones to
--- forget_tombstones, purge its records' text, note each tenant's new expiry horizon, then drop the
--- month's partitions of every partitioned table. The drops are catalog changes, as quick at a
--- billion rows as at ten; they wait for the parents' lock at most lock_timeout, so appends are
--- never queued behind a long walk for longer. Partitions for the months ahead are added first. A
--- round that drops a month is audited in operator_audit; returns the receipt. The owner's,
--- callable by the application role for the service's schedule: it applies the owner's policy and
--- cannot change it.
+-- Expire what the retention policy says, in one transaction: for each partition wholly older
+-- than keep_months (a month, or what was stored before the period was set: _p_until_YYYY_MM),
+-- copy its forget tombstones to forget_tombstones, delete the captured text of its records,
+-- note each tenant's new expiry horizon, then drop that partition of every partitioned table.
+-- The drops are catalog changes, as quick at a billion rows as at ten; they wait for the
+-- parents' lock at most lock_timeout, so appends are never queued behind a long walk for
+-- longer. Partitions for the months ahead are added first (none while the open partition is
+-- there). A round that drops one is audited in operator_audit; returns the receipt. The
+-- owner's, callable by the application role for the service's schedule: it applies the owner's
+-- policy and cannot change it.
 CREATE OR REPLACE FUNCTION public.lineage_retention_apply(p_now timestamp with time zone)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -19,6 +21,8 @@ DECLARE
     month record;
     tenant text;
     months jsonb := '[]';
+    suffixes text[] := '{}';
+    suffix text;
     tombstones bigint := 0;
     texts bigint := 0;
     copied bigint;
@@ -32,19 +36,12 @@ BEGIN
     SELECT r.keep_months INTO keep FROM public.retention_policy AS r;
     cutoff := p_now - make_interval(months => coalesce(keep, 0));
     FOR month IN
-        SELECT c.relname AS partition, substr(c.relname, length('provenance_p') + 1) AS suffix,
-               b.lower, b.upper, greatest(c.reltuples, 0)::bigint AS rows_estimated
-        FROM pg_inherits AS i
-        JOIN pg_class AS c ON c.oid = i.inhrelid
-        CROSS JOIN LATERAL (
-            SELECT substring(pg_get_expr(c.relpartbound, c.oid) FROM 'FROM \(''([^'']+)''\)')
-                       ::timestamptz AS lower,
-                   substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \(''([^'']+)''\)')
-                       ::timestamptz AS upper
-        ) AS b
-        WHERE i.inhparent = 'public.provenance'::regclass AND keep IS NOT NULL
-          AND b.upper <= cutoff
-        ORDER BY b.lower
+        SELECT p.partition, p.suffix, p.lower, p.upper,
+               greatest(c.reltuples, 0)::bigint AS rows_estimated
+        FROM public.lineage_partitions('public.provenance') AS p
+        JOIN pg_class AS c ON c.relname = p.partition
+             AND c.relnamespace = 'public'::regnamespace
+        WHERE keep IS NOT NULL AND p.upper <= cutoff
     LOOP
         FOR tenant IN SELECT t.tenant_id FROM public.tenants AS t ORDER BY t.tenant_id LOOP
             EXECUTE format('SET LOCAL lineage.tenant_id = %L', tenant);
@@ -57,7 +54,7 @@ BEGIN
                 'AND s.context_id = p.context_id '
                 'WHERE p.tenant_id = $1 AND p.kind = ''tombstone'' '
                 'ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) FROM kept',
-                month.partition, 'record_signatures_p' || month.suffix)
+                month.partition, 'record_signatures' || month.suffix)
                 INTO copied USING tenant;
             EXECUTE format(
                 'WITH gone AS (DELETE FROM public.context_text AS t USING public.%I AS p '
@@ -72,16 +69,18 @@ BEGIN
             texts := texts + purged;
         END LOOP;
         months := months || jsonb_build_object(
-            'month', to_char(month.lower AT TIME ZONE 'UTC', 'YYYY-MM'),
-            'from', month.lower, 'to', month.upper,
+            'month', CASE WHEN month.lower = '-infinity'
+                          THEN 'before ' || to_char(month.upper AT TIME ZONE 'UTC', 'YYYY-MM')
+                          ELSE to_char(month.lower AT TIME ZONE 'UTC', 'YYYY-MM') END,
+            'from', CASE WHEN month.lower <> '-infinity' THEN month.lower END, 'to', month.upper,
             'records_estimated', month.rows_estimated);
+        suffixes := suffixes || month.suffix;
     END LOOP;
     SET LOCAL lineage.tenant_id = '';
-    FOR month IN SELECT value ->> 'month' AS name FROM jsonb_array_elements(months) LOOP
+    FOREACH suffix IN ARRAY suffixes LOOP
         FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
                                       'root_sources'] LOOP
-            EXECUTE format('DROP TABLE IF EXISTS public.%I',
-                           parent || '_p' || replace(month.name, '-', '_'));
+            EXECUTE format('DROP TABLE IF EXISTS public.%I', parent || suffix);
         END LOOP;
     END LOOP;
     receipt := jsonb_build_object(

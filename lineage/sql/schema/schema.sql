@@ -9,7 +9,6 @@ CREATE FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p
 DECLARE
     month timestamptz := date_trunc('month', p_from, 'UTC');
     parent text;
-    partition text;
     added int := 0;
 BEGIN
     IF p_through - p_from > interval '100 years' THEN
@@ -18,17 +17,12 @@ BEGIN
     WHILE month <= p_through LOOP
         FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
                                       'root_sources'] LOOP
-            partition := parent || '_p' || to_char(month AT TIME ZONE 'UTC', 'YYYY_MM');
-            CONTINUE WHEN to_regclass('public.' || partition) IS NOT NULL;
-            EXECUTE format('CREATE TABLE public.%I PARTITION OF public.%I '
-                           'FOR VALUES FROM (%L) TO (%L)',
-                           partition, parent, month, month + interval '1 month');
-            IF parent = 'provenance' THEN
-                EXECUTE format('CREATE UNIQUE INDEX %I ON public.%I (tenant_id, context_id)',
-                               partition || '_id', partition);
-            END IF;
-            EXECUTE format('REVOKE UPDATE, TRUNCATE ON public.%I FROM PUBLIC, %I',
-                           partition, current_user);
+            CONTINUE WHEN EXISTS (
+                SELECT 1 FROM public.lineage_partitions(('public.' || parent)::regclass) AS p
+                WHERE p.lower < month + interval '1 month' AND p.upper > month);
+            PERFORM public.lineage_create_partition(
+                parent, parent || '_p' || to_char(month AT TIME ZONE 'UTC', 'YYYY_MM'),
+                month, month + interval '1 month');
             added := added + 1;
         END LOOP;
         month := month + interval '1 month';
@@ -54,6 +48,23 @@ BEGIN
         WHERE p.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
           AND p.context_id OPERATOR(pg_catalog.=) p_context_id
     ), false);
+END
+$$;
+
+CREATE FUNCTION public.lineage_create_partition(p_parent text, p_name text, p_lower timestamp with time zone, p_upper timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    EXECUTE format('CREATE TABLE public.%I PARTITION OF public.%I FOR VALUES FROM (%s) TO (%s)',
+                   p_name, p_parent,
+                   CASE WHEN p_lower = '-infinity' THEN 'MINVALUE' ELSE quote_literal(p_lower) END,
+                   CASE WHEN p_upper = 'infinity' THEN 'MAXVALUE' ELSE quote_literal(p_upper) END);
+    IF p_parent = 'provenance' THEN
+        EXECUTE format('CREATE UNIQUE INDEX %I ON public.%I (tenant_id, context_id)',
+                       p_name || '_id', p_name);
+    END IF;
+    EXECUTE format('REVOKE UPDATE, TRUNCATE ON public.%I FROM PUBLIC, %I', p_name, current_user);
 END
 $$;
 
@@ -158,6 +169,80 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.lineage_partitions(p_parent regclass) RETURNS TABLE(partition text, suffix text, lower timestamp with time zone, upper timestamp with time zone)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT c.relname::text, substr(c.relname, length(p.relname) + 1),
+           CASE b.bound[1] WHEN 'MINVALUE' THEN '-infinity'
+                ELSE btrim(b.bound[1], '''') END::timestamptz,
+           CASE b.bound[2] WHEN 'MAXVALUE' THEN 'infinity'
+                ELSE btrim(b.bound[2], '''') END::timestamptz
+    FROM pg_inherits AS i
+    JOIN pg_class AS c ON c.oid = i.inhrelid
+    JOIN pg_class AS p ON p.oid = i.inhparent
+    CROSS JOIN LATERAL regexp_match(pg_get_expr(c.relpartbound, c.oid),
+                                    'FROM \((.+)\) TO \((.+)\)') AS b (bound)
+    WHERE i.inhparent = p_parent
+    ORDER BY 3
+$$;
+
+CREATE FUNCTION public.lineage_partitions_shape(p_now timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    parents text[] := ARRAY['provenance', 'record_signatures', 'provenance_children',
+                            'root_sources'];
+    keep int := (SELECT r.keep_months FROM public.retention_policy AS r);
+    open record;
+    parent text;
+    anything boolean := false;
+    until timestamptz := date_trunc('month', p_now, 'UTC') + interval '1 month';
+    closed text := '_p_until_' || to_char(until AT TIME ZONE 'UTC', 'YYYY_MM');
+    after timestamptz;
+    done jsonb := '{}';
+BEGIN
+    SELECT p.* INTO open FROM public.lineage_partitions('public.provenance') AS p
+    WHERE p.upper = 'infinity';
+    IF keep IS NOT NULL AND open.partition IS NOT NULL THEN
+        FOREACH parent IN ARRAY parents LOOP
+            EXECUTE format('SELECT $1 OR EXISTS (SELECT 1 FROM public.%I)', parent || open.suffix)
+                INTO anything USING anything;
+        END LOOP;
+        FOREACH parent IN ARRAY parents LOOP
+            IF anything THEN
+                EXECUTE format('ALTER TABLE public.%I DETACH PARTITION public.%I',
+                               parent, parent || open.suffix);
+                EXECUTE format('ALTER TABLE public.%I RENAME TO %I', parent || open.suffix,
+                               parent || closed);
+                IF parent = 'provenance' THEN
+                    EXECUTE format('ALTER INDEX public.%I RENAME TO %I',
+                                   parent || open.suffix || '_id', parent || closed || '_id');
+                END IF;
+                EXECUTE format('ALTER TABLE public.%I ATTACH PARTITION public.%I '
+                               'FOR VALUES FROM (%s) TO (%L)', parent, parent || closed,
+                               CASE WHEN open.lower = '-infinity' THEN 'MINVALUE'
+                                    ELSE quote_literal(open.lower) END, until);
+            ELSE
+                EXECUTE format('DROP TABLE public.%I', parent || open.suffix);
+            END IF;
+        END LOOP;
+        done := jsonb_build_object(CASE WHEN anything THEN 'closed' ELSE 'dropped' END,
+                                   open.partition, 'until', CASE WHEN anything THEN until END);
+    ELSIF keep IS NULL AND open.partition IS NULL THEN
+        SELECT coalesce(max(p.upper), '-infinity') INTO after
+        FROM public.lineage_partitions('public.provenance') AS p;
+        FOREACH parent IN ARRAY parents LOOP
+            PERFORM public.lineage_create_partition(parent, parent || '_p_open', after, 'infinity');
+        END LOOP;
+        done := jsonb_build_object('opened', 'provenance_p_open', 'from', after);
+    END IF;
+    RETURN done || jsonb_build_object(
+        'partitions_added', public.lineage_add_partitions(p_now, p_now + interval '2 months'));
+END
+$_$;
+
 CREATE FUNCTION public.lineage_refuse_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -183,6 +268,8 @@ DECLARE
     month record;
     tenant text;
     months jsonb := '[]';
+    suffixes text[] := '{}';
+    suffix text;
     tombstones bigint := 0;
     texts bigint := 0;
     copied bigint;
@@ -196,19 +283,12 @@ BEGIN
     SELECT r.keep_months INTO keep FROM public.retention_policy AS r;
     cutoff := p_now - make_interval(months => coalesce(keep, 0));
     FOR month IN
-        SELECT c.relname AS partition, substr(c.relname, length('provenance_p') + 1) AS suffix,
-               b.lower, b.upper, greatest(c.reltuples, 0)::bigint AS rows_estimated
-        FROM pg_inherits AS i
-        JOIN pg_class AS c ON c.oid = i.inhrelid
-        CROSS JOIN LATERAL (
-            SELECT substring(pg_get_expr(c.relpartbound, c.oid) FROM 'FROM \(''([^'']+)''\)')
-                       ::timestamptz AS lower,
-                   substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \(''([^'']+)''\)')
-                       ::timestamptz AS upper
-        ) AS b
-        WHERE i.inhparent = 'public.provenance'::regclass AND keep IS NOT NULL
-          AND b.upper <= cutoff
-        ORDER BY b.lower
+        SELECT p.partition, p.suffix, p.lower, p.upper,
+               greatest(c.reltuples, 0)::bigint AS rows_estimated
+        FROM public.lineage_partitions('public.provenance') AS p
+        JOIN pg_class AS c ON c.relname = p.partition
+             AND c.relnamespace = 'public'::regnamespace
+        WHERE keep IS NOT NULL AND p.upper <= cutoff
     LOOP
         FOR tenant IN SELECT t.tenant_id FROM public.tenants AS t ORDER BY t.tenant_id LOOP
             EXECUTE format('SET LOCAL lineage.tenant_id = %L', tenant);
@@ -221,7 +301,7 @@ BEGIN
                 'AND s.context_id = p.context_id '
                 'WHERE p.tenant_id = $1 AND p.kind = ''tombstone'' '
                 'ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) FROM kept',
-                month.partition, 'record_signatures_p' || month.suffix)
+                month.partition, 'record_signatures' || month.suffix)
                 INTO copied USING tenant;
             EXECUTE format(
                 'WITH gone AS (DELETE FROM public.context_text AS t USING public.%I AS p '
@@ -236,16 +316,18 @@ BEGIN
             texts := texts + purged;
         END LOOP;
         months := months || jsonb_build_object(
-            'month', to_char(month.lower AT TIME ZONE 'UTC', 'YYYY-MM'),
-            'from', month.lower, 'to', month.upper,
+            'month', CASE WHEN month.lower = '-infinity'
+                          THEN 'before ' || to_char(month.upper AT TIME ZONE 'UTC', 'YYYY-MM')
+                          ELSE to_char(month.lower AT TIME ZONE 'UTC', 'YYYY-MM') END,
+            'from', CASE WHEN month.lower <> '-infinity' THEN month.lower END, 'to', month.upper,
             'records_estimated', month.rows_estimated);
+        suffixes := suffixes || month.suffix;
     END LOOP;
     SET LOCAL lineage.tenant_id = '';
-    FOR month IN SELECT value ->> 'month' AS name FROM jsonb_array_elements(months) LOOP
+    FOREACH suffix IN ARRAY suffixes LOOP
         FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
                                       'root_sources'] LOOP
-            EXECUTE format('DROP TABLE IF EXISTS public.%I',
-                           parent || '_p' || replace(month.name, '-', '_'));
+            EXECUTE format('DROP TABLE IF EXISTS public.%I', parent || suffix);
         END LOOP;
     END LOOP;
     receipt := jsonb_build_object(
@@ -515,60 +597,14 @@ PARTITION BY RANGE (created_at);
 
 ALTER TABLE ONLY public.provenance_children FORCE ROW LEVEL SECURITY;
 
-CREATE TABLE public.provenance_children_pYYYY_MM (
+CREATE TABLE public.provenance_children_p_open (
     tenant_id text NOT NULL,
     parent_id text NOT NULL,
     context_id text NOT NULL,
     created_at timestamp with time zone NOT NULL
 );
 
-CREATE TABLE public.provenance_children_pYYYY_MM (
-    tenant_id text NOT NULL,
-    parent_id text NOT NULL,
-    context_id text NOT NULL,
-    created_at timestamp with time zone NOT NULL
-);
-
-CREATE TABLE public.provenance_children_pYYYY_MM (
-    tenant_id text NOT NULL,
-    parent_id text NOT NULL,
-    context_id text NOT NULL,
-    created_at timestamp with time zone NOT NULL
-);
-
-CREATE TABLE public.provenance_pYYYY_MM (
-    tenant_id text NOT NULL,
-    context_id text NOT NULL,
-    parent_ids text[] DEFAULT '{}'::text[] NOT NULL,
-    kind text NOT NULL,
-    source_uri text,
-    content_hash text NOT NULL,
-    transform text,
-    transform_version text,
-    produced_by text,
-    index_snapshot text,
-    trace_id text,
-    created_at timestamp with time zone NOT NULL,
-    attributes jsonb DEFAULT '{}'::jsonb NOT NULL
-);
-
-CREATE TABLE public.provenance_pYYYY_MM (
-    tenant_id text NOT NULL,
-    context_id text NOT NULL,
-    parent_ids text[] DEFAULT '{}'::text[] NOT NULL,
-    kind text NOT NULL,
-    source_uri text,
-    content_hash text NOT NULL,
-    transform text,
-    transform_version text,
-    produced_by text,
-    index_snapshot text,
-    trace_id text,
-    created_at timestamp with time zone NOT NULL,
-    attributes jsonb DEFAULT '{}'::jsonb NOT NULL
-);
-
-CREATE TABLE public.provenance_pYYYY_MM (
+CREATE TABLE public.provenance_p_open (
     tenant_id text NOT NULL,
     context_id text NOT NULL,
     parent_ids text[] DEFAULT '{}'::text[] NOT NULL,
@@ -595,23 +631,7 @@ PARTITION BY RANGE (created_at);
 
 ALTER TABLE ONLY public.record_signatures FORCE ROW LEVEL SECURITY;
 
-CREATE TABLE public.record_signatures_pYYYY_MM (
-    tenant_id text NOT NULL,
-    context_id text NOT NULL,
-    key_id text NOT NULL,
-    signature bytea NOT NULL,
-    created_at timestamp with time zone NOT NULL
-);
-
-CREATE TABLE public.record_signatures_pYYYY_MM (
-    tenant_id text NOT NULL,
-    context_id text NOT NULL,
-    key_id text NOT NULL,
-    signature bytea NOT NULL,
-    created_at timestamp with time zone NOT NULL
-);
-
-CREATE TABLE public.record_signatures_pYYYY_MM (
+CREATE TABLE public.record_signatures_p_open (
     tenant_id text NOT NULL,
     context_id text NOT NULL,
     key_id text NOT NULL,
@@ -639,25 +659,7 @@ PARTITION BY RANGE (created_at);
 
 ALTER TABLE ONLY public.root_sources FORCE ROW LEVEL SECURITY;
 
-CREATE TABLE public.root_sources_pYYYY_MM (
-    tenant_id text NOT NULL,
-    source_uri text NOT NULL,
-    kind text NOT NULL,
-    context_id text NOT NULL,
-    depth integer NOT NULL,
-    created_at timestamp with time zone NOT NULL
-);
-
-CREATE TABLE public.root_sources_pYYYY_MM (
-    tenant_id text NOT NULL,
-    source_uri text NOT NULL,
-    kind text NOT NULL,
-    context_id text NOT NULL,
-    depth integer NOT NULL,
-    created_at timestamp with time zone NOT NULL
-);
-
-CREATE TABLE public.root_sources_pYYYY_MM (
+CREATE TABLE public.root_sources_p_open (
     tenant_id text NOT NULL,
     source_uri text NOT NULL,
     kind text NOT NULL,
@@ -750,29 +752,13 @@ CREATE TABLE public.transform_versions (
 
 ALTER TABLE ONLY public.transform_versions FORCE ROW LEVEL SECURITY;
 
-ALTER TABLE ONLY public.provenance_children ATTACH PARTITION public.provenance_children_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+ALTER TABLE ONLY public.provenance_children ATTACH PARTITION public.provenance_children_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
 
-ALTER TABLE ONLY public.provenance_children ATTACH PARTITION public.provenance_children_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+ALTER TABLE ONLY public.provenance ATTACH PARTITION public.provenance_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
 
-ALTER TABLE ONLY public.provenance_children ATTACH PARTITION public.provenance_children_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+ALTER TABLE ONLY public.record_signatures ATTACH PARTITION public.record_signatures_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
 
-ALTER TABLE ONLY public.provenance ATTACH PARTITION public.provenance_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
-
-ALTER TABLE ONLY public.provenance ATTACH PARTITION public.provenance_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
-
-ALTER TABLE ONLY public.provenance ATTACH PARTITION public.provenance_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
-
-ALTER TABLE ONLY public.record_signatures ATTACH PARTITION public.record_signatures_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
-
-ALTER TABLE ONLY public.record_signatures ATTACH PARTITION public.record_signatures_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
-
-ALTER TABLE ONLY public.record_signatures ATTACH PARTITION public.record_signatures_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
-
-ALTER TABLE ONLY public.root_sources ATTACH PARTITION public.root_sources_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
-
-ALTER TABLE ONLY public.root_sources ATTACH PARTITION public.root_sources_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
-
-ALTER TABLE ONLY public.root_sources ATTACH PARTITION public.root_sources_pYYYY_MM FOR VALUES FROM (<month>) TO (<next>);
+ALTER TABLE ONLY public.root_sources ATTACH PARTITION public.root_sources_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
 
 ALTER TABLE ONLY public.alembic_version
     ADD CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num);
@@ -816,26 +802,14 @@ ALTER TABLE ONLY public.operator_audit
 ALTER TABLE ONLY public.provenance_children
     ADD CONSTRAINT provenance_children_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
 
-ALTER TABLE ONLY public.provenance_children_pYYYY_MM
-    ADD CONSTRAINT provenance_children_p2026_12_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
-
-ALTER TABLE ONLY public.provenance_children_pYYYY_MM
-    ADD CONSTRAINT provenance_children_p2027_01_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
-
-ALTER TABLE ONLY public.provenance_children_pYYYY_MM
-    ADD CONSTRAINT provenance_children_p2027_02_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
+ALTER TABLE ONLY public.provenance_children_p_open
+    ADD CONSTRAINT provenance_children_p_open_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
 
 ALTER TABLE ONLY public.record_signatures
     ADD CONSTRAINT record_signatures_pkey PRIMARY KEY (tenant_id, context_id, created_at);
 
-ALTER TABLE ONLY public.record_signatures_pYYYY_MM
-    ADD CONSTRAINT record_signatures_p2026_12_pkey PRIMARY KEY (tenant_id, context_id, created_at);
-
-ALTER TABLE ONLY public.record_signatures_pYYYY_MM
-    ADD CONSTRAINT record_signatures_p2027_01_pkey PRIMARY KEY (tenant_id, context_id, created_at);
-
-ALTER TABLE ONLY public.record_signatures_pYYYY_MM
-    ADD CONSTRAINT record_signatures_p2027_02_pkey PRIMARY KEY (tenant_id, context_id, created_at);
+ALTER TABLE ONLY public.record_signatures_p_open
+    ADD CONSTRAINT record_signatures_p_open_pkey PRIMARY KEY (tenant_id, context_id, created_at);
 
 ALTER TABLE ONLY public.retention_policy
     ADD CONSTRAINT retention_policy_pkey PRIMARY KEY (only_row);
@@ -843,14 +817,8 @@ ALTER TABLE ONLY public.retention_policy
 ALTER TABLE ONLY public.root_sources
     ADD CONSTRAINT root_sources_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
 
-ALTER TABLE ONLY public.root_sources_pYYYY_MM
-    ADD CONSTRAINT root_sources_p2026_12_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
-
-ALTER TABLE ONLY public.root_sources_pYYYY_MM
-    ADD CONSTRAINT root_sources_p2027_01_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
-
-ALTER TABLE ONLY public.root_sources_pYYYY_MM
-    ADD CONSTRAINT root_sources_p2027_02_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
+ALTER TABLE ONLY public.root_sources_p_open
+    ADD CONSTRAINT root_sources_p_open_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
 
 ALTER TABLE ONLY public.spans
     ADD CONSTRAINT spans_pkey PRIMARY KEY (tenant_id, trace_id, span_id);
@@ -887,177 +855,73 @@ CREATE INDEX provenance_created_at ON ONLY public.provenance USING btree (tenant
 
 CREATE INDEX provenance_index_snapshot ON ONLY public.provenance USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
 
-CREATE UNIQUE INDEX provenance_p2026_12_id ON public.provenance_pYYYY_MM USING btree (tenant_id, context_id);
+CREATE UNIQUE INDEX provenance_p_open_id ON public.provenance_p_open USING btree (tenant_id, context_id);
 
 CREATE INDEX provenance_parent_ids ON ONLY public.provenance USING gin (parent_ids) WITH (fastupdate=off);
 
-CREATE INDEX provenance_p2026_12_parent_ids_idx ON public.provenance_pYYYY_MM USING gin (parent_ids) WITH (fastupdate=off);
+CREATE INDEX provenance_p_open_parent_ids_idx ON public.provenance_p_open USING gin (parent_ids) WITH (fastupdate=off);
 
-CREATE INDEX provenance_p2026_12_tenant_id_content_hash_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, content_hash, created_at);
+CREATE INDEX provenance_p_open_tenant_id_content_hash_created_at_idx ON public.provenance_p_open USING btree (tenant_id, content_hash, created_at);
 
-CREATE INDEX provenance_p2026_12_tenant_id_created_at_context_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, created_at, context_id);
+CREATE INDEX provenance_p_open_tenant_id_created_at_context_id_idx ON public.provenance_p_open USING btree (tenant_id, created_at, context_id);
 
 CREATE INDEX provenance_tombstones ON ONLY public.provenance USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
 
-CREATE INDEX provenance_p2026_12_tenant_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
+CREATE INDEX provenance_p_open_tenant_id_idx ON public.provenance_p_open USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
 
-CREATE INDEX provenance_p2026_12_tenant_id_index_snapshot_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
+CREATE INDEX provenance_p_open_tenant_id_index_snapshot_created_at_idx ON public.provenance_p_open USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
 
 CREATE INDEX provenance_produced_by ON ONLY public.provenance USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
 
-CREATE INDEX provenance_p2026_12_tenant_id_produced_by_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
+CREATE INDEX provenance_p_open_tenant_id_produced_by_created_at_idx ON public.provenance_p_open USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
 
 CREATE INDEX provenance_source_uri ON ONLY public.provenance USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
 
-CREATE INDEX provenance_p2026_12_tenant_id_source_uri_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
+CREATE INDEX provenance_p_open_tenant_id_source_uri_created_at_idx ON public.provenance_p_open USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
 
 CREATE INDEX provenance_trace_id ON ONLY public.provenance USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
 
-CREATE INDEX provenance_p2026_12_tenant_id_trace_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
+CREATE INDEX provenance_p_open_tenant_id_trace_id_idx ON public.provenance_p_open USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
 
 CREATE INDEX provenance_transform ON ONLY public.provenance USING btree (tenant_id, transform, transform_version);
 
-CREATE INDEX provenance_p2026_12_tenant_id_transform_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform, transform_version);
+CREATE INDEX provenance_p_open_tenant_id_transform_transform_version_idx ON public.provenance_p_open USING btree (tenant_id, transform, transform_version);
 
 CREATE INDEX provenance_transform_version ON ONLY public.provenance USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
 
-CREATE INDEX provenance_p2026_12_tenant_id_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
-
-CREATE UNIQUE INDEX provenance_p2027_01_id ON public.provenance_pYYYY_MM USING btree (tenant_id, context_id);
-
-CREATE INDEX provenance_p2027_01_parent_ids_idx ON public.provenance_pYYYY_MM USING gin (parent_ids) WITH (fastupdate=off);
-
-CREATE INDEX provenance_p2027_01_tenant_id_content_hash_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, content_hash, created_at);
-
-CREATE INDEX provenance_p2027_01_tenant_id_created_at_context_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, created_at, context_id);
-
-CREATE INDEX provenance_p2027_01_tenant_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
-
-CREATE INDEX provenance_p2027_01_tenant_id_index_snapshot_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
-
-CREATE INDEX provenance_p2027_01_tenant_id_produced_by_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
-
-CREATE INDEX provenance_p2027_01_tenant_id_source_uri_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
-
-CREATE INDEX provenance_p2027_01_tenant_id_trace_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
-
-CREATE INDEX provenance_p2027_01_tenant_id_transform_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform, transform_version);
-
-CREATE INDEX provenance_p2027_01_tenant_id_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
-
-CREATE UNIQUE INDEX provenance_p2027_02_id ON public.provenance_pYYYY_MM USING btree (tenant_id, context_id);
-
-CREATE INDEX provenance_p2027_02_parent_ids_idx ON public.provenance_pYYYY_MM USING gin (parent_ids) WITH (fastupdate=off);
-
-CREATE INDEX provenance_p2027_02_tenant_id_content_hash_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, content_hash, created_at);
-
-CREATE INDEX provenance_p2027_02_tenant_id_created_at_context_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, created_at, context_id);
-
-CREATE INDEX provenance_p2027_02_tenant_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
-
-CREATE INDEX provenance_p2027_02_tenant_id_index_snapshot_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
-
-CREATE INDEX provenance_p2027_02_tenant_id_produced_by_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, produced_by, created_at) WHERE (produced_by IS NOT NULL);
-
-CREATE INDEX provenance_p2027_02_tenant_id_source_uri_created_at_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, source_uri, created_at) WHERE (source_uri IS NOT NULL);
-
-CREATE INDEX provenance_p2027_02_tenant_id_trace_id_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
-
-CREATE INDEX provenance_p2027_02_tenant_id_transform_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform, transform_version);
-
-CREATE INDEX provenance_p2027_02_tenant_id_transform_version_idx ON public.provenance_pYYYY_MM USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
+CREATE INDEX provenance_p_open_tenant_id_transform_version_idx ON public.provenance_p_open USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
 
 CREATE INDEX root_sources_context_id ON ONLY public.root_sources USING btree (tenant_id, context_id);
 
-CREATE INDEX root_sources_p2026_12_tenant_id_context_id_idx ON public.root_sources_pYYYY_MM USING btree (tenant_id, context_id);
+CREATE INDEX root_sources_p_open_tenant_id_context_id_idx ON public.root_sources_p_open USING btree (tenant_id, context_id);
 
-CREATE INDEX root_sources_p2027_01_tenant_id_context_id_idx ON public.root_sources_pYYYY_MM USING btree (tenant_id, context_id);
+ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p_open_pkey;
 
-CREATE INDEX root_sources_p2027_02_tenant_id_context_id_idx ON public.root_sources_pYYYY_MM USING btree (tenant_id, context_id);
+ALTER INDEX public.provenance_parent_ids ATTACH PARTITION public.provenance_p_open_parent_ids_idx;
 
-ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p2026_12_pkey;
+ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p_open_tenant_id_content_hash_created_at_idx;
 
-ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p2027_01_pkey;
+ALTER INDEX public.provenance_created_at ATTACH PARTITION public.provenance_p_open_tenant_id_created_at_context_id_idx;
 
-ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p2027_02_pkey;
+ALTER INDEX public.provenance_tombstones ATTACH PARTITION public.provenance_p_open_tenant_id_idx;
 
-ALTER INDEX public.provenance_parent_ids ATTACH PARTITION public.provenance_p2026_12_parent_ids_idx;
+ALTER INDEX public.provenance_index_snapshot ATTACH PARTITION public.provenance_p_open_tenant_id_index_snapshot_created_at_idx;
 
-ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p2026_12_tenant_id_content_hash_created_at_idx;
+ALTER INDEX public.provenance_produced_by ATTACH PARTITION public.provenance_p_open_tenant_id_produced_by_created_at_idx;
 
-ALTER INDEX public.provenance_created_at ATTACH PARTITION public.provenance_p2026_12_tenant_id_created_at_context_id_idx;
+ALTER INDEX public.provenance_source_uri ATTACH PARTITION public.provenance_p_open_tenant_id_source_uri_created_at_idx;
 
-ALTER INDEX public.provenance_tombstones ATTACH PARTITION public.provenance_p2026_12_tenant_id_idx;
+ALTER INDEX public.provenance_trace_id ATTACH PARTITION public.provenance_p_open_tenant_id_trace_id_idx;
 
-ALTER INDEX public.provenance_index_snapshot ATTACH PARTITION public.provenance_p2026_12_tenant_id_index_snapshot_created_at_idx;
+ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p_open_tenant_id_transform_transform_version_idx;
 
-ALTER INDEX public.provenance_produced_by ATTACH PARTITION public.provenance_p2026_12_tenant_id_produced_by_created_at_idx;
+ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p_open_tenant_id_transform_version_idx;
 
-ALTER INDEX public.provenance_source_uri ATTACH PARTITION public.provenance_p2026_12_tenant_id_source_uri_created_at_idx;
+ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p_open_pkey;
 
-ALTER INDEX public.provenance_trace_id ATTACH PARTITION public.provenance_p2026_12_tenant_id_trace_id_idx;
+ALTER INDEX public.root_sources_pkey ATTACH PARTITION public.root_sources_p_open_pkey;
 
-ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p2026_12_tenant_id_transform_transform_version_idx;
-
-ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p2026_12_tenant_id_transform_version_idx;
-
-ALTER INDEX public.provenance_parent_ids ATTACH PARTITION public.provenance_p2027_01_parent_ids_idx;
-
-ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p2027_01_tenant_id_content_hash_created_at_idx;
-
-ALTER INDEX public.provenance_created_at ATTACH PARTITION public.provenance_p2027_01_tenant_id_created_at_context_id_idx;
-
-ALTER INDEX public.provenance_tombstones ATTACH PARTITION public.provenance_p2027_01_tenant_id_idx;
-
-ALTER INDEX public.provenance_index_snapshot ATTACH PARTITION public.provenance_p2027_01_tenant_id_index_snapshot_created_at_idx;
-
-ALTER INDEX public.provenance_produced_by ATTACH PARTITION public.provenance_p2027_01_tenant_id_produced_by_created_at_idx;
-
-ALTER INDEX public.provenance_source_uri ATTACH PARTITION public.provenance_p2027_01_tenant_id_source_uri_created_at_idx;
-
-ALTER INDEX public.provenance_trace_id ATTACH PARTITION public.provenance_p2027_01_tenant_id_trace_id_idx;
-
-ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p2027_01_tenant_id_transform_transform_version_idx;
-
-ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p2027_01_tenant_id_transform_version_idx;
-
-ALTER INDEX public.provenance_parent_ids ATTACH PARTITION public.provenance_p2027_02_parent_ids_idx;
-
-ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p2027_02_tenant_id_content_hash_created_at_idx;
-
-ALTER INDEX public.provenance_created_at ATTACH PARTITION public.provenance_p2027_02_tenant_id_created_at_context_id_idx;
-
-ALTER INDEX public.provenance_tombstones ATTACH PARTITION public.provenance_p2027_02_tenant_id_idx;
-
-ALTER INDEX public.provenance_index_snapshot ATTACH PARTITION public.provenance_p2027_02_tenant_id_index_snapshot_created_at_idx;
-
-ALTER INDEX public.provenance_produced_by ATTACH PARTITION public.provenance_p2027_02_tenant_id_produced_by_created_at_idx;
-
-ALTER INDEX public.provenance_source_uri ATTACH PARTITION public.provenance_p2027_02_tenant_id_source_uri_created_at_idx;
-
-ALTER INDEX public.provenance_trace_id ATTACH PARTITION public.provenance_p2027_02_tenant_id_trace_id_idx;
-
-ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p2027_02_tenant_id_transform_transform_version_idx;
-
-ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p2027_02_tenant_id_transform_version_idx;
-
-ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p2026_12_pkey;
-
-ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p2027_01_pkey;
-
-ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p2027_02_pkey;
-
-ALTER INDEX public.root_sources_pkey ATTACH PARTITION public.root_sources_p2026_12_pkey;
-
-ALTER INDEX public.root_sources_context_id ATTACH PARTITION public.root_sources_p2026_12_tenant_id_context_id_idx;
-
-ALTER INDEX public.root_sources_pkey ATTACH PARTITION public.root_sources_p2027_01_pkey;
-
-ALTER INDEX public.root_sources_context_id ATTACH PARTITION public.root_sources_p2027_01_tenant_id_context_id_idx;
-
-ALTER INDEX public.root_sources_pkey ATTACH PARTITION public.root_sources_p2027_02_pkey;
-
-ALTER INDEX public.root_sources_context_id ATTACH PARTITION public.root_sources_p2027_02_tenant_id_context_id_idx;
+ALTER INDEX public.root_sources_context_id ATTACH PARTITION public.root_sources_p_open_tenant_id_context_id_idx;
 
 CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH ROW EXECUTE FUNCTION public.lineage_refuse_change();
 
@@ -1202,6 +1066,8 @@ REVOKE ALL ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUB
 REVOKE ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) TO lineage_app;
 
+REVOKE ALL ON FUNCTION public.lineage_create_partition(p_parent text, p_name text, p_lower timestamp with time zone, p_upper timestamp with time zone) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.lineage_delete_tenant(p_tenant_id text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lineage_key(p_key_id text) FROM PUBLIC;
@@ -1212,6 +1078,10 @@ GRANT ALL ON FUNCTION public.lineage_key_create(p_key_id text, p_scope text, p_k
 
 REVOKE ALL ON FUNCTION public.lineage_key_revoke(p_key_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_key_revoke(p_key_id text) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_partitions(p_parent regclass) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.lineage_partitions_shape(p_now timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lineage_retention_apply(p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_retention_apply(p_now timestamp with time zone) TO lineage_app;
@@ -1253,47 +1123,23 @@ GRANT SELECT,INSERT ON TABLE public.provenance TO lineage_app;
 
 GRANT SELECT,INSERT ON TABLE public.provenance_children TO lineage_app;
 
-REVOKE ALL ON TABLE public.provenance_children_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_children_pYYYY_MM TO CURRENT_USER;
+REVOKE ALL ON TABLE public.provenance_children_p_open FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_children_p_open TO CURRENT_USER;
 
-REVOKE ALL ON TABLE public.provenance_children_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_children_pYYYY_MM TO CURRENT_USER;
-
-REVOKE ALL ON TABLE public.provenance_children_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_children_pYYYY_MM TO CURRENT_USER;
-
-REVOKE ALL ON TABLE public.provenance_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_pYYYY_MM TO CURRENT_USER;
-
-REVOKE ALL ON TABLE public.provenance_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_pYYYY_MM TO CURRENT_USER;
-
-REVOKE ALL ON TABLE public.provenance_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_pYYYY_MM TO CURRENT_USER;
+REVOKE ALL ON TABLE public.provenance_p_open FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_p_open TO CURRENT_USER;
 
 REVOKE ALL ON TABLE public.record_signatures FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures TO CURRENT_USER;
 GRANT SELECT,INSERT ON TABLE public.record_signatures TO lineage_app;
 
-REVOKE ALL ON TABLE public.record_signatures_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures_pYYYY_MM TO CURRENT_USER;
-
-REVOKE ALL ON TABLE public.record_signatures_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures_pYYYY_MM TO CURRENT_USER;
-
-REVOKE ALL ON TABLE public.record_signatures_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures_pYYYY_MM TO CURRENT_USER;
+REVOKE ALL ON TABLE public.record_signatures_p_open FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures_p_open TO CURRENT_USER;
 
 GRANT SELECT,INSERT ON TABLE public.root_sources TO lineage_app;
 
-REVOKE ALL ON TABLE public.root_sources_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.root_sources_pYYYY_MM TO CURRENT_USER;
-
-REVOKE ALL ON TABLE public.root_sources_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.root_sources_pYYYY_MM TO CURRENT_USER;
-
-REVOKE ALL ON TABLE public.root_sources_pYYYY_MM FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.root_sources_pYYYY_MM TO CURRENT_USER;
+REVOKE ALL ON TABLE public.root_sources_p_open FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.root_sources_p_open TO CURRENT_USER;
 
 GRANT SELECT,INSERT ON TABLE public.spans TO lineage_app;
 
