@@ -6,6 +6,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,6 +22,7 @@ from lineage.api.app import create_app
 from lineage.db.database import Database
 from lineage.db.embedded import start_embedded
 from lineage.db.migrate import migrate
+from lineage.services.signing import Signer
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster, citus_cluster, citus_installed
@@ -100,6 +102,35 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 def database(pool: asyncpg.Pool, settings: Settings) -> Database:
     """The test's Database over its pool; it signs with the keyring its settings name."""
     return Database(pool, settings)
+
+
+@pytest.fixture
+async def owner_database(database_url: str, settings: Settings) -> AsyncIterator[Database]:
+    """The test's database as the connecting user (the tables' owner): for what the application
+    role may not do, such as creating tenants, importing bundles, deleting a tenant."""
+    async with database_at(database_url, settings, as_owner=True) as opened:
+        yield opened
+
+
+@asynccontextmanager
+async def database_at(
+    url: str,
+    settings: Settings | None = None,
+    *,
+    signer: Signer | None = None,
+    max_size: int = 2,
+    as_owner: bool = False,
+) -> AsyncIterator[Database]:
+    """A Database on any database (the test's, a copy, a Citus cluster, a private server) with
+    a pool of its own, closed on leaving; it signs with `signer`, else the keyring its settings
+    name."""
+    opened = await Database.connect(
+        settings or Settings(), url, signer=signer, max_size=max_size, as_owner=as_owner
+    )
+    try:
+        yield opened
+    finally:
+        await opened.close()
 
 
 @pytest.fixture

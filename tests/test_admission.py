@@ -15,12 +15,11 @@ import pytest
 from fastapi import FastAPI
 
 from bench.server import Server, serving
-from lineage import db
 from lineage.api.app import create_app
 from lineage.api.limits import BadRequestCap, CapBadRequests
-from lineage.db.database import Database
 from lineage.services import auth
 from lineage.settings import Settings
+from tests.conftest import database_at
 
 MAX_BODY = 64 * 1024
 READ_TIMEOUT_S = 2
@@ -34,11 +33,8 @@ def document(context_id: str) -> dict[str, str]:
 
 
 async def make_key(database_url: str, scope: str = "ingest") -> str:
-    pool = await db.create_pool(database_url, max_size=1)
-    try:
-        token, _ = await auth.create_key(Database(pool, Settings()), "default", scope)
-    finally:
-        await pool.close()
+    async with database_at(database_url) as database:
+        token, _ = await auth.create_key(database, "default", scope)
     return token
 
 

@@ -12,18 +12,13 @@ from lineage import db
 from lineage.db.database import Database
 from lineage.services import auth
 from lineage.services.demo import load_incident
-from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
 
 @pytest.fixture
-async def two_tenants(database_url: str, database: Database) -> None:
-    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
-    try:
-        for tenant in ("acme", "rival"):
-            assert await auth.create_tenant(Database(owner_pool, Settings()), tenant)
-    finally:
-        await owner_pool.close()
+async def two_tenants(database: Database, owner_database: Database) -> None:
+    for tenant in ("acme", "rival"):
+        assert await auth.create_tenant(owner_database, tenant)
     await load_incident(PostgresStore(database, "acme"))
 
 
@@ -117,13 +112,9 @@ async def as_acme_unvouched(connection: asyncpg.Connection, query: str, **values
 
 
 async def test_a_rotated_vouching_key_ends_every_token_made_before(
-    database_url: str, pool: asyncpg.Pool, two_tenants: None
+    database_url: str, pool: asyncpg.Pool, owner_database: Database, two_tenants: None
 ) -> None:
-    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
-    try:
-        await auth.rotate_vouching_key(Database(owner_pool, Settings()))
-    finally:
-        await owner_pool.close()
+    await auth.rotate_vouching_key(owner_database)
     with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
         async with db.transaction(pool, "acme") as connection:
             await connection.fetchval("SELECT count(*) FROM provenance")

@@ -9,14 +9,13 @@ import psycopg
 import pytest
 
 from lineage import db
-from lineage.db.database import Database
 from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.services import auth
 from lineage.services.demo import load_incident
-from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster
+from tests.conftest import database_at
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
@@ -24,17 +23,11 @@ DATABASE = "lineage_app_role"
 
 
 async def load(url: str) -> None:
-    owner = await db.create_pool(url, max_size=1, as_owner=True)
-    try:
+    async with database_at(url, as_owner=True) as owner:
         for tenant in ("acme", "rival"):
-            await auth.create_tenant(Database(owner, Settings()), tenant)
-    finally:
-        await owner.close()
-    pool = await db.create_pool(url, max_size=1)
-    try:
-        await load_incident(PostgresStore(Database(pool, Settings()), "acme"))
-    finally:
-        await pool.close()
+            await auth.create_tenant(owner, tenant)
+    async with database_at(url) as database:
+        await load_incident(PostgresStore(database, "acme"))
 
 
 @pytest.fixture(scope="module")

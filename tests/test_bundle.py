@@ -3,7 +3,7 @@ missing, added, reordered or altered is refused with nothing written."""
 
 import base64
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 from typer.testing import CliRunner
 
-from lineage import cli, db, derive
+from lineage import cli, derive
 from lineage.bundle.export import export_bundle
 from lineage.bundle.load import import_bundle
 from lineage.claims.answers import capture_texts
@@ -24,23 +24,16 @@ from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, get_records
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.checkpoint import generate_signing_key
+from tests.conftest import database_at, janitor, url_for
 
 CHUNK_TEXT = next(item.text for item in INCIDENT if item.context_id == "chunk_42")
 
 
 @pytest.fixture
-async def owner_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    created = await db.create_pool(database_url, max_size=2, as_owner=True)
-    yield created
-    await created.close()
-
-
-@pytest.fixture
 async def exported(
     store: PostgresStore,
-    pool: asyncpg.Pool,
     database: Database,
-    owner_pool: asyncpg.Pool,
+    owner_database: Database,
     tmp_path: Path,
 ) -> Path:
     await load_incident(store)
@@ -49,9 +42,7 @@ async def exported(
     )
     await capture_texts(database, "default", {"chunk_42": CHUNK_TEXT})
     path = tmp_path / "default.bundle"
-    written = await export_bundle(
-        Database(owner_pool, Settings()), Settings(), "default", path, include_text=True
-    )
+    written = await export_bundle(owner_database, Settings(), "default", path, include_text=True)
     assert (written.records, written.texts) == (len(INCIDENT), 1)
     return path
 
@@ -64,14 +55,13 @@ def signer() -> signing.Signer:
     return signing.signer_for(Settings())
 
 
-async def walk_views(pool: asyncpg.Pool, tenant_id: str) -> dict[str, Any]:
+async def walk_views(database: Database, tenant_id: str) -> dict[str, Any]:
     """What the walks answer, without the tenant's name."""
     settings = Settings()
 
     def plain(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return sorted(({k: v for k, v in r.items() if k != "tenant_id"} for r in rows), key=str)
 
-    database = Database(pool, settings)
     back = await walks.walk_back(database, settings, tenant_id, ANSWER_ID, None)
     radius = await walks.run(
         database, settings, "blast_radius_by_source", tenant_id=tenant_id,
@@ -90,15 +80,13 @@ async def walk_views(pool: asyncpg.Pool, tenant_id: str) -> dict[str, Any]:
 
 
 async def test_a_round_trip_keeps_every_walk_text_and_signature(
-    exported: Path, pool: asyncpg.Pool, owner_pool: asyncpg.Pool
+    exported: Path, database: Database, owner_database: Database
 ) -> None:
-    imported = await import_bundle(
-        Database(owner_pool, Settings(), signer()), Settings(), exported, "moved", verifier()
-    )
+    imported = await import_bundle(owner_database, Settings(), exported, "moved", verifier())
     assert imported.verified.records == imported.tree_size == len(INCIDENT)
     assert imported.verified.signatures_checked == len(INCIDENT)
-    assert await walk_views(pool, "moved") == await walk_views(pool, "default")
-    async with Database(pool, Settings()).tenant("moved") as tx:
+    assert await walk_views(database, "moved") == await walk_views(database, "default")
+    async with database.tenant("moved") as tx:
         connection = tx.connection
         assert await connection.fetchval("SELECT text FROM context_text") == CHUNK_TEXT
         keys = await connection.fetch("SELECT text_hash_key FROM tenant_settings")
@@ -106,7 +94,7 @@ async def test_a_round_trip_keeps_every_walk_text_and_signature(
         for record in records.values():
             check = await signing.verify_record(connection, "moved", record, signer())
             assert check.verified, record.context_id
-    async with owner_pool.acquire() as connection:
+    async with owner_database.connection() as connection:
         both = await connection.fetch(
             "SELECT tenant_id, text_hash_key FROM tenant_settings ORDER BY tenant_id"
         )
@@ -116,17 +104,11 @@ async def test_a_round_trip_keeps_every_walk_text_and_signature(
 async def test_the_same_tenant_name_elsewhere_has_the_same_log_root(
     exported: Path, template_db: tuple[str, str]
 ) -> None:
-    from tests.conftest import janitor, url_for
 
     base, template = template_db
     with janitor(base, "lineage_bundle_target", template):
-        target = await db.create_pool(url_for(base, "lineage_bundle_target"), as_owner=True)
-        try:
-            imported = await import_bundle(
-                Database(target, Settings(), signer()), Settings(), exported, "default", verifier()
-            )
-        finally:
-            await target.close()
+        async with database_at(url_for(base, "lineage_bundle_target"), as_owner=True) as target:
+            imported = await import_bundle(target, Settings(), exported, "default", verifier())
     assert imported.root_hash == imported.verified.checkpoint.root_hash
 
 
@@ -223,50 +205,39 @@ TAMPERING: dict[str, tuple[Callable[[list[bytes]], list[bytes]], str]] = {
 
 @pytest.mark.parametrize("name", TAMPERING)
 async def test_a_tampered_bundle_is_refused_and_nothing_is_written(
-    name: str, exported: Path, owner_pool: asyncpg.Pool, owner: asyncpg.Connection
+    name: str, exported: Path, owner_database: Database, owner: asyncpg.Connection
 ) -> None:
     tamper, reason = TAMPERING[name]
     rewrite(exported, tamper)
     with pytest.raises(BundleError, match=reason):
-        await import_bundle(
-            Database(owner_pool, Settings(), signer()), Settings(), exported, "moved", verifier()
-        )
+        await import_bundle(owner_database, Settings(), exported, "moved", verifier())
     assert await owner.fetchval("SELECT count(*) FROM tenants WHERE tenant_id = 'moved'") == 0
 
 
 async def test_an_altered_and_rehashed_record_fails_the_root_without_the_keyring(
-    exported: Path, owner_pool: asyncpg.Pool
+    exported: Path, database_url: str
 ) -> None:
     """Without the keyring that signed them, the Merkle root alone catches it."""
     rewrite(exported, alter_a_record_and_its_leaf_hash)
     other_keyring = signing.KeyringSigner([signing.new_key()])
-    with pytest.raises(BundleError, match="do not hash to the checkpoint's root"):
-        await import_bundle(
-            Database(owner_pool, Settings(), other_keyring),
-            Settings(),
-            exported,
-            "moved",
-            verifier(),
-        )
+    async with database_at(database_url, signer=other_keyring, as_owner=True) as elsewhere:
+        with pytest.raises(BundleError, match="do not hash to the checkpoint's root"):
+            await import_bundle(elsewhere, Settings(), exported, "moved", verifier())
 
 
 async def test_a_checkpoint_by_another_key_is_refused(
-    exported: Path, owner_pool: asyncpg.Pool
+    exported: Path, owner_database: Database
 ) -> None:
     stranger = generate_signing_key("lineage").verifier
     with pytest.raises(CheckpointError, match="no signature by key"):
-        await import_bundle(
-            Database(owner_pool, Settings(), signer()), Settings(), exported, "moved", stranger
-        )
+        await import_bundle(owner_database, Settings(), exported, "moved", stranger)
 
 
 async def test_a_tenant_that_holds_records_is_refused(
-    exported: Path, owner_pool: asyncpg.Pool
+    exported: Path, owner_database: Database
 ) -> None:
     with pytest.raises(Conflict, match="already holds records"):
-        await import_bundle(
-            Database(owner_pool, Settings(), signer()), Settings(), exported, "default", verifier()
-        )
+        await import_bundle(owner_database, Settings(), exported, "default", verifier())
 
 
 def test_the_cli_exports_and_imports(database_url: str, tmp_path: Path) -> None:
@@ -292,7 +263,7 @@ async def test_a_log_that_lists_a_child_before_its_parent_still_imports(
     store: PostgresStore,
     database: Database,
     owner: asyncpg.Connection,
-    owner_pool: asyncpg.Pool,
+    owner_database: Database,
     tmp_path: Path,
 ) -> None:
     """Leaf order need not put parents first (records logged by migration 0003 were queued by
@@ -306,13 +277,9 @@ async def test_a_log_that_lists_a_child_before_its_parent_still_imports(
         "VALUES ('default', 'chunk_1'), ('default', 'doc_1')"
     )
     path = tmp_path / "reversed.bundle"
-    await export_bundle(
-        Database(owner_pool, Settings()), Settings(), "default", path, include_text=False
-    )
+    await export_bundle(owner_database, Settings(), "default", path, include_text=False)
     assert [record_of(line)["context_id"] for line in lines_of(path)[1:3]] == ["chunk_1", "doc_1"]
-    imported = await import_bundle(
-        Database(owner_pool, Settings(), signer()), Settings(), path, "moved", verifier()
-    )
+    imported = await import_bundle(owner_database, Settings(), path, "moved", verifier())
     assert imported.verified.records == imported.tree_size == 2
     back = await walks.walk_back(database, Settings(), "moved", "chunk_1", None)
     assert [node["context_id"] for node in back.nodes] == ["chunk_1", "doc_1"]

@@ -5,10 +5,8 @@ import os
 import uuid
 from pathlib import Path
 
-import asyncpg
 import pytest
 
-from lineage import db
 from lineage.bundle.export import export_bundle
 from lineage.bundle.load import import_bundle
 from lineage.db.database import Database
@@ -18,7 +16,7 @@ from lineage.services.demo import load_incident, verify_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from lineage.verifiable_log import storage
-from tests.conftest import EMBEDDED_TEST_DIR, janitor, url_for
+from tests.conftest import EMBEDDED_TEST_DIR, database_at, janitor, url_for
 from tests.test_bundle import walk_views
 
 # Starts servers or browsers of its own: outside the fast tier.
@@ -27,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.embedded
 async def test_a_tenant_moves_from_the_embedded_server_with_its_walks(
-    database_url: str, pool: asyncpg.Pool, tmp_path: Path
+    database: Database, owner_database: Database, tmp_path: Path
 ) -> None:
     embedded = start_embedded(EMBEDDED_TEST_DIR)
     name = f"lineage_move_{uuid.uuid4().hex[:12]}"
@@ -36,31 +34,22 @@ async def test_a_tenant_moves_from_the_embedded_server_with_its_walks(
     with janitor(embedded, name):
         source_url = url_for(embedded, name)
         migrate(source_url)
-        source = await db.create_pool(source_url, max_size=2)
-        source_owner = await db.create_pool(source_url, max_size=2, as_owner=True)
-        try:
-            assert await source.fetchval("SHOW server_version_num") >= "180000"
-            await load_incident(PostgresStore(Database(source, settings)))
-            await verify_incident(Database(source, Settings()))
-            await export_bundle(
-                Database(source_owner, Settings()), settings, "default", bundle, include_text=False
-            )
+        async with (
+            database_at(source_url, settings) as source,
+            database_at(source_url, settings, as_owner=True) as source_owner,
+        ):
+            assert await source.pool.fetchval("SHOW server_version_num") >= "180000"
+            await load_incident(PostgresStore(source))
+            await verify_incident(source)
+            await export_bundle(source_owner, settings, "default", bundle, include_text=False)
             before = await walk_views(source, "default")
-        finally:
-            await source.close()
-            await source_owner.close()
 
-    target_owner = await db.create_pool(database_url, max_size=2, as_owner=True)
-    try:
-        imported = await import_bundle(
-            Database(target_owner, settings), settings, bundle, "default",
-            storage.signing_key(settings).verifier,
-        )  # fmt: skip
-    finally:
-        await target_owner.close()
+    imported = await import_bundle(
+        owner_database, settings, bundle, "default", storage.signing_key(settings).verifier
+    )
     if os.environ.get("LINEAGE_TEST_DATABASE_URL"):
-        assert await pool.fetchval("SHOW server_version_num") < "180000"
+        assert await database.pool.fetchval("SHOW server_version_num") < "180000"
     assert len(before["walk_back"]) > 5 and before["blast_radius"]
-    assert await walk_views(pool, "default") == before
+    assert await walk_views(database, "default") == before
     # The same tenant name, so the same canonical forms: the new log has the bundle's root.
     assert imported.root_hash == imported.verified.checkpoint.root_hash

@@ -19,15 +19,14 @@ from bench.run import ingest_rows, proposals
 from lineage import cli, db
 from lineage.core.derive import Context, derive
 from lineage.core.errors import NotDistributable
-from lineage.db.database import Database
 from lineage.db.distribute import REFERENCE_TABLES, distribute
 from lineage.db.migrate import migrate
 from lineage.db.queries import QUERIES
 from lineage.services import auth, privacy
 from lineage.services.demo import TRACE_ID, load_incident
-from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster, move_tenant_shards
+from tests.conftest import database_at
 from tests.test_privacy import check_text_is_captured_only_when_switched_on
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
@@ -93,13 +92,11 @@ def tenant_reads() -> list[str]:
 
 async def load(url: str) -> None:
     """The demo and generated records in each tenant, through the append path."""
-    owner = await db.create_pool(url, max_size=2, as_owner=True)
-    pool = await db.create_pool(url, max_size=2)
-    try:
-        await auth.create_tenant(Database(owner, Settings()), "acme")
+    async with database_at(url, as_owner=True) as owner, database_at(url) as database:
+        await auth.create_tenant(owner, "acme")
         for tenant in TENANTS:
             # The same key for keyed text hashes on both servers, so the records are the same.
-            async with owner.acquire() as connection:
+            async with owner.connection() as connection:
                 await connection.execute(
                     "INSERT INTO tenant_text_keys VALUES ($1, sha256(convert_to($1, 'UTF8')))",
                     tenant,
@@ -110,14 +107,11 @@ async def load(url: str) -> None:
                     tenant,
                 )
         for tenant in TENANTS:
-            store = PostgresStore(Database(pool, Settings()), tenant)
+            store = PostgresStore(database, tenant)
             await load_incident(store)
             generated = proposals(ingest_rows(GENERATED, f"gen_{tenant}", tenant))
             for start in range(0, len(generated), 500):
                 await store.append(generated[start : start + 500])
-    finally:
-        await pool.close()
-        await owner.close()
 
 
 @pytest.fixture(scope="module")
@@ -404,14 +398,12 @@ async def test_the_captured_text_rule_holds_on_every_shard(loaded: tuple[str, st
             "WHERE table_name = 'context_text'::regclass"
         ).fetchall()
     assert len({port for _, _, port in placements}) == 2  # both workers hold shards
-    owner = await db.create_pool(citus_url, max_size=2, as_owner=True)
-    pool = await db.create_pool(citus_url, max_size=2)
-    try:
+    async with database_at(citus_url, as_owner=True) as owner, database_at(citus_url) as database:
         for shard, shard_name, port in placements:
             tenant = tenants[shard]
-            assert await auth.create_tenant(Database(owner, Settings()), tenant)
+            assert await auth.create_tenant(owner, tenant)
             query = await derive(
-                PostgresStore(Database(pool, Settings()), tenant), [],
+                PostgresStore(database, tenant), [],
                 f"{tenant}'s salary?", "query",
                 source_uri="chat://citus",
             )  # fmt: skip
@@ -422,9 +414,6 @@ async def test_the_captured_text_rule_holds_on_every_shard(loaded: tuple[str, st
                 # The service's own path: a column-level grant, which Citus does not carry to
                 # the shards, refused it there before migration 0015.
                 caller = auth.Caller(tenant, None, "admin")
-                await privacy.update_settings(Database(pool, Settings()), caller, {switch: True})
+                await privacy.update_settings(database, caller, {switch: True})
 
-            await check_text_is_captured_only_when_switched_on(pool, tenant, query, switch_on)
-    finally:
-        await pool.close()
-        await owner.close()
+            await check_text_is_captured_only_when_switched_on(database, tenant, query, switch_on)

@@ -19,9 +19,7 @@ import asyncpg
 import httpx
 import pytest
 
-from lineage import db
 from lineage.api.app import create_app
-from lineage.db.database import Database
 from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.services import auth
@@ -29,6 +27,7 @@ from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, TRACE_ID
 from lineage.settings import Settings
 from tests import live_server
 from tests.citus_cluster import CitusCluster, move_tenant_shards
+from tests.conftest import database_at
 from tests.test_citus import load
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
@@ -153,11 +152,8 @@ async def app_client(url: str, data_dir: Path) -> AsyncIterator[httpx.AsyncClien
 async def prepare(url: str, data_dir: Path) -> Backend:
     """The shared load, an admin key, a recorded query, a verdict, a checkpoint."""
     await load(url)
-    pool = await db.create_pool(url, max_size=1)
-    try:
-        token, _ = await auth.create_key(Database(pool, Settings()), TENANT, "admin")
-    finally:
-        await pool.close()
+    async with database_at(url) as database:
+        token, _ = await auth.create_key(database, TENANT, "admin")
     async with app_client(url, data_dir) as http:
         query = {"request_id": REQUEST_ID, "query": "notice period?", "answer": "30 days"}
         recorded = await http.post("/v1/queries", json=query, headers=bearer(token))

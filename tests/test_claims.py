@@ -104,10 +104,10 @@ async def pipeline(store: PostgresStore, database: Database, capturing: None) ->
     return Pipeline(chunks, prompt, chunks["interns"])
 
 
-async def other_tenant_id(owner: asyncpg.Connection, pool: asyncpg.Pool) -> str:
+async def other_tenant_id(owner: asyncpg.Connection, database: Database) -> str:
     await owner.execute("INSERT INTO tenants (tenant_id) VALUES ('other')")
     foreign = await derive(
-        PostgresStore(Database(pool, Settings()), "other"), [],
+        PostgresStore(database, "other"), [],
         "Secret: contractors get 90 days.", "document",
         source_uri="s3://other/secret", context_id="secret_doc",
     )  # fmt: skip
@@ -200,11 +200,11 @@ async def test_ensure_verified_replays_the_current_verdicts(
 
 async def test_invented_foreign_and_uncited_claims(
     pipeline: Pipeline,
-    pool: asyncpg.Pool,
+    database: Database,
     owner: asyncpg.Connection,
     api: httpx.AsyncClient,
 ) -> None:
-    foreign = await other_tenant_id(owner, pool)
+    foreign = await other_tenant_id(owner, database)
     employees, contractors = pipeline.chunks["employees"], pipeline.chunks["contractors"]
     output = {
         "claims": [
@@ -442,12 +442,11 @@ async def test_openai_file_citations_by_context_id_or_mapping(
 async def test_texts_come_from_resolver_or_caller_never_provenance(
     pipeline: Pipeline,
     store: PostgresStore,
-    pool: asyncpg.Pool,
     database: Database,
     owner: asyncpg.Connection,
 ) -> None:
     employees, contractors = pipeline.chunks["employees"], pipeline.chunks["contractors"]
-    foreign = await other_tenant_id(owner, pool)
+    foreign = await other_tenant_id(owner, database)
     recorded = await record_answer(
         store,
         pipeline.prompt.context_id,

@@ -42,12 +42,11 @@ async def sampling(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, 
 
 async def test_new_answers_and_handoffs_are_verified_in_the_background(
     sampling: tuple[httpx.AsyncClient, Sampler],
-    pool: asyncpg.Pool,
     database: Database,
     store: PostgresStore,
 ) -> None:
     client, sampler = sampling
-    await capture_texts_on(pool)
+    await capture_texts_on(database)
     doc = await derive(store, [], "Contractors receive 14 days' notice.", "document",
                        source_uri="s3://c")  # fmt: skip
     prompt = await record_prompt(store, [doc])
@@ -79,9 +78,9 @@ async def test_new_answers_and_handoffs_are_verified_in_the_background(
     assert replay.status_code in (200, 201)
 
 
-async def capture_texts_on(pool: asyncpg.Pool) -> None:
+async def capture_texts_on(database: Database) -> None:
     await privacy.update_settings(
-        Database(pool, Settings()), NO_AUTH_CALLER, dict.fromkeys(privacy.CAPTURE_SWITCHES, True)
+        database, NO_AUTH_CALLER, dict.fromkeys(privacy.CAPTURE_SWITCHES, True)
     )
 
 

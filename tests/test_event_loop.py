@@ -14,15 +14,14 @@ import pytest
 from prov.model import ProvDocument
 
 from bench.server import Server, serving
-from lineage import db, derive
+from lineage import derive
 from lineage.claims.answers import MAX_CLAIMS, record_prompt
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext
-from lineage.db.database import Database
 from lineage.interop import prov
 from lineage.services.demo import load_incident
-from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
+from tests.conftest import database_at
 
 SUMMARIES = 300
 CHUNKS_PER_SUMMARY = 10  # 3,000 chunks: a walk-back of 3,302 records to export
@@ -31,9 +30,8 @@ CHUNKS_PER_SUMMARY = 10  # 3,000 chunks: a walk-back of 3,302 records to export
 async def load_a_wide_walk(database_url: str) -> str:
     """An answer over 300 summaries of 10 chunks each, from one document; the prompt id for
     a new answer."""
-    pool = await db.create_pool(database_url, max_size=2)
-    try:
-        store = PostgresStore(Database(pool, Settings()))
+    async with database_at(database_url) as database:
+        store = PostgresStore(database)
         doc = await derive(store, [], "A wide document.", "document", source_uri="s3://wide.md")
         chunks = [
             NewContext(context_id=f"chunk_{i}", kind="chunk", parent_ids=[doc.context_id],
@@ -58,8 +56,6 @@ async def load_a_wide_walk(database_url: str) -> str:
         )  # fmt: skip
         prompt = await record_prompt(store, [doc])
         return prompt.context_id
-    finally:
-        await pool.close()
 
 
 @pytest.fixture

@@ -82,21 +82,19 @@ def doc(name: str) -> Derivation:
     return Derivation([], f"text of {name}", "document", name, "1", source_uri=f"s3://{name}")
 
 
-async def append(connection: asyncpg.Connection, name: str) -> str:
-    """Append in the transaction open on `connection`, signed with the session's keyring."""
-    tx = Transaction(Database(connection, Settings()), connection, TENANT)
+async def append(database: Database, connection: asyncpg.Connection, name: str) -> str:
+    """Append in the transaction open on `connection`, signed with the database's keyring."""
+    tx = Transaction(database, connection, TENANT)
     [appended] = await tx.append([propose(TENANT, doc(name))])
     return appended.record.context_id
 
 
-async def read_all(pool: asyncpg.Pool, after: int, count: int) -> list[str]:
+async def read_all(database: Database, after: int, count: int) -> list[str]:
     """Page after page as a stream reads them, until `count` records have come."""
     found: list[str] = []
     async with asyncio.timeout(HANG_GUARD_S):
         while len(found) < count:
-            records, after = await read_after(
-                Database(pool, Settings()), TENANT, after, "any", "any"
-            )
+            records, after = await read_after(database, TENANT, after, "any", "any")
             found += [record["context_id"] for record in records]
             await asyncio.sleep(0 if records else 0.05)
     return found
@@ -159,24 +157,26 @@ async def test_a_tenants_appends_are_numbered_in_commit_order(
 ) -> None:
     async with open_stream(http) as events, pool.acquire() as second:
         async with db.transaction(pool, TENANT) as first:
-            early = await append(first, "early")
-            later = asyncio.create_task(append_in_own_transaction(second, "later"))
+            early = await append(database, first, "early")
+            later = asyncio.create_task(append_in_own_transaction(database, second, "later"))
             # The second append waits for the first transaction: it cannot take a position
             # before it, so nothing can commit behind a position a reader has passed.
             await wait_until_it_waits_for_a_lock(owner, second.get_server_pid())
             assert not later.done()
             assert (await read_after(database, TENANT, 0, "any", "any")) == ([], 0)
-            early_too = await append(first, "early_too")
+            early_too = await append(database, first, "early_too")
         async with asyncio.timeout(HANG_GUARD_S):
             later_id = await later
-        assert await read_all(pool, 0, 3) == [early, early_too, later_id]
+        assert await read_all(database, 0, 3) == [early, early_too, later_id]
         assert await events.ids(3) == [early, early_too, later_id]
 
 
-async def append_in_own_transaction(connection: asyncpg.Connection, name: str) -> str:
+async def append_in_own_transaction(
+    database: Database, connection: asyncpg.Connection, name: str
+) -> str:
     async with connection.transaction():
         await db.set_tenant(connection, TENANT)
-        return await append(connection, name)
+        return await append(database, connection, name)
 
 
 async def test_concurrent_appends_reach_a_reader_with_no_gap_and_in_order(
@@ -187,7 +187,7 @@ async def test_concurrent_appends_reach_a_reader_with_no_gap_and_in_order(
 
     async def writer(name: str) -> str:
         async with db.transaction(pool, TENANT) as connection:
-            return await append(connection, name)
+            return await append(database, connection, name)
 
     seen: list[tuple[int, str]] = []
     writers = asyncio.gather(*(writer(name) for name in names))
@@ -222,17 +222,15 @@ async def test_a_transaction_open_in_another_database_holds_no_stream_back(
 
 async def test_positions_and_audit_ids_are_counted_per_tenant(
     database_url: str,
-    pool: asyncpg.Pool,
     database: Database,
+    owner_database: Database,
     owner: asyncpg.Connection,
     settings: Settings,
 ) -> None:
-    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
     tokens = {}
     for tenant in ("acme", "rival"):
-        await auth.create_tenant(Database(owner_pool, Settings()), tenant)
+        await auth.create_tenant(owner_database, tenant)
         tokens[tenant], _ = await auth.create_key(database, tenant, "read")
-    await owner_pool.close()
     keyed = settings.model_copy(update={"auth": "keys"})
     app = create_app(keyed, database_url=database_url)
     async with app.router.lifespan_context(app):
@@ -260,14 +258,12 @@ async def test_positions_and_audit_ids_are_counted_per_tenant(
 
 
 async def test_each_tenant_streams_only_its_own_records(
-    database_url: str, database: Database, settings: Settings
+    database_url: str, database: Database, owner_database: Database, settings: Settings
 ) -> None:
-    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
     tokens = {}
     for tenant in ("acme", "rival"):
-        await auth.create_tenant(Database(owner_pool, Settings()), tenant)
+        await auth.create_tenant(owner_database, tenant)
         tokens[tenant], _ = await auth.create_key(database, tenant, "read")
-    await owner_pool.close()
     keyed = settings.model_copy(update={"auth": "keys"})
     with live_server.serve(create_app(keyed, database_url=database_url)) as url:
         async with (

@@ -24,11 +24,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from bench.server import Server, serving
-from lineage.db import create_pool
-from lineage.db.database import Database
 from lineage.services.demo import load_incident
-from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
+from tests.conftest import database_at
 
 # Starts servers or browsers of its own: outside the fast tier.
 pytestmark = pytest.mark.slow
@@ -47,11 +45,8 @@ CHECKS = [
 @pytest.fixture
 def server(database_url: str) -> Iterator[Server]:
     async def demo() -> None:
-        pool = await create_pool(database_url, max_size=2)
-        try:
-            await load_incident(PostgresStore(Database(pool, Settings())))
-        finally:
-            await pool.close()
+        async with database_at(database_url) as database:
+            await load_incident(PostgresStore(database))
 
     asyncio.run(demo())
     env = {"LINEAGE_AUTH": "none", "LINEAGE_LOG_INTERVAL_S": "0", "LINEAGE_LOG_LEVEL": "error"}

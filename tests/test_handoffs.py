@@ -7,7 +7,6 @@ import asyncpg
 import httpx
 import pytest
 
-from lineage import db
 from lineage.api.app import create_app
 from lineage.claims.handoffs import (
     HandoffVerification,
@@ -78,7 +77,6 @@ async def test_the_demo_story_names_both_root_causes_and_both_fixes(
 
 async def test_commands_the_demo_suggests_do_not_change_the_next_demo(
     store: PostgresStore,
-    pool: asyncpg.Pool,
     database: Database,
     settings: Settings,
     owner: asyncpg.Connection,
@@ -177,10 +175,10 @@ async def test_parents_from_one_source_fused_are_supported_not_merged(
 
 
 @pytest.fixture
-async def keyed(database_url: str, database: Database) -> AsyncIterator[httpx.AsyncClient]:
-    owner_pool = await db.create_pool(database_url, max_size=2, as_owner=True)
-    await auth.create_tenant(Database(owner_pool, Settings()), "acme")
-    await owner_pool.close()
+async def keyed(
+    database_url: str, database: Database, owner_database: Database
+) -> AsyncIterator[httpx.AsyncClient]:
+    await auth.create_tenant(owner_database, "acme")
     await load_incident(PostgresStore(database, "acme"))
     settings = Settings(statement_timeout_ms=5000, auth="keys", bad_request_limit=1000)
     app = create_app(settings, database_url=database_url)
@@ -190,13 +188,13 @@ async def keyed(database_url: str, database: Database) -> AsyncIterator[httpx.As
             yield client
 
 
-async def bearer(pool: asyncpg.Pool, scope: str) -> dict[str, str]:
-    token, _ = await auth.create_key(Database(pool, Settings()), "acme", scope)
+async def bearer(database: Database, scope: str) -> dict[str, str]:
+    token, _ = await auth.create_key(database, "acme", scope)
     return {"Authorization": f"Bearer {token}"}
 
 
 async def test_only_a_verify_key_records_verdicts(
-    keyed: httpx.AsyncClient, pool: asyncpg.Pool
+    keyed: httpx.AsyncClient, database: Database
 ) -> None:
     body = {"premise_texts": TEXTS}
     verdict = {
@@ -204,7 +202,7 @@ async def test_only_a_verify_key_records_verdicts(
         "attributes": {"check": "claim", "verdict": "supported", "judge": "offline"},
     }  # fmt: skip
     for scope, expected in (("read", 403), ("ingest", 403), ("verify", 200), ("admin", 200)):
-        headers = await bearer(pool, scope)
+        headers = await bearer(database, scope)
         for path in ("/v1/contexts/summary_1/verify", "/v1/answers/answer_1/verify"):
             answer = await keyed.post(path, json=body, headers=headers)
             assert answer.status_code == expected, (scope, path, answer.text)
@@ -214,7 +212,7 @@ async def test_only_a_verify_key_records_verdicts(
         batch = await keyed.post("/v1/contexts/batch", json={"records": [verdict]},
                                  headers=headers)  # fmt: skip
         assert (batch.status_code == 403) == (scope != "admin"), (scope, batch.text)
-    headers = await bearer(pool, "read")
+    headers = await bearer(database, "read")
     listed = await keyed.get("/v1/contexts/summary_1/verdicts", headers=headers)
     assert listed.status_code == 200
     [current] = listed.json()["verdicts"]
@@ -222,7 +220,7 @@ async def test_only_a_verify_key_records_verdicts(
     assert current["merged_ids"] == ["chunk_17", "chunk_42"]
     assert len(listed.json()["history"]) == 2  # the verify key's run and the admin's
     verified = await keyed.post(
-        "/v1/contexts/summary_1/verify", json=body, headers=await bearer(pool, "verify")
+        "/v1/contexts/summary_1/verify", json=body, headers=await bearer(database, "verify")
     )
     assert verified.json()["statements"][0]["verdict"] == "cross_source_merge"
     claims = await keyed.get("/v1/answers/answer_1/verdicts", headers=headers)
@@ -230,7 +228,7 @@ async def test_only_a_verify_key_records_verdicts(
     hops = await keyed.get("/v1/contexts/answer_1/suspicious", headers=headers)
     assert ("summary_1", "cross_source_merge") in marks(hops.json()["hops"])
     refused = await keyed.post(
-        "/v1/contexts/chunk_42/verify", json=body, headers=await bearer(pool, "verify")
+        "/v1/contexts/chunk_42/verify", json=body, headers=await bearer(database, "verify")
     )
     assert refused.status_code == 422 and "only records a model or agent made" in refused.text
 

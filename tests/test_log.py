@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from lineage import db, derive
+from lineage import derive
 from lineage.core.errors import LogIntegrityError, NotConsistent, ProofError
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext
-from lineage.db.database import Database, Transaction
+from lineage.db.database import Database
 from lineage.db.migrate import downgrade, migrate
 from lineage.db.queries import QUERIES
 from lineage.services import signing
@@ -27,6 +27,7 @@ from lineage.store.postgres import get_records
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.audit import DatabaseSource, monitor, verify_walk
 from lineage.verifiable_log.checkpoint import Checkpoint
+from tests.conftest import database_at
 from tests.test_merkle import _consistency_shape, _inclusion_shape
 from tests.test_walks import plan_nodes
 
@@ -55,17 +56,16 @@ def documents(count: int, tag: str = "") -> list[NewContext]:
     ]
 
 
-async def logged_leaves(pool: asyncpg.Pool, tenant_id: str = "default") -> list[bytes]:
+async def logged_leaves(database: Database, tenant_id: str = "default") -> list[bytes]:
     """Leaf hashes of the tenant's log in index order, recomputed from the stored records."""
-    async with db.transaction(pool, tenant_id) as connection:
+    async with database.tenant(tenant_id) as tx:
         ids = [
             row["context_id"]
-            for row in await connection.fetch(
+            for row in await tx.connection.fetch(
                 "SELECT context_id FROM log_leaves WHERE tenant_id = $1 ORDER BY leaf_index",
                 tenant_id,
             )
         ]
-        tx = Transaction(Database(pool, Settings()), connection, tenant_id)
         records = await get_records(tx, ids)
     return [merkle.leaf_hash(records[i].canonical_bytes()) for i in ids]
 
@@ -76,7 +76,6 @@ async def add_tenant(owner: asyncpg.Connection, tenant_id: str) -> None:
 
 async def test_appended_records_join_the_log_and_a_checkpoint_covers_them(
     store: PostgresStore,
-    pool: asyncpg.Pool,
     database: Database,
     settings: Settings,
     owner: asyncpg.Connection,
@@ -87,7 +86,7 @@ async def test_appended_records_join_the_log_and_a_checkpoint_covers_them(
     assert signed.checkpoint.tree_size == 5
     assert signed.checkpoint.origin == "lineage/default"
     assert storage.signing_key(settings).verifier.open(signed.note) == signed.checkpoint
-    leaves = await logged_leaves(pool)
+    leaves = await logged_leaves(database)
     assert signed.checkpoint.root_hash == merkle.root_hash(leaves)
     order = await owner.fetch("SELECT context_id FROM log_leaves ORDER BY leaf_index")
     assert [row["context_id"] for row in order] == [f"doc_{i}" for i in range(5)]
@@ -126,13 +125,10 @@ async def test_records_from_before_the_log_join_it(
         )
     migrate(database_url)
     # Migrating again made a new tenant vouching key: a pool made before holds the old one.
-    migrated = await db.create_pool(database_url, max_size=2)
-    try:
-        signed = await storage.checkpoint(Database(migrated, settings), settings, "default")
+    async with database_at(database_url, settings) as migrated:
+        signed = await storage.checkpoint(migrated, settings, "default")
         assert signed.checkpoint.tree_size == 3
         assert signed.checkpoint.root_hash == merkle.root_hash(await logged_leaves(migrated))
-    finally:
-        await migrated.close()
 
 
 async def test_the_log_is_per_tenant(
@@ -149,15 +145,14 @@ async def test_the_log_is_per_tenant(
     assert sizes == {"acme": 3, "default": 2}
     acme = await storage.checkpoint(database, settings, "acme")
     assert acme.checkpoint.origin == "lineage/acme"
-    assert acme.checkpoint.root_hash == merkle.root_hash(await logged_leaves(pool, "acme"))
+    assert acme.checkpoint.root_hash == merkle.root_hash(await logged_leaves(database, "acme"))
 
 
 async def test_concurrent_writers_and_sequencers_leave_no_gaps_or_duplicates(
     database_url: str, settings: Settings, owner: asyncpg.Connection
 ) -> None:
-    pool = await db.create_pool(database_url, max_size=10)
-    try:
-        store = PostgresStore(Database(pool, Settings()))
+    async with database_at(database_url, max_size=10) as database:
+        store = PostgresStore(database)
         writing = True
 
         async def writer(name: str) -> None:
@@ -167,7 +162,7 @@ async def test_concurrent_writers_and_sequencers_leave_no_gaps_or_duplicates(
         async def sequencer() -> int:
             rounds = 0
             while writing:
-                await storage.sequence(Database(pool, Settings()), "default")
+                await storage.sequence(database, "default")
                 rounds += 1
             return rounds
 
@@ -175,9 +170,7 @@ async def test_concurrent_writers_and_sequencers_leave_no_gaps_or_duplicates(
         await asyncio.gather(*(writer(f"w{n}") for n in range(5)))
         writing = False
         assert all(rounds > 0 for rounds in await asyncio.gather(*sequencers))
-        head = await storage.sequence(Database(pool, Settings()), "default")
-    finally:
-        await pool.close()
+        head = await storage.sequence(database, "default")
     leaves = await owner.fetch("SELECT leaf_index, context_id FROM log_leaves")
     assert sorted(row["leaf_index"] for row in leaves) == list(range(5 * 6 * 4))
     appended = {row["context_id"] for row in await owner.fetch("SELECT context_id FROM provenance")}
@@ -195,7 +188,6 @@ async def test_concurrent_writers_and_sequencers_leave_no_gaps_or_duplicates(
 )
 @given(chunks=st.lists(st.integers(1, 40), min_size=1, max_size=4), data=st.data())
 async def test_every_proof_the_service_produces_verifies_and_any_bit_flip_fails(
-    pool: asyncpg.Pool,
     database: Database,
     owner: asyncpg.Connection,
     chunks: list[int],
@@ -209,7 +201,7 @@ async def test_every_proof_the_service_produces_verifies_and_any_bit_flip_fails(
     for number, size in enumerate(chunks):
         await store.append(documents(size, tag=str(number)))
         await storage.sequence(database, tenant_id)
-    leaves = await logged_leaves(pool, tenant_id)
+    leaves = await logged_leaves(database, tenant_id)
     assert len(leaves) == sum(chunks)
     bits = st.integers(0, merkle.HASH_SIZE * 8 - 1)
 
@@ -345,7 +337,6 @@ async def tamper_with_record(owner: asyncpg.Connection, context_id: str) -> None
 
 async def test_a_changed_record_fails_against_an_earlier_checkpoint(
     store: PostgresStore,
-    pool: asyncpg.Pool,
     database: Database,
     settings: Settings,
     owner: asyncpg.Connection,
@@ -366,11 +357,10 @@ async def test_a_changed_record_fails_against_an_earlier_checkpoint(
     assert len(after.included) == len(before.included) - 1
 
     # Rewriting the stored leaf hash to match does not help: the path no longer meets the root.
-    async with db.transaction(pool, "default") as connection:
-        [row] = await connection.fetch(
+    async with database.tenant("default") as tx:
+        [row] = await tx.connection.fetch(
             "SELECT leaf_index FROM log_leaves WHERE context_id = 'doc_contractors_v1'"
         )
-        tx = Transaction(Database(pool, Settings()), connection, "default")
         records = await get_records(tx, ["doc_contractors_v1"])
     forged = merkle.leaf_hash(records["doc_contractors_v1"].canonical_bytes())
     await owner.execute(

@@ -9,7 +9,6 @@ import asyncpg
 import httpx
 import pytest
 
-from lineage import db
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord, NewContext
 from lineage.db.database import Database
@@ -37,13 +36,9 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-async def tokens(database_url: str, database: Database) -> dict[str, str]:
+async def tokens(database: Database, owner_database: Database) -> dict[str, str]:
     """Bearer headers' tokens: default's ingest and read keys, and a read key of tenant rival."""
-    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
-    try:
-        await auth.create_tenant(Database(owner_pool, Settings()), "rival")
-    finally:
-        await owner_pool.close()
+    await auth.create_tenant(owner_database, "rival")
     return {
         "ingest": (await auth.create_key(database, "default", "ingest"))[0],
         "read": (await auth.create_key(database, "default", "read"))[0],

@@ -6,17 +6,16 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent
 from openlineage.client.serde import Serde
 
 from lineage.api.app import create_app
-from lineage.db.database import Database
 from lineage.services import signing
 from lineage.settings import load_settings
 from lineage.store.postgres import get_records
+from tests.conftest import database_at
 from tests.test_otlp import export_request, retriever_span
 
 DOCUMENT = "Contractors get 30 days' notice."
@@ -24,7 +23,7 @@ SUMMARY = "Contractors get 30 days' notice."
 
 
 async def test_records_of_every_route_verify_with_the_configured_keyring(
-    database_url: str, tmp_path: Path, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     configured_keyring = tmp_path / "configured" / "signing-keys.json"
     config = tmp_path / "lineage.env"
@@ -94,7 +93,7 @@ async def test_records_of_every_route_verify_with_the_configured_keyring(
             await post("/v1/queries", json={"request_id": "r1", "query": "q", "answer": "a"})
             await post("/v1/forget", json={"source_uri": "s3://one"})
     keyring = signing.load_keyring(configured_keyring, create=False)
-    async with Database(pool, configured).tenant("default") as tx:
+    async with database_at(database_url, configured) as database, database.tenant("default") as tx:
         ids = [
             row["context_id"]
             for row in await tx.connection.fetch("SELECT context_id FROM provenance")

@@ -27,7 +27,7 @@ from openlineage.client.event_v2 import (
 from openlineage.client.facet_v2 import source_code_location_job
 from openlineage.client.serde import Serde
 
-from lineage import db, derive
+from lineage import derive
 from lineage.api.app import create_app
 from lineage.core.hashing import content_hash
 from lineage.core.record import deterministic_context_id
@@ -63,13 +63,9 @@ def server(database_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-async def key(database_url: str, database: Database) -> str:
+async def key(database: Database, owner_database: Database) -> str:
     """An ingest key of tenant acme (tenants are created as the owner)."""
-    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
-    try:
-        await auth.create_tenant(Database(owner_pool, Settings()), TENANT)
-    finally:
-        await owner_pool.close()
+    await auth.create_tenant(owner_database, TENANT)
     token, _ = await auth.create_key(database, TENANT, "ingest")
     return token
 

@@ -7,7 +7,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from openinference.semconv.trace import DocumentAttributes, SpanAttributes
@@ -19,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 
-from lineage import db, derive, render_for_prompt
+from lineage import derive, render_for_prompt
 from lineage.api.app import create_app
 from lineage.core.hashing import content_hash
 from lineage.db.database import Database
@@ -42,13 +41,9 @@ def server(database_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-async def keys(database_url: str, database: Database) -> dict[str, str]:
-    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
-    try:
-        for tenant in (TENANT, RIVAL):
-            await auth.create_tenant(Database(owner_pool, Settings()), tenant)
-    finally:
-        await owner_pool.close()
+async def keys(database: Database, owner_database: Database) -> dict[str, str]:
+    for tenant in (TENANT, RIVAL):
+        await auth.create_tenant(owner_database, tenant)
     return {
         "ingest": (await auth.create_key(database, TENANT, "ingest"))[0],
         "read": (await auth.create_key(database, TENANT, "read"))[0],
@@ -74,8 +69,8 @@ async def get(server: str, key: str, path: str) -> httpx.Response:
         return await client.get(path, headers={"Authorization": f"Bearer {key}"})
 
 
-async def indexed(pool: asyncpg.Pool) -> dict[str, Any]:
-    store = PostgresStore(Database(pool, Settings()), TENANT)
+async def indexed(database: Database) -> dict[str, Any]:
+    store = PostgresStore(database, TENANT)
     doc = await derive(store, [], "Refunds policy", "document", "loader", "1", source_uri="kb/r")
     chunk = await derive(store, [doc], "Refunds take 14 days.", "chunk", "splitter", "1")
     other = await derive(store, [], "Shipping", "document", "loader", "1", source_uri="kb/ship")
@@ -129,9 +124,9 @@ def test_our_attribute_names_are_the_semantic_conventions() -> None:
 
 
 async def test_the_real_exporter_gives_a_walk_back_from_answer_to_documents(
-    server: str, keys: dict[str, str], pool: asyncpg.Pool
+    server: str, keys: dict[str, str], database: Database
 ) -> None:
-    made = await indexed(pool)
+    made = await indexed(database)
     provider = tracer_provider(server, keys["ingest"])
     trace_id = await asyncio.to_thread(run_pipeline, provider, made)
     provider.shutdown()
@@ -220,9 +215,9 @@ async def post(
 
 
 async def test_json_with_hex_ids_gzip_and_an_idempotent_replay(
-    server: str, keys: dict[str, str], pool: asyncpg.Pool
+    server: str, keys: dict[str, str], database: Database
 ) -> None:
-    made = await indexed(pool)
+    made = await indexed(database)
     trace_id = "5b8efff798038103d269b633813fc60c"
     body = gzip.compress(
         json.dumps(
@@ -246,9 +241,9 @@ async def test_json_with_hex_ids_gzip_and_an_idempotent_replay(
 
 
 async def test_another_tenants_ids_are_unknown_and_never_linked(
-    server: str, keys: dict[str, str], pool: asyncpg.Pool
+    server: str, keys: dict[str, str], database: Database
 ) -> None:
-    made = await indexed(pool)
+    made = await indexed(database)
     trace_id = "6b8efff798038103d269b633813fc60c"
     body = json.dumps(
         export_request(trace_id, [retriever_span("fee19b7ec3c1b174", made["chunk"].context_id)])
@@ -286,9 +281,9 @@ async def test_a_malformed_body_is_a_clear_4xx(
 
 
 async def test_a_bad_span_refuses_the_whole_request_with_nothing_written(
-    server: str, keys: dict[str, str], pool: asyncpg.Pool
+    server: str, keys: dict[str, str], database: Database
 ) -> None:
-    made = await indexed(pool)
+    made = await indexed(database)
     trace_id = "7b8efff798038103d269b633813fc60c"
     good = retriever_span("aee19b7ec3c1b174", made["chunk"].context_id)
     cases = {

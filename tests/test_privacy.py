@@ -59,13 +59,6 @@ async def text_hash_key(owner: asyncpg.Connection, tenant_id: str) -> bytes:
     return key
 
 
-@pytest.fixture
-async def owner_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    created = await db.create_pool(database_url, max_size=2, as_owner=True)
-    yield created
-    await created.close()
-
-
 async def one_of_each_kind(store: PostgresStore) -> dict[str, Context]:
     """A record of each class of text: source (document, chunk), query, answer (claim, answer)."""
     document = await derive(store, [], "Contractors: 14 days.", "document", source_uri="s3://c")
@@ -129,7 +122,7 @@ async def test_each_switch_captures_only_its_class_of_text(
 
 
 async def check_text_is_captured_only_when_switched_on(
-    pool: asyncpg.Pool, tenant: str, query: Context, switch_on: Callable[[str], Awaitable[object]]
+    database: Database, tenant: str, query: Context, switch_on: Callable[[str], Awaitable[object]]
 ) -> None:
     """Behind the service's check, for an INSERT that skips it: as the application role, a
     query's text is refused until capture_query_text is on (capture_source_text is not enough)."""
@@ -138,23 +131,23 @@ async def check_text_is_captured_only_when_switched_on(
         if switch:
             await switch_on(switch)
         with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
-            async with db.transaction(pool, tenant) as connection:
-                await connection.execute(insert, tenant, query.context_id, query.text)
+            async with database.tenant(tenant) as tx:
+                await tx.connection.execute(insert, tenant, query.context_id, query.text)
     await switch_on("capture_query_text")
-    async with db.transaction(pool, tenant) as connection:
-        await connection.execute(insert, tenant, query.context_id, query.text)
+    async with database.tenant(tenant) as tx:
+        await tx.connection.execute(insert, tenant, query.context_id, query.text)
 
 
 async def test_the_database_refuses_text_the_tenant_does_not_capture(
-    store: PostgresStore, pool: asyncpg.Pool, owner: asyncpg.Connection
+    store: PostgresStore, database: Database, owner: asyncpg.Connection
 ) -> None:
     """(tests/test_citus.py checks it on every shard.)"""
     query = await derive(store, [], "my salary?", "query", source_uri="chat://2")
 
     async def switch_on(switch: str) -> None:
-        await privacy.update_settings(Database(pool, Settings()), ADMIN, {switch: True})
+        await privacy.update_settings(database, ADMIN, {switch: True})
 
-    await check_text_is_captured_only_when_switched_on(pool, "default", query, switch_on)
+    await check_text_is_captured_only_when_switched_on(database, "default", query, switch_on)
     assert await captured(owner) == {query.context_id}
 
 
@@ -184,9 +177,9 @@ async def test_the_application_role_may_change_the_switches_but_never_the_key(
 
 
 async def test_query_claim_and_answer_hashes_are_keyed_per_tenant_documents_stay_plain(
-    database: Database, owner_pool: asyncpg.Pool, owner: asyncpg.Connection
+    database: Database, owner_database: Database, owner: asyncpg.Connection
 ) -> None:
-    await auth.create_tenant(Database(owner_pool, Settings()), "other")
+    await auth.create_tenant(owner_database, "other")
     mine = await one_of_each_kind(PostgresStore(database))
     theirs = await one_of_each_kind(PostgresStore(database, "other"))
     key, other_key = await text_hash_key(owner, "default"), await text_hash_key(owner, "other")
@@ -288,10 +281,10 @@ async def incident(store: PostgresStore, database: Database) -> None:
 
 @pytest.mark.usefixtures("incident")
 async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
-    pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     before = await provenance(owner)
-    forgotten = await forget.forget(Database(pool, settings), settings, ADMIN, CONTRACTOR_POLICY)
+    forgotten = await forget.forget(database, settings, ADMIN, CONTRACTOR_POLICY)
     assert {node["context_id"] for node in forgotten.affected} == CONTRACTOR_RADIUS
     assert forgotten.counts_by_kind()["document"] == 2
     assert set(forgotten.purged) == CONTRACTOR_RADIUS
@@ -310,7 +303,7 @@ async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
     assert entry["target"] == forgotten.source_uri_hash
     assert entry["detail"]["total"] == 8 and entry["detail"]["purged_texts"] == 8
 
-    rerun = await forget.forget(Database(pool, settings), settings, ADMIN, CONTRACTOR_POLICY)
+    rerun = await forget.forget(database, settings, ADMIN, CONTRACTOR_POLICY)
     assert rerun.nothing_left and "nothing left to purge" in rerun.summary()
     assert {node["context_id"] for node in rerun.affected} == CONTRACTOR_RADIUS
     assert await owner.fetchval("SELECT count(*) FROM provenance WHERE kind = 'tombstone'") == 1
@@ -347,15 +340,13 @@ async def test_forget_says_exactly_what_stays_readable_and_it_is_so(
 
 @pytest.mark.usefixtures("incident")
 async def test_forget_refuses_a_truncated_walk_and_writes_nothing(
-    pool: asyncpg.Pool, settings: Settings, owner: asyncpg.Connection
+    database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     before = await provenance(owner)
     with pytest.raises(BadParameter, match="deeper than max_depth 2"):
-        await forget.forget(
-            Database(pool, settings), settings, ADMIN, CONTRACTOR_POLICY, max_depth=2
-        )
+        await forget.forget(database, settings, ADMIN, CONTRACTOR_POLICY, max_depth=2)
     with pytest.raises(NotFound):
-        await forget.forget(Database(pool, settings), settings, ADMIN, "s3://never-recorded")
+        await forget.forget(database, settings, ADMIN, "s3://never-recorded")
     assert await captured(owner) == set(INCIDENT_TEXTS)
     assert await provenance(owner) == before
     assert await audited(owner, "forget") == []
@@ -363,7 +354,7 @@ async def test_forget_refuses_a_truncated_walk_and_writes_nothing(
 
 async def test_many_sources_get_several_tombstones(
     store: PostgresStore,
-    pool: asyncpg.Pool,
+    database: Database,
     settings: Settings,
     owner: asyncpg.Connection,
     monkeypatch: pytest.MonkeyPatch,
@@ -371,7 +362,7 @@ async def test_many_sources_get_several_tombstones(
     monkeypatch.setattr(forget, "MAX_PARENTS", 2)
     for number in range(5):
         await derive(store, [], f"revision {number}", "document", source_uri="s3://person")
-    forgotten = await forget.forget(Database(pool, settings), settings, ADMIN, "s3://person")
+    forgotten = await forget.forget(database, settings, ADMIN, "s3://person")
     assert len(forgotten.tombstones) == 3 and not forgotten.purged
     rows = await owner.fetch(
         "SELECT parent_ids FROM provenance WHERE kind = 'tombstone' ORDER BY attributes->'part'"

@@ -4,7 +4,6 @@ one signed transaction; GET /v1/queries/{request_id}/trace reads it back; degrad
 from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from prometheus_client import REGISTRY
@@ -18,8 +17,8 @@ from lineage.settings import Settings
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
-async def indexed(pool: asyncpg.Pool, tenant: str = "default") -> tuple[str, str]:
-    store = PostgresStore(Database(pool, Settings()), tenant)
+async def indexed(database: Database, tenant: str = "default") -> tuple[str, str]:
+    store = PostgresStore(database, tenant)
     doc = await derive(store, [], "Refunds policy", "document", "loader", "1", source_uri="kb/r")
     chunk = await derive(store, [doc], "Refunds take 14 days.", "chunk", "splitter", "1")
     return doc.context_id, chunk.context_id
@@ -46,9 +45,9 @@ def degraded(reason: str) -> float:
 
 
 async def test_a_query_is_three_signed_records_and_walks_back_to_its_documents(
-    client: httpx.AsyncClient, pool: asyncpg.Pool
+    client: httpx.AsyncClient, database: Database
 ) -> None:
-    doc, chunk = await indexed(pool)
+    doc, chunk = await indexed(database)
     response = await client.post("/v1/queries", json=query_body(chunk, trace_id=TRACE))
     assert response.status_code == 201, response.text
     recorded = response.json()
@@ -86,9 +85,9 @@ async def test_a_query_is_three_signed_records_and_walks_back_to_its_documents(
 
 
 async def test_a_replay_is_a_no_op_and_other_content_a_conflict(
-    client: httpx.AsyncClient, pool: asyncpg.Pool
+    client: httpx.AsyncClient, database: Database
 ) -> None:
-    _, chunk = await indexed(pool)
+    _, chunk = await indexed(database)
     assert (await client.post("/v1/queries", json=query_body(chunk))).status_code == 201
     again = await client.post("/v1/queries", json=query_body(chunk))
     assert again.status_code == 200
@@ -98,9 +97,9 @@ async def test_a_replay_is_a_no_op_and_other_content_a_conflict(
 
 
 async def test_the_request_trace_id_header_applies_and_bad_input_writes_nothing(
-    client: httpx.AsyncClient, pool: asyncpg.Pool
+    client: httpx.AsyncClient, database: Database
 ) -> None:
-    _, chunk = await indexed(pool)
+    _, chunk = await indexed(database)
     sent = await client.post(
         "/v1/queries", json=query_body(chunk), headers={"X-Trace-Id": "gw-7f3a"}
     )
@@ -119,15 +118,11 @@ async def test_the_request_trace_id_header_applies_and_bad_input_writes_nothing(
 
 
 @pytest.fixture
-async def keyed(database_url: str, database: Database) -> AsyncIterator[httpx.AsyncClient]:
-    from lineage import db
-
-    owner_pool = await db.create_pool(database_url, max_size=1, as_owner=True)
-    try:
-        for tenant in ("acme", "rival"):
-            await auth.create_tenant(Database(owner_pool, Settings()), tenant)
-    finally:
-        await owner_pool.close()
+async def keyed(
+    database_url: str, database: Database, owner_database: Database
+) -> AsyncIterator[httpx.AsyncClient]:
+    for tenant in ("acme", "rival"):
+        await auth.create_tenant(owner_database, tenant)
     app = create_app(Settings(auth="keys"), database_url=database_url)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -138,9 +133,9 @@ async def keyed(database_url: str, database: Database) -> AsyncIterator[httpx.As
 
 
 async def test_another_tenants_request_ids_and_evidence_are_unknown(
-    keyed: httpx.AsyncClient, pool: asyncpg.Pool
+    keyed: httpx.AsyncClient, database: Database
 ) -> None:
-    _, chunk = await indexed(pool, "acme")
+    _, chunk = await indexed(database, "acme")
 
     def bearer(tenant: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {keyed.headers[tenant]}"}
@@ -158,9 +153,9 @@ async def test_another_tenants_request_ids_and_evidence_are_unknown(
 
 
 async def test_record_query_in_the_sdk_writes_directly_or_over_http_and_degrades_open(
-    client: httpx.AsyncClient, pool: asyncpg.Pool, database: Database
+    client: httpx.AsyncClient, database: Database
 ) -> None:
-    _, chunk = await indexed(pool)
+    _, chunk = await indexed(database)
     direct = await record_query(
         PostgresStore(database), "req-direct", query="q", answer="a", evidence=[(chunk, 0.5)]
     )

@@ -17,15 +17,15 @@ import asyncpg
 import httpx
 import pytest
 
-from lineage import db, derive
+from lineage import derive
 from lineage.api.app import create_app
-from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.services import audit, auth
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, TRACE_ID, load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests import live_server
+from tests.conftest import database_at
 from tests.private_postgres import PrivatePostgres
 
 # Starts servers or browsers of its own: outside the fast tier.
@@ -106,15 +106,11 @@ async def replicated(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Replicated:
     primary, standby = servers
-    owner_pool = await db.create_pool(primary.url, max_size=1, as_owner=True)
-    pool = await db.create_pool(primary.url, max_size=2)
-    try:
-        await auth.create_tenant(Database(owner_pool, Settings()), TENANT)
-        token, _ = await auth.create_key(Database(pool, Settings()), TENANT, "admin")
-        await load_incident(PostgresStore(Database(pool, Settings()), TENANT))
-    finally:
-        await pool.close()
-        await owner_pool.close()
+    async with database_at(primary.url, as_owner=True) as owner:
+        await auth.create_tenant(owner, TENANT)
+    async with database_at(primary.url) as database:
+        token, _ = await auth.create_key(database, TENANT, "admin")
+        await load_incident(PostgresStore(database, TENANT))
     data_dir = tmp_path_factory.mktemp("primary-app")
     async with app_client(settings_for(None, data_dir), primary) as http:
         query = {"request_id": REQUEST_ID, "query": "notice period?", "answer": "30 days"}
@@ -260,8 +256,7 @@ async def test_the_event_stream_reads_the_standby_and_listens_on_the_primary(
     app = create_app(
         settings_for(replicated.standby, tmp_path), database_url=replicated.primary.url
     )
-    pool = await db.create_pool(replicated.primary.url, max_size=2)
-    try:
+    async with database_at(replicated.primary.url) as database:
         with live_server.serve(app) as url:
             async with (
                 httpx.AsyncClient(base_url=url, timeout=HANG_GUARD_S) as http,
@@ -271,7 +266,7 @@ async def test_the_event_stream_reads_the_standby_and_listens_on_the_primary(
                 lines = response.aiter_lines()
                 async with asyncio.timeout(HANG_GUARD_S):
                     assert (await anext(lines)).startswith(": stream open")
-                    store = PostgresStore(Database(pool, Settings()), TENANT)
+                    store = PostgresStore(database, TENANT)
                     new = await derive(store, [], "fresh", "document", "loader", "1",
                                        source_uri="s3://fresh")  # fmt: skip
                     async for line in lines:
@@ -280,8 +275,6 @@ async def test_the_event_stream_reads_the_standby_and_listens_on_the_primary(
                                 new.context_id
                             )
                             break
-    finally:
-        await pool.close()
 
 
 async def test_a_read_goes_on_while_the_primary_is_down_and_its_audit_row_waits(
@@ -299,11 +292,8 @@ async def test_a_read_goes_on_while_the_primary_is_down_and_its_audit_row_waits(
             assert audit.spooled_entries(settings) == 1
         finally:
             replicated.primary.start()
-        pool = await db.create_pool(replicated.primary.url, max_size=1)
-        try:
-            assert await audit.drain(Database(pool, Settings()), settings) == 1
-        finally:
-            await pool.close()
+        async with database_at(replicated.primary.url) as database:
+            assert await audit.drain(database, settings) == 1
         assert audit.spooled_entries(settings) == 0
     assert await audit_count(replicated.primary.url) == before + 1
     connection = await asyncpg.connect(replicated.primary.url)

@@ -62,7 +62,7 @@ def dags(draw: st.DrawFn) -> tuple[list[Node], list[int]]:
 
 
 async def append_dag(
-    pool: asyncpg.Pool, owner: asyncpg.Connection, nodes: list[Node], cuts: list[int]
+    database: Database, owner: asyncpg.Connection, nodes: list[Node], cuts: list[int]
 ) -> str:
     tenant = f"t{uuid.uuid4().hex[:12]}"
     await db.fetch(owner, "tenant_create", tenant_id=tenant)
@@ -76,7 +76,7 @@ async def append_dag(
         )
         for index, (parents, source, kind) in enumerate(nodes)
     ]
-    store = PostgresStore(Database(pool, Settings()), tenant)
+    store = PostgresStore(database, tenant)
     for start, end in zip([0, *cuts], [*cuts, len(records)], strict=True):
         if records[start:end]:
             await store.append(records[start:end])
@@ -92,7 +92,7 @@ def truncation(rows: list[Any]) -> bool:
 
 
 async def check_against_the_walk(
-    pool: asyncpg.Pool, owner: asyncpg.Connection, tenant: str, source_uri: str, kind: str,
+    database: Database, owner: asyncpg.Connection, tenant: str, source_uri: str, kind: str,
     max_depth: int,
 ) -> None:  # fmt: skip
     """Both queries list exactly the walk's rows. Truncated is true when records of the kind
@@ -102,7 +102,7 @@ async def check_against_the_walk(
     deeper = any(r["depth"] > max_depth for r in unbounded)
     for name in ("blast_radius_by_source", "blast_radius_ids_by_source"):
         answered = await walks.run(
-            Database(pool, Settings()), Settings(), name,
+            database, Settings(), name,
             tenant_id=tenant, source_uri=source_uri, kind=kind, max_depth=max_depth,
         )  # fmt: skip
         context = (name, source_uri, kind, max_depth)
@@ -122,15 +122,15 @@ async def check_against_the_walk(
     kind=st.sampled_from(["all", "any", "answer"]),
 )
 async def test_blast_radius_by_source_matches_the_walk(
-    pool: asyncpg.Pool,
+    database: Database,
     owner: asyncpg.Connection,
     dag: tuple[list[Node], list[int]],
     max_depth: int,
     kind: str,
 ) -> None:
-    tenant = await append_dag(pool, owner, *dag)
+    tenant = await append_dag(database, owner, *dag)
     for source_uri in SOURCES:
-        await check_against_the_walk(pool, owner, tenant, source_uri, kind, max_depth)
+        await check_against_the_walk(database, owner, tenant, source_uri, kind, max_depth)
 
 
 async def test_the_backfill_matches_what_appends_write(
@@ -147,7 +147,7 @@ async def test_the_backfill_matches_what_appends_write(
 
 
 async def test_roots_inserted_around_append_records_are_walked(
-    pool: asyncpg.Pool, database: Database, owner: asyncpg.Connection, store: PostgresStore
+    database: Database, owner: asyncpg.Connection, store: PostgresStore
 ) -> None:
     """A bulk load straight into provenance leaves root_sources without the root's row: the
     query then walks instead of trusting an incomplete side table."""
@@ -161,7 +161,7 @@ async def test_roots_inserted_around_append_records_are_walked(
         content_hash="sha256:" + "1" * 64,
     )  # fmt: skip
     await store.append([chunk])
-    await check_against_the_walk(pool, owner, "default", "s3://bulk.md", "all", 20)
+    await check_against_the_walk(database, owner, "default", "s3://bulk.md", "all", 20)
     answered = await walks.run(
         database, Settings(), "blast_radius_by_source",
         tenant_id="default", source_uri="s3://bulk.md", kind="all", max_depth=20,

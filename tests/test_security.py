@@ -76,16 +76,14 @@ def database_url(
 
 @dataclass
 class Tenants:
-    owner_pool: asyncpg.Pool
     keys: dict[str, str]  # "<tenant>:<scope>" -> bearer token
 
 
 @pytest.fixture
-async def tenants(database_url: str, database: Database) -> AsyncIterator[Tenants]:
-    owner_pool = await db.create_pool(database_url, max_size=2, as_owner=True)
+async def tenants(database: Database, owner_database: Database) -> Tenants:
     keys = {}
     for tenant in ("acme", "rival"):
-        assert await auth.create_tenant(Database(owner_pool, Settings()), tenant)
+        assert await auth.create_tenant(owner_database, tenant)
         for scope in auth.SCOPES:
             token, _ = await auth.create_key(database, tenant, scope, f"{tenant} {scope}")
             keys[f"{tenant}:{scope}"] = token
@@ -94,8 +92,7 @@ async def tenants(database_url: str, database: Database) -> AsyncIterator[Tenant
         PostgresStore(database, "acme"), "req-1", query="q", answer="a", evidence=["chunk_42"]
     )
     assert recorded is not None
-    yield Tenants(owner_pool, keys)
-    await owner_pool.close()
+    return Tenants(keys)
 
 
 @pytest.fixture

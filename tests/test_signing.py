@@ -24,6 +24,7 @@ from lineage.services import selftest, signing
 from lineage.services.signing import KeyringSigner, SignatureCheck, load_keyring, rotate_keyring
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, get_records
+from tests.conftest import database_at
 
 TENANT = "default"
 
@@ -48,8 +49,8 @@ async def api(database_url: str, keyring: Path) -> AsyncIterator[httpx.AsyncClie
             yield client
 
 
-async def check(pool: asyncpg.Pool, context_id: str, signer: signing.Signer) -> SignatureCheck:
-    async with Database(pool, Settings(), signer).tenant(TENANT) as tx:
+async def check(database: Database, context_id: str, signer: signing.Signer) -> SignatureCheck:
+    async with database.tenant(TENANT) as tx:
         record = (await get_records(tx, [context_id]))[context_id]
         return await signing.verify_record(tx.connection, TENANT, record, signer)
 
@@ -127,72 +128,69 @@ def test_sign_and_verify_round_trip(signer: KeyringSigner, tmp_path: Path) -> No
 
 
 async def test_appended_records_are_signed_once_with_the_current_key(
-    pool: asyncpg.Pool, database: Database, owner: asyncpg.Connection, signer: KeyringSigner
+    database_url: str, database: Database, owner: asyncpg.Connection, signer: KeyringSigner
 ) -> None:
-    store = PostgresStore(Database(pool, Settings(), signer), TENANT)
-    items = [Derivation([], f"document {i}", "document", source_uri=f"s3://d{i}") for i in range(3)]
-    made = await derive_many(store, items)
-    chunk = await derive(store, [made[0]], "chunk", "chunk", "chunker", "1")
-    rows = await owner.fetch("SELECT context_id, key_id, signature FROM record_signatures")
-    assert {r["context_id"] for r in rows} == {c.context_id for c in [*made, chunk]}
-    for row in rows:
-        assert row["key_id"] == signer.current_key_id
-        assert await check(pool, row["context_id"], signer) == SignatureCheck(
-            signed=True, verified=True, key_id=signer.current_key_id, reason="ok"
+    async with database_at(database_url, signer=signer) as signing_with_it:
+        store = PostgresStore(signing_with_it, TENANT)
+        items = [
+            Derivation([], f"document {i}", "document", source_uri=f"s3://d{i}") for i in range(3)
+        ]
+        made = await derive_many(store, items)
+        chunk = await derive(store, [made[0]], "chunk", "chunk", "chunker", "1")
+        rows = await owner.fetch("SELECT context_id, key_id, signature FROM record_signatures")
+        assert {r["context_id"] for r in rows} == {c.context_id for c in [*made, chunk]}
+        for row in rows:
+            assert row["key_id"] == signer.current_key_id
+            assert await check(database, row["context_id"], signer) == SignatureCheck(
+                signed=True, verified=True, key_id=signer.current_key_id, reason="ok"
+            )
+        # A replay inserts nothing, so it signs nothing (the table refuses a second signature).
+        again = await derive(
+            store, [], "document 0", "document", source_uri="s3://d0", deterministic=True
         )
-    # A replay inserts nothing, so it signs nothing (the table refuses a second signature).
-    again = await derive(
-        store, [], "document 0", "document", source_uri="s3://d0", deterministic=True
-    )
-    replay = await derive(
-        store, [], "document 0", "document", source_uri="s3://d0", deterministic=True
-    )
+        replay = await derive(
+            store, [], "document 0", "document", source_uri="s3://d0", deterministic=True
+        )
     assert replay.context_id == again.context_id
     assert await owner.fetchval("SELECT count(*) FROM record_signatures") == len(rows) + 1
 
 
 async def test_rotation_signs_new_records_with_the_new_key_and_old_ones_still_verify(
-    pool: asyncpg.Pool, database: Database, keyring: Path, signer: KeyringSigner, tmp_path: Path
+    database_url: str, database: Database, keyring: Path, signer: KeyringSigner, tmp_path: Path
 ) -> None:
     first_key = signer.current_key_id
-    old = await derive(
-        PostgresStore(Database(pool, Settings(), signer), TENANT),
-        [],
-        "old",
-        "document",
-        source_uri="s3://o",
-    )
+    async with database_at(database_url, signer=signer) as signing_with_it:
+        old = await derive(PostgresStore(signing_with_it, TENANT), [], "old", "document",
+                           source_uri="s3://o")  # fmt: skip
     added = rotate_keyring(keyring)
     rotated = load_keyring(keyring, create=False)
     assert [k.key_id for k in rotated.keys] == [first_key, added.key_id]
     assert rotated.current_key_id == added.key_id != first_key
 
-    new = await derive(
-        PostgresStore(Database(pool, Settings(), rotated), TENANT),
-        [],
-        "new",
-        "document",
-        source_uri="s3://n",
+    async with database_at(database_url, signer=rotated) as signing_with_it:
+        new = await derive(PostgresStore(signing_with_it, TENANT), [], "new", "document",
+                           source_uri="s3://n")  # fmt: skip
+    assert await check(database, old.context_id, rotated) == SignatureCheck(
+        True, True, first_key, "ok"
     )
-    assert await check(pool, old.context_id, rotated) == SignatureCheck(True, True, first_key, "ok")
-    assert await check(pool, new.context_id, rotated) == SignatureCheck(
+    assert await check(database, new.context_id, rotated) == SignatureCheck(
         True, True, added.key_id, "ok"
     )
     # The pre-rotation signer never heard of the new key; another keyring knows neither.
-    assert (await check(pool, new.context_id, signer)).reason == "unknown_key"
+    assert (await check(database, new.context_id, signer)).reason == "unknown_key"
     stranger = load_keyring(tmp_path / "stranger.json", create=True)
-    assert await check(pool, old.context_id, stranger) == SignatureCheck(
+    assert await check(database, old.context_id, stranger) == SignatureCheck(
         True, False, first_key, "unknown_key"
     )
 
 
 async def test_a_database_given_no_signer_signs_with_the_keyring_its_settings_name(
-    pool: asyncpg.Pool, database: Database, isolated_data_dir: Path
+    database: Database, isolated_data_dir: Path
 ) -> None:
     made = await derive(PostgresStore(database), [], "plain", "document", source_uri="s3://plain")
     assert signing.keyring_path(database.settings) == isolated_data_dir / signing.KEYRING_NAME
     default = signing.signer_for(database.settings)
-    assert await check(pool, made.context_id, default) == SignatureCheck(
+    assert await check(database, made.context_id, default) == SignatureCheck(
         True, True, default.current_key_id, "ok"
     )
 

@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import REGISTRY
 from typer.testing import CliRunner
 
-from lineage import cli, db
+from lineage import cli
 from lineage.api.app import create_app
 from lineage.core.derive import Context, Derivation, derive, derive_many
 from lineage.core.errors import Conflict, Forbidden, InvalidRecord, Unauthorized
@@ -29,6 +29,7 @@ from lineage.services import auth
 from lineage.settings import Settings
 from lineage.store import HttpStore, PostgresStore
 from lineage.store.spool import SpooledBatch, SpoolFile, SpoolingStore
+from tests.conftest import database_at
 from tests.private_postgres import PrivatePostgres, free_port, private_postgres
 
 RUN_LENGTH = 3000
@@ -42,10 +43,9 @@ def private() -> Iterator[PrivatePostgres]:
 
 
 @pytest.fixture
-async def private_pool(private: PrivatePostgres) -> AsyncIterator[asyncpg.Pool]:
-    pool = await db.create_pool(private.url, max_size=4)
-    yield pool
-    await pool.close()
+async def private_database(private: PrivatePostgres) -> AsyncIterator[Database]:
+    async with database_at(private.url, max_size=4) as database:
+        yield database
 
 
 @pytest.fixture
@@ -91,14 +91,14 @@ def trace_id(step: int) -> str:
 
 async def test_a_database_outage_mid_run_loses_nothing(
     private: PrivatePostgres,
-    private_pool: asyncpg.Pool,
+    private_database: Database,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Thousands of derive() calls in a DAG; the database stops a third of the way in and comes
     back at two thirds: nothing raises, and every record ends up stored once, parents right."""
     store = SpoolingStore(
-        PostgresStore(Database(private_pool, Settings())),
+        PostgresStore(private_database),
         tmp_path,
         retry_min_s=0.01,
         retry_max_s=0.1,
@@ -240,10 +240,10 @@ async def test_a_record_the_store_refuses_on_replay_moves_aside(
 
 
 async def test_the_spool_drains_by_itself_when_the_store_is_back(
-    private: PrivatePostgres, private_pool: asyncpg.Pool, tmp_path: Path
+    private: PrivatePostgres, private_database: Database, tmp_path: Path
 ) -> None:
     store = SpoolingStore(
-        PostgresStore(Database(private_pool, Settings())),
+        PostgresStore(private_database),
         tmp_path,
         retry_min_s=0.05,
         retry_max_s=0.2,

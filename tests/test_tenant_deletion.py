@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 from typer.testing import CliRunner
 
-from lineage import cli, db
+from lineage import cli
 from lineage.claims.answers import capture_texts
 from lineage.core.errors import Forbidden, NotFound
 from lineage.db.database import Database
@@ -56,24 +56,22 @@ async def rows_per_table(owner: asyncpg.Connection, tenant_id: str) -> dict[str,
     return counts
 
 
-async def fill_tenant(pool: asyncpg.Pool, owner_pool: asyncpg.Pool, tenant_id: str) -> None:
+async def fill_tenant(database: Database, owner_database: Database, tenant_id: str) -> None:
     """Rows in as many tables as the service writes: records, signatures, verdicts, text, a key,
     audit, a span, the log and a checkpoint (events and root sources follow the records)."""
-    await auth.create_tenant(Database(owner_pool, Settings()), tenant_id)
-    await load_incident(PostgresStore(Database(pool, Settings()), tenant_id))
-    await verify_incident(Database(pool, Settings()), tenant_id)
+    await auth.create_tenant(owner_database, tenant_id)
+    await load_incident(PostgresStore(database, tenant_id))
+    await verify_incident(database, tenant_id)
     caller = Caller(tenant_id, None, "admin")
-    await privacy.update_settings(Database(pool, Settings()), caller, {"capture_source_text": True})
-    await capture_texts(Database(pool, Settings()), tenant_id, {"chunk_42": INCIDENT[2].text})
-    await auth.create_key(Database(pool, Settings()), tenant_id, "read", "test")
-    await audit.record(Database(pool, Settings()), caller, "walk", "answer_1")
-    async with db.transaction(pool, tenant_id) as connection:
-        await db.execute(connection, "append_spans", tenant_id=tenant_id, **SPAN)
-    await storage.checkpoint(Database(pool, Settings()), Settings(), tenant_id)
-    await load_incident(
-        PostgresStore(Database(pool, Settings()), tenant_id)
-    )  # nothing new: a replay
-    async with owner_pool.acquire() as owner, owner.transaction():
+    await privacy.update_settings(database, caller, {"capture_source_text": True})
+    await capture_texts(database, tenant_id, {"chunk_42": INCIDENT[2].text})
+    await auth.create_key(database, tenant_id, "read", "test")
+    await audit.record(database, caller, "walk", "answer_1")
+    async with database.tenant(tenant_id) as tx:
+        await tx.execute("append_spans", **SPAN)
+    await storage.checkpoint(database, Settings(), tenant_id)
+    await load_incident(PostgresStore(database, tenant_id))  # nothing new: a replay
+    async with owner_database.connection() as owner, owner.transaction():
         # What retention keeps of an expired month (tests/test_retention.py expires one).
         await owner.execute("SELECT set_config('lineage.tenant_id', $1, true)", tenant_id)
         await owner.execute(
@@ -87,20 +85,13 @@ async def fill_tenant(pool: asyncpg.Pool, owner_pool: asyncpg.Pool, tenant_id: s
 
 
 @pytest.fixture
-async def owner_pool(database_url: str) -> asyncpg.Pool:
-    created = await db.create_pool(database_url, max_size=2, as_owner=True)
-    yield created
-    await created.close()
-
-
-@pytest.fixture
-async def two_tenants(pool: asyncpg.Pool, owner_pool: asyncpg.Pool) -> None:
+async def two_tenants(database: Database, owner_database: Database) -> None:
     for tenant_id in ("doomed", "kept"):
-        await fill_tenant(pool, owner_pool, tenant_id)
+        await fill_tenant(database, owner_database, tenant_id)
 
 
 async def test_every_row_of_the_tenant_goes_and_no_other_tenants(
-    two_tenants: None, owner_pool: asyncpg.Pool, owner: asyncpg.Connection
+    two_tenants: None, owner_database: Database, owner: asyncpg.Connection
 ) -> None:
     before = await rows_per_table(owner, "doomed")
     kept_before = await rows_per_table(owner, "kept")
@@ -111,7 +102,7 @@ async def test_every_row_of_the_tenant_goes_and_no_other_tenants(
         "ORDER BY tree_size DESC LIMIT 1"
     )
 
-    receipt = await delete_tenant(Database(owner_pool, Settings()), "doomed")
+    receipt = await delete_tenant(owner_database, "doomed")
 
     after = await rows_per_table(owner, "doomed")
     assert after == dict.fromkeys(after, 0)
@@ -127,9 +118,9 @@ async def test_every_row_of_the_tenant_goes_and_no_other_tenants(
 
 
 async def test_the_triggers_refuse_again_after_a_deletion(
-    two_tenants: None, owner_pool: asyncpg.Pool, owner: asyncpg.Connection
+    two_tenants: None, owner_database: Database, owner: asyncpg.Connection
 ) -> None:
-    await delete_tenant(Database(owner_pool, Settings()), "doomed")
+    await delete_tenant(owner_database, "doomed")
     for statement in (
         "DELETE FROM provenance WHERE tenant_id = 'kept'",
         "DELETE FROM audit_log WHERE tenant_id = 'kept'",
@@ -157,9 +148,9 @@ async def test_the_application_role_is_refused(
     assert (await rows_per_table(owner, "doomed"))["provenance"] == len(INCIDENT) + 2
 
 
-async def test_an_unknown_tenant_is_not_found(owner_pool: asyncpg.Pool) -> None:
+async def test_an_unknown_tenant_is_not_found(owner_database: Database) -> None:
     with pytest.raises(NotFound, match="no tenant 'nobody'"):
-        await delete_tenant(Database(owner_pool, Settings()), "nobody")
+        await delete_tenant(owner_database, "nobody")
 
 
 def test_the_cli_deletes_only_once_the_name_is_typed(

@@ -357,35 +357,37 @@ async def judge(store: PostgresStore, judge_name: str, verdict: str) -> None:
     )  # fmt: skip
 
 
-async def marks(pool: asyncpg.Pool, settings: Settings, start: str) -> dict[tuple[str, str], Any]:
-    hops = await walks.suspicious_hops(Database(pool, Settings()), settings, "default", start, None)
+async def marks(database: Database, settings: Settings, start: str) -> dict[tuple[str, str], Any]:
+    hops = await walks.suspicious_hops(database, settings, "default", start, None)
     return {(hop["context_id"], hop["reason"]): (hop["depth"], hop["detail"]) for hop in hops}
 
 
 async def test_failing_claim_verdicts_are_marked_by_the_query(
-    demo: PostgresStore, pool: asyncpg.Pool, settings: Settings
+    demo: PostgresStore, database: Database, settings: Settings
 ) -> None:
     stale = {
         ("chunk_42", "old_transform_version"),
         ("chunk_42", "snapshot_predates_revision"),
         ("doc_contractors_v1", "source_changed"),
     }
-    assert set(await marks(pool, settings, ANSWER_ID)) == stale
+    assert set(await marks(database, settings, ANSWER_ID)) == stale
 
     await judge(demo, "nli", "unsupported")
     await judge(demo, "rules", "uncited")  # failing, but not a mark the explorer draws
-    found = await marks(pool, settings, ANSWER_ID)
+    found = await marks(database, settings, ANSWER_ID)
     assert set(found) == stale | {("claim_1", "unsupported")}
     assert found["claim_1", "unsupported"] == (1, "judge nli found it unsupported: nli says "
                                                "unsupported")  # fmt: skip
-    assert (await marks(pool, settings, "claim_1"))["claim_1", "unsupported"][0] == 0
+    assert (await marks(database, settings, "claim_1"))["claim_1", "unsupported"][0] == 0
 
     await judge(demo, "rules", "hallucinated_id")  # now the current verdict of "rules"
     await judge(demo, "nli", "supported")  # and "nli" changed its mind
-    assert set(await marks(pool, settings, ANSWER_ID)) == stale | {("claim_1", "hallucinated_id")}
+    assert set(await marks(database, settings, ANSWER_ID)) == stale | {
+        ("claim_1", "hallucinated_id")
+    }
 
     await judge(demo, "llm", "hallucinated_id")  # two judges agree: one mark naming both
-    found = await marks(pool, settings, ANSWER_ID)
+    found = await marks(database, settings, ANSWER_ID)
     assert found["claim_1", "hallucinated_id"][1] == (
         "judge llm found it hallucinated_id: llm says hallucinated_id; "
         "judge rules found it hallucinated_id: rules says hallucinated_id"

@@ -823,7 +823,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
 }
 
 
-async def read_everything(pool: asyncpg.Pool, settings: Settings, tenant: str) -> dict[str, Any]:
+async def read_everything(database: Database, settings: Settings, tenant: str) -> dict[str, Any]:
     """Every named read query for one tenant, through walks.run."""
     common: dict[str, Any] = {"tenant_id": tenant, "kind": "all", "max_depth": 20}
     asks: dict[str, dict[str, Any]] = {
@@ -842,13 +842,12 @@ async def read_everything(pool: asyncpg.Pool, settings: Settings, tenant: str) -
     for name, values in asks.items():
         wanted = set(QUERIES[name].parameters)
         given = {k: v for k, v in (SAMPLE_VALUES | common | values).items() if k in wanted}
-        results[name] = await walks.run(Database(pool, Settings()), settings, name, **given)
+        results[name] = await walks.run(database, settings, name, **given)
     return results
 
 
 async def test_every_read_query_is_confined_to_its_tenant(
     store: PostgresStore,
-    pool: asyncpg.Pool,
     database: Database,
     settings: Settings,
     owner: asyncpg.Connection,
@@ -864,7 +863,7 @@ async def test_every_read_query_is_confined_to_its_tenant(
     assert set(EXPECTED["default"]) <= set(QUERIES)
 
     for tenant in ("default", "other"):
-        results = await read_everything(pool, settings, tenant)
+        results = await read_everything(database, settings, tenant)
         assert set(results) == set(EXPECTED[tenant])
         for name, rows in results.items():
             if name == "suspicious_hops":
@@ -988,14 +987,14 @@ async def test_api_cli_and_sql_return_the_same_nodes_for_the_demo(
 
 
 async def test_invalidation_freshness_and_kind_filters_on_the_demo(
-    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, client: httpx.AsyncClient
+    store: PostgresStore, database: Database, settings: Settings, client: httpx.AsyncClient
 ) -> None:
     await load_incident(store)
 
     async def ask(name: str, kind: str, **values: Any) -> dict[str, int]:
         return depths(
             await walks.run(
-                Database(pool, Settings()),
+                database,
                 settings,
                 name,
                 tenant_id="default",
