@@ -19,6 +19,8 @@ from lineage.cli.runner import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from lineage.db.database import Database
     from lineage.services.walks import Walk
 
@@ -81,7 +83,7 @@ def impact(
     config: ConfigOption = None,
 ) -> None:
     """Blast radius: everything derived from a document, transform version, snapshot or id."""
-    from lineage.services import walks
+    from lineage.services.walks import IMPACT_QUERIES
 
     name, value = exactly_one(
         source_uri=source_uri,
@@ -91,24 +93,10 @@ def impact(
     )
     if name == "context_id":
         name, value = "context_ids", [value]
-    _check_format(output, NODE_FORMATS)
-    settings = load(config)
-
-    async def work(database: Database) -> list[dict[str, Any]]:
-        return await walks.run(
-            database,
-            settings,
-            walks.IMPACT_QUERIES[name],
-            tenant_id=tenant,
-            kind=walks.check_kind(kind),
-            max_depth=walks.check_depth(settings, max_depth),
-            **{name: value},
-        )
-
-    with progress_bar(transient=True) as progress:
-        progress("walk the blast radius")
-        nodes = run(settings, work)
-    render.print_nodes(nodes, output, ctx)
+    _print_walked_nodes(
+        ctx, IMPACT_QUERIES[name], {name: value}, "walk the blast radius",
+        kind=kind, max_depth=max_depth, output=output, tenant=tenant, config=config,
+    )  # fmt: skip
 
 
 def freshness(
@@ -121,6 +109,26 @@ def freshness(
     config: ConfigOption = None,
 ) -> None:
     """Records derived from a document revision that is no longer the newest."""
+    _print_walked_nodes(
+        ctx, "stale_sources", {"source_uri": source_uri}, "walk from the superseded revisions",
+        kind=kind, max_depth=max_depth, output=output, tenant=tenant, config=config,
+    )  # fmt: skip
+
+
+def _print_walked_nodes(
+    ctx: typer.Context,
+    query: str,
+    start: dict[str, Any],
+    step: str,
+    *,
+    kind: str,
+    max_depth: int | None,
+    output: str,
+    tenant: str,
+    config: Path | None,
+) -> None:
+    """Run a walk that lists records (`query`, from the records `start` picks) with the options
+    impact and freshness share, and print its rows in the chosen format."""
     from lineage.services import walks
 
     _check_format(output, NODE_FORMATS)
@@ -130,14 +138,14 @@ def freshness(
         return await walks.run(
             database,
             settings,
-            "stale_sources",
+            query,
             tenant_id=tenant,
-            source_uri=source_uri,
             kind=walks.check_kind(kind),
             max_depth=walks.check_depth(settings, max_depth),
+            **start,
         )
 
     with progress_bar(transient=True) as progress:
-        progress("walk from the superseded revisions")
+        progress(step)
         nodes = run(settings, work)
     render.print_nodes(nodes, output, ctx)
