@@ -65,3 +65,31 @@ async def test_a_path_or_method_the_api_lacks_is_a_problem_too(client: httpx.Asy
     assert wrong_method.status_code == 405
     assert wrong_method.json()["rule"] == "method_not_allowed"
     assert wrong_method.headers["allow"] == "GET"
+
+
+@pytest.mark.parametrize("cls", error_classes(), ids=lambda cls: cls.__name__)
+def test_each_answer_comes_back_as_its_error(cls: type[LineageError]) -> None:
+    """What a client of the API (the SDK's HTTP store) raises for a problem: the class its rule
+    names, so each fixed rule belongs to one class."""
+    made = cls("rule_x", "what to fix") if issubclass(cls, InvalidRecord) else cls("what to fix")
+    back = errors.error_of_answer(made.status, json.loads(bytes(answer(made).body)))
+    if issubclass(cls, InvalidRecord):
+        assert type(back) is InvalidRecord and back.rule == "rule_x"
+    else:
+        assert type(back) is cls
+    assert back.detail == "what to fix"
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [(401, errors.Unauthorized), (403, errors.Forbidden), (404, errors.NotFound),
+     (409, errors.Conflict), (502, errors.StoreUnavailable), (429, errors.StoreUnavailable),
+     (400, InvalidRecord)],
+)  # fmt: skip
+def test_an_answer_without_a_rule_is_read_by_its_status(
+    status: int, expected: type[LineageError]
+) -> None:
+    """A proxy's page or a crashed server's: nothing but the status to go by."""
+    back = errors.error_of_answer(status, {})
+    assert type(back) is expected
+    assert back.detail == f"the lineage API answered {status}"

@@ -1,9 +1,10 @@
 """Every error a caller can act on, in one table: each class names the HTTP status it is
 answered with and the `rule` a caller can branch on. lineage/api/problems.py sends any of them
-as application/problem+json; lineage/cli/errors.py prints any of them as one line."""
+as application/problem+json; lineage/cli/errors.py prints any of them as one line; a client
+of the API turns an answer back into its class with `error_of_answer`."""
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class LineageError(Exception):
@@ -229,3 +230,38 @@ class BundleError(LineageError):
 
     status = 422
     rule = "bundle"
+
+
+# --- an answer of the API, back into its error ------------------------------------------------
+
+# The classes whose rule is fixed, by that rule. InvalidRecord and its kin name the rule a record
+# or request broke, one per instance, so they are not among them.
+_BY_RULE: dict[str, type[LineageError]] = {
+    vars(cls)["rule"]: cls
+    for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, LineageError) and "rule" in vars(cls)
+}
+# What a status alone says, for an answer that names no rule (a proxy's, a crash's).
+_BY_STATUS: dict[int, type[LineageError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+}
+
+
+def error_of_answer(status: int, problem: Mapping[str, Any]) -> LineageError:
+    """The error an error answer of the API stands for, from its problem+json body (empty for a
+    body that is not one): the class its `rule` names; a rule no class fixes (a record's or a
+    request's) is an InvalidRecord naming it. Only an answer without a rule is read by its
+    status: a 5xx or 429 is StoreUnavailable (it may succeed later), any other 4xx an
+    InvalidRecord unless the status names one class."""
+    detail = str(problem.get("detail") or f"the lineage API answered {status}")
+    rule = problem.get("rule")
+    if isinstance(rule, str) and rule:
+        named = _BY_RULE.get(rule)
+        return InvalidRecord(rule, detail) if named is None else named(detail)
+    if status >= 500 or status == 429:
+        return StoreUnavailable(detail)
+    by_status = _BY_STATUS.get(status)
+    return InvalidRecord("invalid", detail) if by_status is None else by_status(detail)

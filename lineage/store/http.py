@@ -6,7 +6,7 @@ from typing import Any
 import httpx
 
 from lineage.core import telemetry
-from lineage.core.errors import Conflict, Forbidden, InvalidRecord, StoreUnavailable, Unauthorized
+from lineage.core.errors import LineageError, StoreUnavailable, error_of_answer
 from lineage.core.record import ContextRecord, NewContext
 from lineage.store.base import Appended
 
@@ -43,18 +43,8 @@ class HttpStore:
     async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
         body = {"records": [p.model_dump(mode="json") for p in proposals]}
         response = await self._request("POST", "/v1/contexts/batch", json=body)
-        if response.status_code >= 500 or response.status_code == TOO_MANY_REQUESTS:
-            raise StoreUnavailable(f"lineage API answered {response.status_code}")
-        problem = response.json() if response.status_code >= 400 else {}
-        # The key, not the records, was refused: a credential failure, never a bad record.
-        if response.status_code == 401:
-            raise Unauthorized(problem.get("detail", "the lineage API refused the key"))
-        if response.status_code == 403:
-            raise Forbidden(problem.get("detail", "the key's scope does not allow appends"))
-        if response.status_code == 409:
-            raise Conflict(problem.get("detail", "conflict"))
-        if response.status_code >= 400:
-            raise InvalidRecord(problem.get("rule", "invalid"), problem.get("detail", str(problem)))
+        if response.is_error:
+            raise refusal(response)
         return [
             Appended(ContextRecord.model_validate(item["record"]), created=item["created"])
             for item in response.json()["results"]
@@ -64,6 +54,19 @@ class HttpStore:
         response = await self._request("GET", f"/v1/contexts/{context_id}")
         if response.status_code == 404:
             return None
-        if response.status_code >= 400:
-            raise StoreUnavailable(f"lineage API answered {response.status_code}")
+        if response.is_error:
+            raise refusal(response)
         return ContextRecord.model_validate(response.json())
+
+
+def refusal(response: httpx.Response) -> LineageError:
+    """The error an error answer stands for. One the service could not give now (a 5xx, or 429
+    when it sheds load) is StoreUnavailable whatever its rule, so that a spool keeps the records
+    and a retry may take them; any other is the class its problem's rule names."""
+    if response.status_code >= 500 or response.status_code == TOO_MANY_REQUESTS:
+        return StoreUnavailable(f"lineage API answered {response.status_code}")
+    try:
+        problem = response.json()
+    except ValueError:  # not problem+json: a proxy's page, say
+        problem = {}
+    return error_of_answer(response.status_code, problem if isinstance(problem, dict) else {})

@@ -5,8 +5,9 @@ Wrap any store, then derive() as usual::
     store = SpoolingStore(PostgresStore(database)) # or SpoolingStore(HttpStore(url, api_key=...))
     doc = await derive(store, [], text, "document", source_uri="s3://policy.md")
 
-- Validation errors (InvalidRecord, Conflict) still raise: they are the caller's bugs, and no
-  retry would fix them. They raise while the store is down too.
+- Validation errors (InvalidRecord, Conflict, and BodyTooLarge for a batch larger than the API
+  takes) still raise: they are the caller's bugs, and no retry would fix them. They raise while
+  the store is down too.
 - A key the API refuses (bad, revoked, or without the ingest scope: Unauthorized, Forbidden) is
   an operator's to fix, not the pipeline's: the batch is spooled, counted as
   `credentials_refused` and logged as an error with the reason, and replays once the key is
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lineage.core import metrics
-from lineage.core.errors import Conflict, Forbidden, InvalidRecord, Unauthorized
+from lineage.core.errors import BodyTooLarge, Conflict, Forbidden, InvalidRecord, Unauthorized
 from lineage.core.progress import Progress, unwatched
 from lineage.core.record import ContextRecord, NewContext, check_id
 from lineage.settings import Settings
@@ -54,6 +55,9 @@ from lineage.store.base import Appended, Store
 from lineage.store.postgres import check_batch
 
 log = logging.getLogger(__name__)
+
+# What the store refuses for the records themselves: raised to the caller, never retried.
+REFUSED_RECORDS = (InvalidRecord, Conflict, BodyTooLarge)
 
 # Records per store append when draining: few round trips, bodies far below the API's limits.
 REPLAY_GROUP_RECORDS = 500
@@ -286,7 +290,7 @@ class SpoolingStore:
             if await self._caught_up():
                 try:
                     return await self._store_append(proposals)
-                except (InvalidRecord, Conflict):
+                except REFUSED_RECORDS:
                     raise
                 except Exception as exc:
                     if self.strict and isinstance(exc, Unauthorized | Forbidden):
@@ -360,7 +364,7 @@ class SpoolingStore:
                 records = [record for batch in group for record in batch.records]
                 try:
                     await self._store_append(records)
-                except (InvalidRecord, Conflict) as exc:
+                except REFUSED_RECORDS as exc:
                     if len(group) > 1:
                         isolate_until = done + len(group)  # find the refused batch among them
                         continue
