@@ -5,7 +5,7 @@ off as expired, or changes what expired, is refused."""
 
 import base64
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +22,11 @@ from lineage.services import retention, walks
 from lineage.settings import Settings
 from lineage.verifiable_log import storage
 from lineage.verifiable_log.checkpoint import generate_signing_key
-from tests.test_bundle import lines_of, rewrite, signer, verifier
+from tests.test_bundle import lines_of, rewrite, verifier
 from tests.test_retention import NEW_RECORDS, OLD_RECORDS, append
 
 EXPIRED = [record.context_id for record in OLD_RECORDS]  # doc_old, chunk_old, tomb_old
 KEPT = [record.context_id for record in NEW_RECORDS]  # answer_new (child of chunk_old), doc_new
-
-
-@pytest.fixture
-async def owner_database(database_url: str) -> AsyncIterator[Database]:
-    created = await Database.connect(Settings(), database_url, max_size=2, as_owner=True)
-    yield created
-    await created.close()
 
 
 @pytest.fixture
@@ -92,9 +85,7 @@ async def test_the_imported_tenant_walks_as_the_original_and_knows_what_expired(
     owner: asyncpg.Connection,
 ) -> None:
     path, original = expired_bundle
-    imported = await import_bundle(
-        Database(owner_database.pool, Settings(), signer()), Settings(), path, "moved", verifier()
-    )
+    imported = await import_bundle(owner_database, Settings(), path, "moved", verifier())
     checked = imported.verified
     assert (checked.records, checked.expired, imported.tree_size) == (2, 3, 2)
     assert checked.expired_parents == {"chunk_old"}
@@ -184,11 +175,5 @@ async def test_a_tampered_bundle_exported_after_expiry_is_refused(
     path, _ = expired_bundle
     rewrite(path, tamper)
     with pytest.raises(error, match=reason):
-        await import_bundle(
-            Database(owner_database.pool, Settings(), signer()),
-            Settings(),
-            path,
-            "moved",
-            verifier(),
-        )
+        await import_bundle(owner_database, Settings(), path, "moved", verifier())
     assert await owner.fetchval("SELECT count(*) FROM tenants WHERE tenant_id = 'moved'") == 0
