@@ -1,8 +1,6 @@
 """Claims: prompts, answer ingestion in every citation shape, verification, verdicts, drift."""
 
-import asyncio
 import json
-import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,7 +11,6 @@ import asyncpg
 import httpx
 import pytest
 
-from lineage import db
 from lineage.claims.answers import (
     capture_texts,
     claim_hypothesis,
@@ -41,6 +38,7 @@ from lineage.services.auth import NO_AUTH_CALLER
 from lineage.services.demo import INCIDENT, load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
+from tests.psql import run_psql
 
 EMPLOYEES = "Employees receive 30 days' notice."
 CONTRACTORS = "Contractors receive 14 days' written notice before termination."
@@ -699,27 +697,12 @@ async def test_claim_sql_files_run_under_psql(
         "claim_verdicts": ["context_ids={claim_1}"],
         "claims_by_produced_by": ["since=-infinity", "bucket=1 day"],
     }
-    owner = await asyncpg.connect(database_url)
-    try:
-        key = await db.fetch_vouching_key(owner)
-    finally:
-        await owner.close()
-    assert key is not None
-    token = db.tenant_token(key, "default")  # what `lineage tenant token default` prints
     outputs = {}
     for name, extra in variables.items():
-        args = ["psql", database_url, "-X", "-v", "ON_ERROR_STOP=1", "-v", "tenant_id=default"]
-        for value in extra:
-            args += ["-v", value]
-        done = await asyncio.create_subprocess_exec(
-            *args, "-f", str(SQL_DIR / f"{name}.sql"),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PGOPTIONS": "-c role=lineage_app -c lineage.tenant_id=default "
-                 f"-c lineage.tenant_token={token}"},
-        )  # fmt: skip
-        stdout, stderr = await asyncio.wait_for(done.communicate(), 60)
-        assert done.returncode == 0, stderr.decode()
-        outputs[name] = stdout.decode()
+        given = dict(value.split("=", 1) for value in extra)
+        outputs[name] = await run_psql(
+            database_url, SQL_DIR / f"{name}.sql", {"tenant_id": "default", **given}
+        )
     assert "(0 rows)" in outputs["claim_capture_text"]  # captured already: kept as it was
     assert "summary_1" in outputs["claim_text"]
     assert (

@@ -3,6 +3,17 @@
 Each file runs as-is with `psql -v name=value -f sql/NAME.sql`; here its psql variables
 (`:'name'` quoted, `:name` bare) become positional bind parameters, so no value is ever
 spliced into SQL text.
+
+SQL that several queries share (the step of a walk up or down the graph) is written once, in
+`sql/include/NAME.sql`. A query takes it in an include region, which the loader fills with the
+fragment, so that every query runs the one text; the copy in the file is what psql runs:
+
+    -- include: walk_down
+    ...
+    -- end include: walk_down
+
+After changing a fragment, `python -m lineage.db.include_sql` rewrites the copies;
+tests/test_sql_includes.py fails while a file differs from what the loader runs.
 """
 
 import re
@@ -12,10 +23,18 @@ from pathlib import Path
 
 # Inside the package, so that a wheel install carries the queries it runs.
 SQL_DIR = Path(str(resources.files("lineage") / "sql"))
+INCLUDE_DIR = SQL_DIR / "include"
 
 # `::type` casts are not variables; psql's own `:{?name}` and backslash commands are not used.
 _VARIABLE = re.compile(r"(?<![:\w]):(?:'(?P<quoted>\w+)'|(?P<bare>[A-Za-z_]\w*))")
 _NAME = re.compile(r"^--\s*name:\s*(\S+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"^[ \t]*-- include: \w+[ \t]*$", re.MULTILINE)
+_REGION = re.compile(
+    r"^(?P<open>(?P<indent>[ \t]*)-- include: (?P<name>\w+)[ \t]*\n)"
+    r".*?"
+    r"^(?P<close>(?P=indent)-- end include: (?P=name)[ \t]*\n)",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
@@ -54,10 +73,35 @@ def parse(text: str, fallback_name: str) -> NamedQuery:
     return NamedQuery(name, description, text, sql, tuple(parameters))
 
 
+def fragments(directory: Path = INCLUDE_DIR) -> dict[str, str]:
+    """Each shared fragment's SQL by name: its file without the comment lines heading it."""
+    found: dict[str, str] = {}
+    for path in sorted(directory.glob("*.sql")):
+        lines = path.read_text().splitlines(keepends=True)
+        first = next((i for i, line in enumerate(lines) if not line.startswith("--")), len(lines))
+        found[path.stem] = "".join(lines[first:])
+    return found
+
+
+def expand(text: str, includes: dict[str, str], where: str) -> str:
+    """The text with each include region holding its fragment, whatever it held."""
+
+    def fill(region: re.Match[str]) -> str:
+        if region["name"] not in includes:
+            raise ValueError(f"{where}: there is no {INCLUDE_DIR.name}/{region['name']}.sql")
+        return region["open"] + includes[region["name"]] + region["close"]
+
+    expanded, filled = _REGION.subn(fill, text)
+    if filled != len(_INCLUDE.findall(text)):
+        raise ValueError(f"{where}: an `-- include: NAME` line needs its `-- end include: NAME`")
+    return expanded
+
+
 def load(directory: Path = SQL_DIR) -> dict[str, NamedQuery]:
+    includes = fragments(directory / INCLUDE_DIR.name)
     queries: dict[str, NamedQuery] = {}
     for path in sorted(directory.glob("*.sql")):
-        query = parse(path.read_text(), path.stem)
+        query = parse(expand(path.read_text(), includes, path.name), path.stem)
         if query.name != path.stem:
             raise ValueError(f"{path} is headed '-- name: {query.name}'; name it {query.name}.sql")
         queries[query.name] = query

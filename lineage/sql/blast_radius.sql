@@ -18,6 +18,7 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
                           OR EXISTS (SELECT 1 FROM log_leaves AS l
                                      WHERE l.tenant_id = :'tenant_id'
                                        AND l.context_id = wanted.id)) AS ids) AS start
+  -- include: walk_down
   UNION ALL
     SELECT w.depth + 1, step.ids, w.seen || step.ids
     FROM walk AS w
@@ -38,6 +39,7 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+  -- end include: walk_down
 )
 SELECT found.*
 FROM (

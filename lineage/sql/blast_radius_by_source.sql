@@ -27,6 +27,7 @@ walk (depth, frontier, seen) AS (
     SELECT 0, ids.ids, ids.ids
     FROM (SELECT ARRAY(SELECT start.context_id FROM start) AS ids) AS ids
     WHERE NOT (SELECT yes FROM roots_only)
+  -- include: walk_down
   UNION ALL
     SELECT w.depth + 1, step.ids, w.seen || step.ids
     FROM walk AS w
@@ -47,6 +48,7 @@ walk (depth, frontier, seen) AS (
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+  -- end include: walk_down
 ),
 radius AS (
     SELECT listed.context_id, listed.kind, listed.depth, listed.truncated

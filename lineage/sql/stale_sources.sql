@@ -18,6 +18,7 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
                               AND newer.kind = 'document' AND newer.parent_ids = '{}'
                               AND (newer.created_at, newer.context_id)
                                   > (old.created_at, old.context_id))) AS ids) AS start
+  -- include: walk_down
   UNION ALL
     SELECT w.depth + 1, step.ids, w.seen || step.ids
     FROM walk AS w
@@ -38,6 +39,7 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+  -- end include: walk_down
 )
 SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,

@@ -26,11 +26,13 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
                        WHERE p.tenant_id = :'tenant_id'
                          AND p.context_id = :'context_id') AS ids) AS start
     WHERE cardinality(start.ids) > 0
+  -- include: walk_up
   UNION ALL
     SELECT w.depth + 1, step.ids, w.seen || step.ids
     FROM walk AS w
     CROSS JOIN LATERAL (
         SELECT ARRAY(
+            -- Upward: parents of the frontier, found by primary key.
             SELECT parent.id
             FROM provenance AS c CROSS JOIN LATERAL unnest(c.parent_ids) AS parent (id)
             WHERE c.tenant_id = :'tenant_id' AND c.context_id = ANY (w.frontier)
@@ -40,6 +42,7 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+  -- end include: walk_up
 ),
 hop AS MATERIALIZED (
     SELECT r.*, a.depth

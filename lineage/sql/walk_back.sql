@@ -11,6 +11,7 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
                        WHERE p.tenant_id = :'tenant_id'
                          AND p.context_id = :'context_id') AS ids) AS start
     WHERE cardinality(start.ids) > 0
+  -- include: walk_up
   UNION ALL
     SELECT w.depth + 1, step.ids, w.seen || step.ids
     FROM walk AS w
@@ -26,6 +27,7 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+  -- end include: walk_up
 )
 SELECT found.*
 FROM (

@@ -1,0 +1,93 @@
+"""SQL that several named queries share is written once, in lineage/sql/include/, and the loader
+fills it into each query's include region: every file is what the service runs, so psql runs it
+as it is; no walk is written out anywhere else; and each file with a walk, run by psql, lists
+what the service answers."""
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lineage.db.database import Database
+from lineage.db.queries import QUERIES, SQL_DIR, expand, fragments
+from lineage.services import walks
+from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, load_incident
+from lineage.settings import Settings
+from lineage.store.postgres import PostgresStore
+from tests.psql import run_psql
+
+INCLUDE = re.compile(r"^[ \t]*-- include: (\w+)$", re.MULTILINE)
+REGION = re.compile(r"^[ \t]*-- include: (\w+)\n.*?^[ \t]*-- end include: \1\n", re.M | re.S)
+# They carry their walk written out until they take the include.
+WRITTEN_OUT = {"invalidate_by_index_snapshot.sql", "invalidate_by_transform_version.sql"}
+# What each query with a walk is asked, on the demo incident, besides tenant and max_depth.
+ASKED: dict[str, dict[str, Any]] = {
+    "walk_back": {"context_id": ANSWER_ID},
+    "suspicious_hops": {"context_id": ANSWER_ID},
+    "blast_radius": {"context_ids": ["doc_contractors_v1"], "kind": "all"},
+    "blast_radius_by_source": {"source_uri": CONTRACTOR_POLICY, "kind": "all"},
+    "blast_radius_ids_by_source": {"source_uri": CONTRACTOR_POLICY, "kind": "all"},
+    "stale_sources": {"source_uri": "any", "kind": "all"},
+}
+
+
+def sql_files() -> list[Path]:
+    return sorted(SQL_DIR.glob("*.sql"))
+
+
+def test_every_file_is_what_the_service_runs() -> None:
+    differ = [path.name for path in sql_files() if path.read_text() != QUERIES[path.stem].text]
+    assert differ == [], (
+        f"{differ}: an include region differs from its fragment in lineage/sql/include/; "
+        "run python -m lineage.db.include_sql"
+    )
+
+
+def test_each_walk_is_written_once() -> None:
+    shared = fragments()
+    users = {
+        name: sorted(path.stem for path in sql_files() if name in INCLUDE.findall(path.read_text()))
+        for name in shared
+    }
+    assert users == {
+        "walk_down": sorted(set(ASKED) - {"walk_back", "suspicious_hops"}),
+        "walk_up": ["suspicious_hops", "walk_back"],
+    }
+    for path in sql_files():
+        if path.name in WRITTEN_OUT:
+            continue
+        outside = REGION.sub("", path.read_text())
+        for name, text in shared.items():
+            lines = {line.strip() for line in text.splitlines() if len(line.strip()) >= 30}
+            written_out = sorted(line for line in lines if line in outside)
+            assert written_out == [], f"{path.name} writes out lines of include/{name}.sql"
+
+
+def test_a_region_holds_its_fragment_whatever_it_held() -> None:
+    shared = {"step": "  UNION ALL SELECT 1\n"}
+    stale = "WITH x AS (\n  -- include: step\n  an old copy\n  -- end include: step\n)\n"
+    filled = "WITH x AS (\n  -- include: step\n  UNION ALL SELECT 1\n  -- end include: step\n)\n"
+    assert expand(stale, shared, "made-up.sql") == filled
+    with pytest.raises(ValueError, match="needs its `-- end include: NAME`"):
+        expand("  -- include: step\n  SELECT 1\n", shared, "made-up.sql")
+    with pytest.raises(ValueError, match=r"there is no include/other\.sql"):
+        expand("  -- include: other\n  -- end include: other\n", shared, "made-up.sql")
+
+
+def psql_value(value: Any) -> str:
+    return "{" + ",".join(value) + "}" if isinstance(value, list) else str(value)
+
+
+@pytest.mark.parametrize("name", sorted(ASKED))
+async def test_each_walk_file_runs_under_psql_and_lists_what_the_service_answers(
+    name: str, database_url: str, store: PostgresStore, database: Database, settings: Settings
+) -> None:
+    await load_incident(store)
+    values = {"tenant_id": "default", "max_depth": 20, **ASKED[name]}
+    served = [row["context_id"] for row in await walks.run(database, settings, name, **values)]
+    printed = await run_psql(
+        database_url, SQL_DIR / f"{name}.sql", {k: psql_value(v) for k, v in values.items()}, "-At"
+    )
+    assert served
+    assert [line.split("|")[0] for line in printed.splitlines()] == served
