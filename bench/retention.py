@@ -3,12 +3,14 @@ as fast, and how long expiring a month takes.
 
     python -m bench.retention --size 100k --server-url postgresql://postgres@127.0.0.1:5432/postgres
 
-Loads the synthetic DAG (bench/dag.py: 90 days from 2026-01-01, so three months) three times,
-and times walk-backs, lookups by id and the append's parent check on each (medians over the
-same picks):
+Loads the synthetic DAG (bench/dag.py: 90 days from 2026-01-01, so three months) into three
+databases, and times walk-backs, lookups by id and the append's parent check on each, every call
+on the three in turn so that the machine's load weighs on them alike (medians over the same
+picks):
 - unpartitioned: a database at the revision before partitioning (0015);
-- one partition: the same database migrated to the head with no retention period (0016 moves
-  every row into month partitions, 0018 into one open partition; both copies are timed);
+- one partition: a database at the head with no retention period (with --time-migration, loaded
+  at 0015 and migrated: 0016 moves every row into month partitions, 0019 into one open
+  partition, and the migration is timed);
 - month partitions: a database at the head with a one-month period set before the load and the
   months from January 2026 to two months past today made, as a year of a running service with
   a 12-month period would have them; then batch appends, and expiring January (`lineage
@@ -60,7 +62,7 @@ class Figures:
     before: Timings
     one: Timings  # no period: one open partition
     months: Timings  # a period set: a partition per month
-    migrate_s: float
+    migrate_s: float | None  # None: not timed
     month_records: int
     expiry_s: float
     receipt: dict[str, Any] = field(default_factory=dict)
@@ -97,7 +99,9 @@ class Figures:
                 f"records/s | {m.append_records_per_s:,.0f} records/s |",
                 "",
                 f"Migrating the {self.records:,} unpartitioned records to the head (0016 into "
-                f"month partitions, then 0018 into one): {self.migrate_s:.1f} s.",
+                f"month partitions, then 0019 into one): {self.migrate_s:.1f} s."
+                if self.migrate_s is not None
+                else "(The migration of unpartitioned records was not timed: --time-migration.)",
                 "",
                 f"Expiring January 2026 ({self.month_records:,} records, and their signatures, "
                 f"edges and root sources) with `lineage retention apply`: {self.expiry_s:.2f} s.",
@@ -106,23 +110,25 @@ class Figures:
         )  # fmt: skip
 
 
-async def _median(calls: list[Callable[[], Awaitable[Any]]]) -> float:
-    samples = []
-    for _ in range(REPEAT):
-        for call in calls:
-            started = time.perf_counter()
-            await call()
-            samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
-
-
 async def _fetch(pool: asyncpg.Pool, name: str, **values: Any) -> None:
     async with db.transaction(pool, "default") as connection:
         await db.fetch(connection, name, tenant_id="default", **values)
 
 
-async def measure_reads(url: str, answers: list[str], tag: str, appends: bool) -> Timings:
-    owner = await asyncpg.connect(url)
+@dataclass
+class Layout:
+    """One loaded database and the calls timed on it."""
+
+    url: str
+    answers: list[str]
+    appends: bool
+    timings: Timings = field(default_factory=Timings)
+
+
+async def _calls(
+    layout: Layout, pool: asyncpg.Pool
+) -> dict[str, list[Callable[[], Awaitable[Any]]]]:
+    owner = await asyncpg.connect(layout.url)
     try:
         await owner.execute("VACUUM ANALYZE")
         chunks = [
@@ -132,36 +138,57 @@ async def measure_reads(url: str, answers: list[str], tag: str, appends: bool) -
                 "ORDER BY md5(context_id) LIMIT 1000"
             )
         ]
-        partitions = await owner.fetchval(
+        layout.timings.partitions = await owner.fetchval(
             "SELECT count(*) FROM pg_inherits WHERE inhparent = 'provenance'::regclass"
         )
     finally:
         await owner.close()
-    pool = await db.create_pool(url, max_size=2)
+    return {
+        "walk_back_ms": [
+            partial(_fetch, pool, "walk_back", context_id=a, max_depth=20) for a in layout.answers
+        ],
+        "lookup_ms": [partial(_fetch, pool, "get_contexts", context_ids=[c]) for c in chunks[:50]],
+        "parent_check_ms": [
+            partial(_fetch, pool, "stored_root_sources", context_ids=chunks[i : i + 100])
+            for i in range(0, 1000, 100)
+        ],
+    }
+
+
+async def measure_interleaved(layouts: list[Layout]) -> None:
+    """Each call on every layout in turn, REPEAT times, so that the machine's load weighs on
+    all of them alike; medians into each layout's timings. Then batch appends, interleaved."""
+    pools = [await db.create_pool(layout.url, max_size=2) for layout in layouts]
     try:
-        timings = Timings(partitions=partitions)
-        timings.walk_back_ms = await _median(
-            [partial(_fetch, pool, "walk_back", context_id=a, max_depth=20) for a in answers]
-        )
-        timings.lookup_ms = await _median(
-            [partial(_fetch, pool, "get_contexts", context_ids=[c]) for c in chunks[:50]]
-        )
-        timings.parent_check_ms = await _median(
-            [
-                partial(_fetch, pool, "stored_root_sources", context_ids=chunks[i : i + 100])
-                for i in range(0, 1000, 100)
-            ]
-        )
-        if appends:  # the append path of this code writes the partitioned layouts only
-            generated = proposals(ingest_rows(5000, f"append_{tag}", "default"))
-            store = PostgresStore(Database(pool, Settings()), "default")
-            started = time.perf_counter()
-            for start in range(0, len(generated), 500):
-                await store.append(generated[start : start + 500])
-            timings.append_records_per_s = len(generated) / (time.perf_counter() - started)
-        return timings
+        calls = [await _calls(layout, pool) for layout, pool in zip(layouts, pools, strict=True)]
+        for question in calls[0]:
+            samples: list[list[float]] = [[] for _ in layouts]
+            for _ in range(REPEAT):
+                for index in range(len(calls[0][question])):
+                    for taken, layout_calls in zip(samples, calls, strict=True):
+                        started = time.perf_counter()
+                        await layout_calls[question][index]()
+                        taken.append((time.perf_counter() - started) * 1000)
+            for layout, taken in zip(layouts, samples, strict=True):
+                setattr(layout.timings, question, statistics.median(taken))
+        appending = [(layout, pool) for layout, pool in zip(layouts, pools, strict=True)
+                     if layout.appends]  # fmt: skip
+        batches = {
+            id(layout): proposals(ingest_rows(5000, f"append_{number}", "default"))
+            for number, (layout, _) in enumerate(appending)
+        }
+        spent = {id(layout): 0.0 for layout, _ in appending}
+        for start in range(0, 5000, 500):
+            for layout, pool in appending:
+                store = PostgresStore(Database(pool, Settings()), "default")
+                started = time.perf_counter()
+                await store.append(batches[id(layout)][start : start + 500])
+                spent[id(layout)] += time.perf_counter() - started
+        for layout, _ in appending:
+            layout.timings.append_records_per_s = 5000 / spent[id(layout)]
     finally:
-        await pool.close()
+        for pool in pools:
+            await pool.close()
 
 
 async def _loaded(url: str, records: int) -> tuple[list[str], int]:
@@ -174,18 +201,23 @@ async def _loaded(url: str, records: int) -> tuple[list[str], int]:
         await owner.close()
 
 
-async def measure(records: int, server_url: str) -> Figures:
+async def measure(records: int, server_url: str, time_migration: bool) -> Figures:
+    names = [f"{DBNAME}_{layout}" for layout in ("before", "one", "months")]
     try:
-        url = await recreate(server_url, DBNAME, BEFORE_PARTITIONS)
-        answers, records = await _loaded(url, records)
-        before = await measure_reads(url, answers, "before", appends=False)
-        started = time.perf_counter()
-        migrate(url)
-        migrate_s = time.perf_counter() - started
-        one = await measure_reads(url, answers, "one", appends=True)
+        before_url = await recreate(server_url, names[0], BEFORE_PARTITIONS)
+        answers, records = await _loaded(before_url, records)
+        one_url = await recreate(
+            server_url, names[1], BEFORE_PARTITIONS if time_migration else "head"
+        )
+        await _loaded(one_url, records)
+        migrate_s = None
+        if time_migration:
+            started = time.perf_counter()
+            migrate(one_url)
+            migrate_s = time.perf_counter() - started
 
-        url = await recreate(server_url, DBNAME)
-        owner = await Database.connect(Settings(), url, max_size=2, as_owner=True)
+        months_url = await recreate(server_url, names[2])
+        owner = await Database.connect(Settings(), months_url, max_size=2, as_owner=True)
         try:
             await retention.set_policy(owner, 1)
             async with owner.connection() as connection:
@@ -194,9 +226,15 @@ async def measure(records: int, server_url: str) -> Figures:
                 )
         finally:
             await owner.close()
-        answers, _ = await _loaded(url, records)
-        months = await measure_reads(url, answers, "months", appends=True)
-        owner = await Database.connect(Settings(), url, max_size=2, as_owner=True)
+        await _loaded(months_url, records)
+
+        layouts = [
+            Layout(before_url, answers, appends=False),
+            Layout(one_url, answers, appends=True),
+            Layout(months_url, answers, appends=True),
+        ]
+        await measure_interleaved(layouts)
+        owner = await Database.connect(Settings(), months_url, max_size=2, as_owner=True)
         try:
             month_records = await owner.pool.fetchval("SELECT count(*) FROM provenance_p2026_01")
             started = time.perf_counter()
@@ -204,9 +242,11 @@ async def measure(records: int, server_url: str) -> Figures:
             expiry_s = time.perf_counter() - started
         finally:
             await owner.close()
+        before, one, months = (layout.timings for layout in layouts)
         return Figures(records, before, one, months, migrate_s, month_records, expiry_s, receipt)
     finally:
-        await drop(server_url, DBNAME)
+        for name in names:
+            await drop(server_url, name)
 
 
 def main() -> None:
@@ -214,8 +254,14 @@ def main() -> None:
     parser.add_argument("--size", default="100k", help="100k, 1M or a number of records")
     parser.add_argument("--server-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--output", type=Path, default=Path("bench/RESULTS-retention.md"))
+    parser.add_argument(
+        "--time-migration", action="store_true",
+        help="load the one-partition database unpartitioned and time migrating it to the head",
+    )  # fmt: skip
     arguments = parser.parse_args()
-    figures = asyncio.run(measure(parse_size(arguments.size), arguments.server_url))
+    figures = asyncio.run(
+        measure(parse_size(arguments.size), arguments.server_url, arguments.time_migration)
+    )
     text = figures.markdown(arguments.server_url.rsplit("@", 1)[-1])
     arguments.output.write_text(text)
     print(text)
