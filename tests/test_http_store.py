@@ -1,10 +1,12 @@
-"""The SDK's HTTP store against a real server: a refusal comes back as the error class its
-problem's rule names (lineage/core/errors.py), an answer the service could not give now as
-StoreUnavailable; a spool raises a batch the API will never take instead of keeping it."""
+"""The SDK's HTTP store (and the log's auditor) against a real server: a refusal comes back as
+the error class its problem's rule names (lineage/core/errors.py), an answer the service could
+not give now as StoreUnavailable; a spool raises a batch the API will never take instead of
+keeping it."""
 
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from lineage.api.app import create_app
@@ -15,6 +17,7 @@ from lineage.services import auth
 from lineage.settings import Settings
 from lineage.store.http import HttpStore
 from lineage.store.spool import SpoolingStore
+from lineage.verifiable_log.audit import HttpSource
 from tests import live_server
 
 FORGED = "lk_0000000000000000_forged"
@@ -74,3 +77,11 @@ async def test_a_spool_raises_a_batch_too_large_for_the_api(
     finally:
         await spooling.aclose()
         await remote.aclose()
+
+
+async def test_the_logs_auditor_reads_an_answer_the_same_way(server: str) -> None:
+    """What `lineage log verify` reads over HTTP: a refused key is Unauthorized, not an outage."""
+    forged = {"Authorization": f"Bearer {FORGED}"}
+    async with httpx.AsyncClient(base_url=server, headers=forged) as client:
+        with pytest.raises(Unauthorized):
+            await HttpSource(client).checkpoint()

@@ -60,13 +60,17 @@ class HttpStore:
 
 
 def refusal(response: httpx.Response) -> LineageError:
-    """The error an error answer stands for. One the service could not give now (a 5xx, or 429
-    when it sheds load) is StoreUnavailable whatever its rule, so that a spool keeps the records
-    and a retry may take them; any other is the class its problem's rule names."""
-    if response.status_code >= 500 or response.status_code == TOO_MANY_REQUESTS:
-        return StoreUnavailable(f"lineage API answered {response.status_code}")
+    """The error an error answer of the API stands for (here and for the log's auditor). One the
+    service could not give now (a 5xx, or 429 when it sheds load) is StoreUnavailable whatever
+    its rule, so that a spool keeps the records and a retry may take them; any other is the
+    class its problem's rule names."""
     try:
         problem = response.json()
     except ValueError:  # not problem+json: a proxy's page, say
         problem = {}
-    return error_of_answer(response.status_code, problem if isinstance(problem, dict) else {})
+    problem = problem if isinstance(problem, dict) else {}
+    status = response.status_code
+    if status >= 500 or status == TOO_MANY_REQUESTS:
+        detail = problem.get("detail") or response.text[:200]
+        return StoreUnavailable(f"lineage API answered {status}: {detail}")
+    return error_of_answer(status, problem)

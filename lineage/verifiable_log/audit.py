@@ -26,6 +26,7 @@ from lineage.core.errors import BadParameter, NotConsistent, NotFound, ProofErro
 from lineage.core.record import ContextRecord
 from lineage.db.database import Database
 from lineage.settings import Settings
+from lineage.store.http import refusal
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.checkpoint import Checkpoint, VerifierKey
 from lineage.verifiable_log.storage import InclusionProof
@@ -99,16 +100,10 @@ class HttpSource:
             response = await self.client.get(path, params=params)
         except httpx.HTTPError as exc:
             raise StoreUnavailable(f"lineage API unreachable: {exc!r}") from exc
-        if response.is_success:
-            body: dict[str, Any] = response.json()
-            return body
-        is_problem = response.headers.get("content-type", "").startswith("application/")
-        detail = response.json().get("detail", response.text) if is_problem else response.text
-        if response.status_code == 404:
-            raise NotFound(detail)
-        if response.status_code == 422:
-            raise BadParameter(detail)
-        raise StoreUnavailable(f"lineage API answered {response.status_code}: {detail}")
+        if response.is_error:
+            raise refusal(response)
+        body: dict[str, Any] = response.json()
+        return body
 
     async def checkpoint(self) -> str:
         """The service brings the log up to date and signs if it grew."""
