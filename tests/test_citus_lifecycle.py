@@ -1,14 +1,17 @@
 """The data lifecycle on Citus (tests/citus_cluster.py, default settings, after `lineage
-distribute`): tenant deletion leaves no row of the tenant on any shard and the other tenant
-whole; export then import gives the same walks; retention drops a month's partitions on every
-worker."""
+distribute`): `lineage tenant delete` leaves no row of the tenant on any shard and the other
+tenant whole; export then import gives the same walks; retention drops a month's partitions on
+every worker; the coordinator's dump, restored and distributed again, verifies (the backup
+runbook's Citus steps)."""
 
 import asyncio
 import json
+import subprocess
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import psycopg
 import pytest
 from typer.testing import CliRunner
@@ -19,11 +22,13 @@ from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.services import auth, retention, walks
 from lineage.services.demo import ANSWER_ID, load_incident
-from lineage.services.tenant_deletion import delete_tenant
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, insert_records
-from tests.citus_cluster import CitusCluster
+from tests.citus_cluster import PG15_BIN, CitusCluster
+from tests.conftest import database_at
+from tests.test_backup import posture
 from tests.test_retention import NEW_RECORDS, OLD, OLD_MONTH, OLD_RECORDS, PARTITIONED
+from tests.test_tenant_deletion import fill_tenant, rows_per_table
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
@@ -43,56 +48,45 @@ async def _pools(url: str) -> tuple[Database, Database]:
     return owner, await Database.connect(settings, url, max_size=2)
 
 
-def tenant_rows(url: str, tenant_id: str) -> dict[str, int]:
-    """Rows of the tenant in every distributed table (the parents: partitions are in them)."""
-    with psycopg.connect(url) as coordinator:
-        tables = [
-            name
-            for (name,) in coordinator.execute(
-                "SELECT logicalrelid::regclass::text FROM pg_dist_partition AS d "
-                "JOIN pg_class AS c ON c.oid = d.logicalrelid "
-                "WHERE d.partmethod = 'h' AND NOT c.relispartition ORDER BY 1"
-            ).fetchall()
-        ]
-        coordinator.execute("SELECT set_config('lineage.tenant_id', %s, false)", (tenant_id,))
-        return {
-            table: coordinator.execute(
-                f"SELECT count(*) FROM {table} WHERE tenant_id = %s",  # names from the catalog
-                (tenant_id,),
-            ).fetchone()[0]  # type: ignore[index]
-            for table in tables
-        }
-
-
-async def _load_two(url: str) -> None:
-    owner, pool = await _pools(url)
+async def _rows(url: str, tenant_id: str) -> dict[str, int]:
+    """Rows of the tenant in every table with a tenant_id column, found by catalog (the
+    parents: partitions are in them; Citus's shards are behind the distributed tables)."""
+    owner = await asyncpg.connect(url)
     try:
-        for tenant in ("doomed", "kept"):
-            await auth.create_tenant(owner, tenant)
-            await load_incident(PostgresStore(pool, tenant))
+        return await rows_per_table(owner, tenant_id)
     finally:
-        await pool.close()
         await owner.close()
 
 
-def test_tenant_deletion_on_citus_leaves_nothing_of_the_tenant(citus_url: str) -> None:
-    asyncio.run(_load_two(citus_url))
-    before = tenant_rows(citus_url, "kept")
-    assert before["provenance"] > 10 and before["record_signatures"] == before["provenance"]
-    assert tenant_rows(citus_url, "doomed")["provenance"] == before["provenance"]
+async def _fill_two(url: str) -> None:
+    owner, database = await _pools(url)
+    try:
+        for tenant in ("doomed", "kept"):
+            await fill_tenant(database, owner, tenant)
+    finally:
+        await database.close()
+        await owner.close()
 
-    async def delete() -> dict[str, object]:
-        owner, pool = await _pools(citus_url)
-        try:
-            return await delete_tenant(owner, "doomed")
-        finally:
-            await pool.close()
-            await owner.close()
 
-    receipt = asyncio.run(delete())
-    assert receipt["rows"]["provenance"] == before["provenance"]  # type: ignore[index]
-    assert set(tenant_rows(citus_url, "doomed").values()) == {0}
-    assert tenant_rows(citus_url, "kept") == before
+def test_lineage_tenant_delete_on_citus_leaves_nothing_of_the_tenant(citus_url: str) -> None:
+    asyncio.run(_fill_two(citus_url))
+    doomed, kept = (asyncio.run(_rows(citus_url, tenant)) for tenant in ("doomed", "kept"))
+    assert [table for table, count in doomed.items() if count == 0] == [
+        "log_queue",
+        "tenant_deleting",
+    ], "the fixture leaves a table unfilled"
+
+    env = {"LINEAGE_DATABASE_URL": citus_url}
+    deleted = CliRunner().invoke(
+        cli.app, ["tenant", "delete", "doomed", "--confirm", "doomed"], env=env
+    )
+    assert deleted.exit_code == 0, deleted.output
+    receipt = json.loads(deleted.stdout)
+    assert receipt["rows"] == {t: n for t, n in doomed.items() if t != "tenant_deleting"}
+    assert set(asyncio.run(_rows(citus_url, "doomed")).values()) == {0}
+    assert asyncio.run(_rows(citus_url, "kept")) == kept
+    audited = CliRunner().invoke(cli.app, ["audit", "operator"], env=env)
+    assert '"action": "tenant_delete"' in audited.stdout and '"target": "doomed"' in audited.stdout
 
 
 def test_export_then_import_on_citus_gives_the_same_walks(citus_url: str, tmp_path: Path) -> None:
@@ -162,7 +156,7 @@ def test_a_period_closes_the_open_partition_on_citus(citus_url: str) -> None:
     partitions, walked = asyncio.run(shape())
     assert partitions[0].startswith("provenance_p_until_") and len(partitions) == 3
     assert len(walked.nodes) > 5 and not walked.truncated
-    assert tenant_rows(citus_url, "kept")["provenance"] > 10
+    assert asyncio.run(_rows(citus_url, "kept"))["provenance"] > 10
 
 
 def test_retention_drops_a_month_on_citus(citus: CitusCluster) -> None:
@@ -204,3 +198,58 @@ def test_retention_drops_a_month_on_citus(citus: CitusCluster) -> None:
             (f"%_p{OLD_MONTH}",),
         ).fetchone()
     assert left == (0,) and shards == (0,)
+
+
+def test_a_restored_dump_of_the_coordinator_verifies_once_distributed(
+    citus: CitusCluster, citus_url: str, tmp_path: Path
+) -> None:
+    """runbooks/backup.md on Citus: the coordinator's dump holds every row (Citus's COPY reads
+    the shards) as plain tables; restored into a new database of the cluster and distributed
+    again, its log verifies under the checkpoint saved before the dump, and its grants,
+    policies and triggers are the original's."""
+    runner = CliRunner()
+    checkpoint, dump = tmp_path / "checkpoint-kept.txt", tmp_path / "lineage.dump"
+    env = {"LINEAGE_DATABASE_URL": citus_url}
+    saved = runner.invoke(
+        cli.app, ["log", "checkpoint", "--tenant", "kept", "--out", str(checkpoint)], env=env
+    )
+    assert saved.exit_code == 0, saved.output
+    subprocess.run(
+        [str(PG15_BIN / "pg_dump"), "--format=custom", f"--file={dump}", citus_url], check=True
+    )
+    restored = citus.create_database("lineage_citus_restored")
+    subprocess.run(
+        [str(PG15_BIN / "pg_restore"), "--exit-on-error", f"--dbname={restored}", str(dump)],
+        check=True,
+    )
+    env = {"LINEAGE_DATABASE_URL": restored}
+    for argv in (
+        ["distribute"],
+        ["log", "verify", ANSWER_ID, "--checkpoint", str(checkpoint)],
+        ["log", "monitor", "--old", str(checkpoint)],
+    ):
+        done = runner.invoke(cli.app, argv, env=env)
+        assert done.exit_code == 0, f"{argv}: {done.output}"
+    assert distributed(restored) == distributed(citus_url)
+    assert posture(restored) == posture(citus_url)
+    assert asyncio.run(_rows(restored, "kept")) == asyncio.run(_rows(citus_url, "kept"))
+    asyncio.run(_check_confined(restored))
+
+
+def distributed(url: str) -> list[tuple[str, str]]:
+    """Each Citus table and how it is placed: by tenant_id ('h') or on every node ('n')."""
+    with psycopg.connect(url) as coordinator:
+        return coordinator.execute(
+            "SELECT logicalrelid::regclass::text, partmethod FROM pg_dist_partition ORDER BY 1"
+        ).fetchall()
+
+
+async def _check_confined(url: str) -> None:
+    """The application role sees its tenant's records only, and cannot change one."""
+    async with database_at(url, max_size=1) as database:
+        async with database.tenant("someone_else") as tx:
+            assert await tx.connection.fetchval("SELECT count(*) FROM provenance") == 0
+        async with database.tenant("kept") as tx:
+            assert await tx.connection.fetchval("SELECT count(*) FROM provenance") > 10
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await tx.connection.execute("UPDATE provenance SET kind = 'answer'")
