@@ -111,12 +111,24 @@ def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 async def explain(owner: asyncpg.Connection, name: str, **values: Any) -> list[dict[str, Any]]:
     """Every node of the query's plan. ANALYZE because a WorkTable Scan sets up its projection,
     and so the step's SubPlan, only when it runs: plain EXPLAIN leaves the step out."""
-    query = QUERIES[name]
     async with owner.transaction():
-        await owner.execute("SET LOCAL jit = off")
-        text = await owner.fetchval(
-            f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) {query.sql}", *query.arguments(values)
-        )
+        return await _explained(owner, name, values)
+
+
+async def explain_as_app(pool: asyncpg.Pool, name: str, **values: Any) -> list[dict[str, Any]]:
+    """The same as the application role, row security on."""
+    async with db.transaction(pool, values["tenant_id"]) as connection:
+        return await _explained(connection, name, values)
+
+
+async def _explained(
+    connection: asyncpg.Connection, name: str, values: dict[str, Any]
+) -> list[dict[str, Any]]:
+    query = QUERIES[name]
+    await connection.execute("SET LOCAL jit = off")
+    text = await connection.fetchval(
+        f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) {query.sql}", *query.arguments(values)
+    )
     document = json.loads(text) if isinstance(text, str) else text
     return list(plan_nodes(document[0]["Plan"]))
 
@@ -487,6 +499,39 @@ async def test_children_are_edge_probes_on_a_tenant_appended_since_the_last_anal
         node["Index Cond"] for node in probes
     ]
     assert not seq_scans_of_the_records(down), shapes
+
+
+async def test_invalidation_probes_the_edges_and_never_filters_by_the_whole_frontier(
+    store: PostgresStore, owner: asyncpg.Connection, pool: asyncpg.Pool
+) -> None:
+    """Row security checked once a level, not once per probed id; with statistics from before
+    the tenant's records, the level is at worst a scan of its edges, never a filter comparing
+    each of them with the whole frontier (`= ANY (w.frontier)`: quadratic)."""
+    await owner.execute("ANALYZE provenance, provenance_children")
+    chunked: dict[str, Any] = {"transform": "chunker", "version": "1", "index_snapshot": "idx_fan"}
+    await derive_many(
+        store, [dataclasses.replace(i, **chunked) if i.kind == "chunk" else i for i in fan()]
+    )
+    starts = {"transform_version": "chunker@1", "index_snapshot": "idx_fan"}
+    names = [*walks.IMPACT_QUERIES.values(), *walks.IMPACT_ID_QUERIES.values()]
+    invalidations = {name: starts for name in names if name.startswith("invalidate")}
+    assert len(invalidations) == 4
+    for fresh in (False, True):
+        if fresh:
+            await owner.execute("VACUUM ANALYZE provenance, provenance_children")
+        for name in invalidations:
+            wanted = set(QUERIES[name].parameters)
+            start = {k: v for k, v in starts.items() if k in wanted}
+            plan = await explain_as_app(
+                pool, name, tenant_id="default", kind="answer", max_depth=20, **start
+            )
+            shapes = [(n["Node Type"], n.get("Index Cond"), n.get("Filter")) for n in plan]
+            assert not [s for s in shapes if "= ANY (w" in f"{s[1]} {s[2]}"], (name, shapes)
+            gated = [n for n in step_nodes(plan, "Node Type", "Result") if "One-Time Filter" in n]
+            assert len(gated) <= 1, (name, shapes)
+            if fresh:
+                edges = step_scans(plan, EDGES)
+                assert edges and all("parent_id = parent.id" in n["Index Cond"] for n in edges)
 
 
 async def test_plans_use_the_tenant_edges_down_and_the_primary_key_up(
@@ -1043,6 +1088,37 @@ async def test_invalidation_freshness_and_kind_filters_on_the_demo(
     assert depths(everything.json()["nodes"]) == stale | {"verdict_1": 5}
     summary = (await client.get("/v1/freshness")).json()["summary"]
     assert "verdict" not in summary["counts_by_kind"]
+
+
+async def test_invalidation_ids_are_the_records_rows_and_download_as_a_file(
+    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, client: httpx.AsyncClient
+) -> None:
+    await load_incident(store)
+    database = Database(pool, Settings())
+    for parameter, value in (
+        ("transform_version", "chunker@1.4"),
+        ("index_snapshot", "idx_2026_08_01"),
+    ):
+        for kind in ("answer", "any", "all"):
+            values = {"tenant_id": "default", "kind": kind, "max_depth": 20, parameter: value}
+            records = await walks.run(database, settings, walks.IMPACT_QUERIES[parameter], **values)
+            ids = await walks.run(database, settings, walks.IMPACT_ID_QUERIES[parameter], **values)
+            columns = ("context_id", "kind", "depth", "truncated", "expired")
+            assert [[r[c] for c in columns] for r in ids] == [
+                [r[c] for c in columns] for r in records
+            ]
+            assert records, (parameter, kind)
+        response = await client.get(
+            "/v1/impact/ids", params={parameter: value, "kind": "answer", "format": "json"}
+        )
+        assert response.status_code == 200, response.text
+        document = response.json()
+        assert document["start"] == {parameter: value}
+        assert [(r["context_id"], r["depth"]) for r in document["records"]] == [(ANSWER_ID, 3)]
+        both = await client.get(
+            "/v1/impact/ids", params={parameter: value, "source_uri": CONTRACTOR_POLICY}
+        )
+        assert both.status_code == 422 and "exactly one of" in both.json()["detail"]
 
 
 async def test_list_contexts_kind_all_lists_every_kind(

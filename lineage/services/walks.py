@@ -26,7 +26,12 @@ IMPACT_QUERIES = {
 }
 # A blast radius as ids, kinds and depths, for listings that need no record: by source_uri
 # this reads no provenance row at all.
-IMPACT_ID_QUERIES = {"context_ids": "blast_radius", "source_uri": "blast_radius_ids_by_source"}
+IMPACT_ID_QUERIES = {
+    "context_ids": "blast_radius",
+    "source_uri": "blast_radius_ids_by_source",
+    "transform_version": "invalidate_ids_by_transform_version",
+    "index_snapshot": "invalidate_ids_by_index_snapshot",
+}
 
 
 def truncated_reason(truncated: bool, expired: bool) -> str | None:

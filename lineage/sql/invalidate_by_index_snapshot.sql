@@ -1,6 +1,7 @@
 -- name: invalidate_by_index_snapshot
--- For an index migration: what depends on anything built or served from :index_snapshot.
--- :kind is a kind (answer, summary, ...), 'any' (all but verdict and tombstone) or 'all'.
+-- For an index migration: what depends on anything built or served from :index_snapshot, as
+-- records. :kind is a kind (answer, summary, ...), 'any' (all but verdict and tombstone) or
+-- 'all'. sql/invalidate_ids_by_index_snapshot.sql lists the same rows as ids, kinds, depths.
 --   psql -v tenant_id=default -v index_snapshot=idx_2026_08_01 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_by_index_snapshot.sql
 WITH RECURSIVE walk (depth, frontier, seen) AS (
@@ -13,15 +14,14 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
     FROM walk AS w
     CROSS JOIN LATERAL (
         SELECT ARRAY(
-            -- Downward: children of the frontier, one probe of the tenant's edges per id
-            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE).
-            SELECT e.context_id
-            FROM unnest(w.frontier) AS parent (id)
-            CROSS JOIN LATERAL (
-                SELECT x.context_id FROM provenance_children AS x
-                WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
-                OFFSET 0
-            ) AS e
+            -- Downward: children of the frontier, joined to the tenant's edges at this level
+            -- so row security is checked once a level (a fenced probe per id re-checked it on
+            -- every partition: 0.5 ms an id); a join, never `= ANY (frontier)`, which stale
+            -- statistics turn into a filter comparing every edge with the whole frontier.
+            SELECT x.context_id
+            FROM provenance_children AS x
+            JOIN unnest(w.frontier) AS parent (id)
+              ON x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
             EXCEPT
             SELECT unnest(w.seen)
         ) AS ids
@@ -29,17 +29,18 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
 )
-SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
+SELECT r.context_id, w.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
        r.attributes,
        coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
                  WHERE b.depth = :max_depth + 1), false) AS truncated,
        -- Retention dropped some of the tenant's records: what derived from them is not found.
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
-FROM walk AS d
-CROSS JOIN LATERAL unnest(d.frontier) AS node (id)
+FROM walk AS w
+CROSS JOIN LATERAL unnest(w.frontier) AS node (id)
+-- Each reached record read once, for its kind.
 JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
-WHERE d.depth <= :max_depth
+WHERE w.depth <= :max_depth
   AND (r.kind = :'kind' OR :'kind' = 'all'
        OR (:'kind' = 'any' AND r.kind NOT IN ('verdict', 'tombstone')))
-ORDER BY d.depth, r.context_id;
+ORDER BY w.depth, r.context_id;

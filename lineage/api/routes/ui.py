@@ -253,20 +253,37 @@ async def download_impact_ids(
     settings: AppSettings,
     source_uri: str | None = None,
     context_id: str | None = None,
+    transform_version: str | None = None,
+    index_snapshot: str | None = None,
     kind: str = "any",
     file_format: Annotated[Literal["csv", "json"], Query(alias="format")] = "csv",
     max_depth: int | None = None,
 ) -> StreamingResponse:
-    """Every id of a blast radius as a file for a deletion or cache-invalidation job: CSV
-    (context_id, kind, depth, truncated) or JSON with a closing summary. Streamed, so any size;
-    a walk that fails midway cuts the transfer short instead of ending a plausible file."""
-    name, start = await _impact_start(database, settings, caller, source_uri, context_id)
+    """Every id of a blast radius (of a source_uri, a context, a transform version or an index
+    snapshot) as a file for a deletion or cache-invalidation job: CSV (context_id, kind, depth,
+    truncated) or JSON with a closing summary. Streamed, so any size; a walk that fails midway
+    cuts the transfer short instead of ending a plausible file."""
+    asked = {
+        "source_uri": source_uri,
+        "context_id": context_id,
+        "transform_version": transform_version,
+        "index_snapshot": index_snapshot,
+    }
+    given = {parameter: value for parameter, value in asked.items() if value is not None}
+    by_version_or_snapshot = given.keys() & {"transform_version", "index_snapshot"}
+    if by_version_or_snapshot and len(given) > 1:
+        raise BadParameter(f"give exactly one of {', '.join(asked)}")
+    if by_version_or_snapshot:
+        [parameter] = by_version_or_snapshot
+        name, start = walks.IMPACT_ID_QUERIES[parameter], given
+    else:
+        name, start = await _impact_start(database, settings, caller, source_uri, context_id)
     nodes = await started(walks.stream(
         database, settings, name,
         tenant_id=caller.tenant_id, kind=walks.check_kind(kind),
         max_depth=walks.check_depth(settings, max_depth), **start,
     ))  # fmt: skip
-    label = re.sub(r"[^A-Za-z0-9._-]+", "_", source_uri or context_id or "").strip("_")[:80]
+    label = re.sub(r"[^A-Za-z0-9._-]+", "_", next(iter(given.values()))).strip("_")[:80]
     disposition = f'attachment; filename="impact-{kind}-{label}.{file_format}"'
     if file_format == "csv":
         return StreamingResponse(
@@ -274,7 +291,6 @@ async def download_impact_ids(
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": disposition},
         )
-    given = {"source_uri": source_uri} if source_uri is not None else {"context_id": context_id}
     return StreamingResponse(
         chunked(_json_file(given, kind, nodes)),
         media_type="application/json",
