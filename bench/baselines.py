@@ -82,3 +82,22 @@ async def load_graph(connection: asyncpg.Connection, tenant_id: str) -> InMemory
     seconds = time.perf_counter() - started
     gc.collect()
     return InMemoryGraph(graph, seconds, resident_bytes() - before)
+
+
+# Classic invalidation: the blast radius's walk from every record a transform version made, or
+# every record built or served from an index snapshot, down to the answers.
+_TUTORIAL_INVALIDATION = """
+WITH RECURSIVE impact AS (
+    SELECT context_id, kind, 0 AS depth
+    FROM provenance
+    WHERE tenant_id = $1 AND {start} = $2
+  UNION
+    SELECT c.context_id, c.kind, i.depth + 1
+    FROM provenance AS c
+    JOIN impact AS i ON c.parent_ids @> ARRAY[i.context_id]
+    WHERE c.tenant_id = $1 AND i.depth < 20
+)
+SELECT DISTINCT context_id FROM impact WHERE kind = 'answer'
+"""
+TUTORIAL_INVALIDATION_BY_VERSION = _TUTORIAL_INVALIDATION.format(start="transform_version")
+TUTORIAL_INVALIDATION_BY_SNAPSHOT = _TUTORIAL_INVALIDATION.format(start="index_snapshot")
