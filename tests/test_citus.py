@@ -175,6 +175,35 @@ def test_distribute_places_every_table_and_says_so_twice_alike(citus_url: str) -
     assert "distributed by tenant_id, colocated" not in again.output
 
 
+def test_distribute_lets_lineage_captures_run_nested_where_migrate_could_not(
+    citus: CitusCluster,
+) -> None:
+    """A database migrated before CREATE EXTENSION citus has lineage_captures without its Citus
+    setting (a placeholder there, which only a superuser may set): distribute gives it one, on
+    the coordinator and on every worker."""
+    url = citus.create_database("lineage_citus_late")
+    try:
+        migrate(url)
+        with psycopg.connect(url, autocommit=True) as coordinator:
+            coordinator.execute(
+                "ALTER FUNCTION lineage_captures(text, text) "
+                "RESET citus.allow_nested_distributed_execution"
+            )
+            distribute(url)
+            settings = coordinator.execute(
+                "SELECT proconfig::text FROM pg_proc WHERE proname = 'lineage_captures'"
+            ).fetchone()
+            on_workers = coordinator.execute(
+                "SELECT result FROM run_command_on_workers($$SELECT proconfig::text FROM pg_proc "
+                "WHERE proname = 'lineage_captures'$$)"
+            ).fetchall()
+    finally:
+        citus.drop_database("lineage_citus_late")
+    nested = "citus.allow_nested_distributed_execution=on"
+    assert settings is not None and nested in settings[0]
+    assert len(on_workers) == 2 and all(nested in result for (result,) in on_workers), on_workers
+
+
 def test_every_tenant_table_is_distributed_by_tenant_id_colocated_with_provenance(
     loaded: tuple[str, str],
 ) -> None:

@@ -27,6 +27,13 @@ ACTIVITY_FUNCTIONS = (
     "pg_catalog.pg_stat_get_activity(integer), pg_catalog.pg_stat_get_backend_activity(integer)"
 )
 
+# lineage_captures runs a query on the worker holding a shard (see its file), which Citus allows
+# only with this setting; a migration run before CREATE EXTENSION citus left it out
+# (lineage.db.functions.loadable).
+NESTED_EXECUTION = (
+    "ALTER FUNCTION lineage_captures(text, text) SET citus.allow_nested_distributed_execution = on"
+)
+
 COLOCATION_TABLE = "tenants"
 REFERENCE_TABLES = ("api_keys",)
 # The triggers migrations made that Citus cannot keep; any other trigger stops distribute.
@@ -132,6 +139,8 @@ def distribute(url: str, progress: Progress = unwatched) -> list[str]:
                         f"dropped trigger {trigger} on {table} (Citus keeps no trigger on a "
                         "distributed table; UPDATE and TRUNCATE stay revoked from the owner)"
                     )
+        connection.execute(NESTED_EXECUTION)
+        done.append("lineage_captures: may run its query on the worker holding a shard")
         tables = [*layout.distributed, *layout.reference]
         for table in layout.distributed:
             progress("distribute", tables.index(table), len(tables), detail=table)

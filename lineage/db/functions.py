@@ -24,6 +24,9 @@ FROZEN_DIR = PACKAGE / "migrations" / "functions"
 
 # Where CREATE ROLE was refused (lineage.db.migrate.bootstrap_roles) there is no one to grant to.
 _APP_GRANT = re.compile(r"^GRANT .* TO lineage_app;$", re.MULTILINE)
+# Without the citus extension a function's `SET citus.…` is an unknown placeholder, which since
+# PostgreSQL 15 only a superuser may set (a managed server's database owner may not).
+_CITUS_SETTING = re.compile(r"^ *SET \"?citus\.[^\n]*\n", re.MULTILINE)
 
 
 def function_file(name: str, revision: str) -> Path:
@@ -32,13 +35,25 @@ def function_file(name: str, revision: str) -> Path:
     return frozen if frozen.is_file() else FUNCTIONS_DIR / f"{name}.sql"
 
 
+def loadable(text: str, *, app_role: bool, citus: bool) -> str:
+    """`text` with its grants to lineage_app only if that role exists, and its Citus settings
+    only if the citus extension is installed."""
+    text = text if app_role else _APP_GRANT.sub("", text)
+    return text if citus else _CITUS_SETTING.sub("", text)
+
+
+def for_this_database(connection: Connection, text: str) -> str:
+    """`text` as the database `connection` is on can take it (see `loadable`)."""
+    app_role, citus = connection.exec_driver_sql(
+        "SELECT to_regrole('lineage_app') IS NOT NULL, "
+        "EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
+    ).one()
+    return loadable(text, app_role=app_role, citus=citus)
+
+
 def create(connection: Connection, revision: str, names: Iterable[str]) -> None:
     """(Re)create the named functions and their privileges as `revision` defines them."""
-    app_role = connection.exec_driver_sql(
-        "SELECT to_regrole('lineage_app') IS NOT NULL"
-    ).scalar_one()
     # The driver's own cursor, without parameters: a body's `:name` or `%` is not a placeholder.
     cursor = connection.connection.cursor()
     for name in names:
-        text = function_file(name, revision).read_text()
-        cursor.execute(text if app_role else _APP_GRANT.sub("", text))
+        cursor.execute(for_this_database(connection, function_file(name, revision).read_text()))

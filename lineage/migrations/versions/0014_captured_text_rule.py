@@ -12,6 +12,8 @@ Revises: 0013
 
 from alembic import op
 
+from lineage.db import functions
+
 revision = "0014"
 down_revision = "0013"
 branch_labels = None
@@ -41,7 +43,9 @@ RESTRICTIVE = (
 # plpgsql, not SQL (Citus refuses a parameterised SQL function reading its tables). On a shard
 # the policy runs it on the worker, where its query is a distributed one that Citus refuses by
 # default inside a query on a shard; allowed for this function alone, since it reads only the
-# row's own tenant, whose shards are colocated with the row's (local, and moved together).
+# row's own tenant, whose shards are colocated with the row's (local, and moved together). Set
+# only where the citus extension is installed: elsewhere it is an unknown placeholder, which
+# since PostgreSQL 15 only a superuser may set (lineage.db.functions.for_this_database).
 CAPTURES = """
 CREATE FUNCTION lineage_captures(p_tenant_id text, p_context_id text) RETURNS boolean
 LANGUAGE plpgsql STABLE
@@ -87,7 +91,7 @@ def upgrade() -> None:
     op.execute(SEQUENTIAL)
     op.execute(DROP_RESTRICTIVE)
     op.execute("DROP FUNCTION lineage_captures(text, text)")
-    op.execute(CAPTURES)
+    op.execute(functions.for_this_database(op.get_bind(), CAPTURES))
     op.execute(WITH_CHECK)
 
 

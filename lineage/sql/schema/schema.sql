@@ -34,7 +34,6 @@ $$;
 CREATE FUNCTION public.lineage_captures(p_tenant_id text, p_context_id text) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-    SET "citus.allow_nested_distributed_execution" TO 'on'
     AS $$
 BEGIN
     RETURN coalesce((

@@ -1,0 +1,71 @@
+"""`lineage migrate` as a managed PostgreSQL's database owner (README, Your own PostgreSQL): a
+role that may log in and owns a fresh database, no superuser, perhaps refused CREATE ROLE. The
+schema migrates from empty and the service, as lineage_app or (where it could not be made) as
+the owner, appends, captures text and walks."""
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from lineage import db
+from lineage.claims.answers import capture_texts
+from lineage.db.database import Database
+from lineage.db.migrate import migrate
+from lineage.services import privacy, walks
+from lineage.services.auth import Caller
+from lineage.services.demo import INCIDENT, load_incident
+from lineage.settings import Settings
+from lineage.store.postgres import PostgresStore
+from tests.private_postgres import private_postgres
+
+OWNER = "lineage_owner"
+
+
+@pytest.fixture(scope="module", params=["LOGIN", "LOGIN CREATEROLE"])
+def owner_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database owned by a role with those options, on a server of its own (roles are
+    cluster-wide: the shared server has lineage_app already)."""
+    with private_postgres() as server, psycopg.connect(server.url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {OWNER} {request.param}")
+        admin.execute(f"CREATE DATABASE lineage OWNER {OWNER}")
+        yield f"postgresql://{OWNER}@127.0.0.1:{server.port}/lineage"
+
+
+def test_the_owner_is_no_superuser(owner_url: str) -> None:
+    with psycopg.connect(owner_url) as connection:
+        assert connection.execute(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+        ).fetchone() == (False,)
+
+
+async def test_the_owner_migrates_from_empty_and_the_service_works_as_it(owner_url: str) -> None:
+    migrate(owner_url)
+    with psycopg.connect(owner_url) as connection:
+        (may_create_roles,) = connection.execute(
+            "SELECT rolcreaterole FROM pg_roles WHERE rolname = current_user"
+        ).fetchone() or (None,)
+    pool = await db.create_pool(owner_url, max_size=2)
+    try:
+        async with pool.acquire() as connection:
+            working_as = await connection.fetchval("SELECT session_user")
+            assert working_as == (db.APP_ROLE if may_create_roles else OWNER)
+        database = Database(pool, Settings())
+        await load_incident(PostgresStore(database))
+        await privacy.update_settings(
+            database,
+            Caller("default", None, "admin"),
+            dict.fromkeys(privacy.CAPTURE_SWITCHES, True),
+        )
+        # The captured-text rule (lineage_captures) checks each text against its tenant's switch.
+        await capture_texts(
+            database, "default", {item.context_id or "": item.text for item in INCIDENT}
+        )
+        walked = await walks.walk_back(database, Settings(), "default", "answer_1", None)
+        async with db.transaction(pool, "default") as connection:
+            captured = await connection.fetchval("SELECT count(*) FROM context_text")
+    finally:
+        await pool.close()
+    walked_ids = {node["context_id"] for node in walked.nodes}
+    assert {"answer_1", "claim_1", "summary_1", "chunk_42", "doc_contractors_v1"} <= walked_ids
+    assert captured == len(INCIDENT)
