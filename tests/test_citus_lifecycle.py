@@ -24,6 +24,7 @@ from lineage.services import auth, retention, walks
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, insert_records
+from lineage.verifiable_log import storage
 from tests.citus_cluster import PG15_BIN, CitusCluster
 from tests.conftest import database_at
 from tests.test_backup import posture
@@ -177,6 +178,7 @@ def test_retention_drops_a_month_on_citus(citus: CitusCluster) -> None:
             for batch in (OLD_RECORDS, NEW_RECORDS):
                 async with pool.tenant("default") as tx:
                     await insert_records(tx, batch)
+            await storage.checkpoint(pool, Settings(), "default")  # the log takes them in first
             receipt = await retention.apply(pool)
             walked = await walks.walk_back(pool, Settings(), "default", "answer_new", None)
             return receipt, walked

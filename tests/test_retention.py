@@ -216,6 +216,7 @@ async def test_what_was_kept_before_the_period_expires_whole_once_past_it(
     # The old records wait for the newest beside them: nothing of the partition goes before.
     assert (await retention.apply(database, NOW))["months_dropped"] == []
     later = until + timedelta(days=366)
+    await storage.checkpoint(database, Settings(log_interval_s=0), "default")  # logged first
     receipt = await retention.apply(database, later)
     assert [m["month"] for m in receipt["months_dropped"]] == [f"before {until:%Y-%m}"]
     for table in PARTITIONED:
@@ -273,3 +274,19 @@ async def test_one_id_appended_into_two_months_at_once_is_stored_once(
     with pytest.raises(Conflict, match="twice"):
         await racing
     assert await owner.fetchval("SELECT count(*) FROM provenance WHERE context_id = 'twice'") == 1
+
+
+async def test_a_month_waits_for_the_log_to_take_its_records_in(
+    database: Database, owner_database: Database, settings: Settings
+) -> None:
+    """Records appended with an old created_at and expired before the log's round would leave
+    no leaf: their month is kept until the log has them, then goes."""
+    await retention.set_policy(owner_database, 12)
+    await append(database, OLD_RECORDS)  # queued for the log, not yet in it
+    waiting = await retention.apply(database)
+    assert waiting["months_dropped"] == [] and waiting["months_waiting"] == [f"{OLD:%Y-%m}"]
+    logged = await storage.checkpoint(database, settings, "default")
+    assert logged.checkpoint.tree_size == len(OLD_RECORDS)
+    dropped = await retention.apply(database)
+    assert [m["month"] for m in dropped["months_dropped"]] == [f"{OLD:%Y-%m}"]
+    assert dropped["months_waiting"] == []

@@ -5,9 +5,11 @@
 -- The drops are catalog changes, as quick at a billion rows as at ten; they wait for the
 -- parents' lock at most lock_timeout, so appends are never queued behind a long walk for
 -- longer. Partitions for the months ahead are added first (none while the open partition is
--- there). A round that drops one is audited in operator_audit; returns the receipt. The
--- owner's, callable by the application role for the service's schedule: it applies the owner's
--- policy and cannot change it.
+-- there). A partition still holding records the verifiable log has not taken in (log_queue)
+-- waits for a later round (months_waiting): dropped first, they would never be logged. A round
+-- that drops one is audited in operator_audit; returns the receipt. The owner's, callable by
+-- the application role for the service's schedule: it applies the owner's policy and cannot
+-- change it.
 CREATE OR REPLACE FUNCTION public.lineage_retention_apply(p_now timestamp with time zone)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -21,6 +23,9 @@ DECLARE
     month record;
     tenant text;
     months jsonb := '[]';
+    waiting jsonb := '[]';
+    queued boolean;
+    label text;
     suffixes text[] := '{}';
     suffix text;
     tombstones bigint := 0;
@@ -43,6 +48,16 @@ BEGIN
              AND c.relnamespace = 'public'::regnamespace
         WHERE keep IS NOT NULL AND p.upper <= cutoff
     LOOP
+        label := CASE WHEN month.lower = '-infinity'
+                     THEN 'before ' || to_char(month.upper AT TIME ZONE 'UTC', 'YYYY-MM')
+                     ELSE to_char(month.lower AT TIME ZONE 'UTC', 'YYYY-MM') END;
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM public.log_queue AS q JOIN public.%I AS p '
+                       'ON p.tenant_id = q.tenant_id AND p.context_id = q.context_id)',
+                       month.partition) INTO queued;
+        IF queued THEN
+            waiting := waiting || to_jsonb(label);
+            CONTINUE;
+        END IF;
         FOR tenant IN SELECT t.tenant_id FROM public.tenants AS t ORDER BY t.tenant_id LOOP
             EXECUTE format('SET LOCAL lineage.tenant_id = %L', tenant);
             EXECUTE format(
@@ -69,9 +84,7 @@ BEGIN
             texts := texts + purged;
         END LOOP;
         months := months || jsonb_build_object(
-            'month', CASE WHEN month.lower = '-infinity'
-                          THEN 'before ' || to_char(month.upper AT TIME ZONE 'UTC', 'YYYY-MM')
-                          ELSE to_char(month.lower AT TIME ZONE 'UTC', 'YYYY-MM') END,
+            'month', label,
             'from', CASE WHEN month.lower <> '-infinity' THEN month.lower END, 'to', month.upper,
             'records_estimated', month.rows_estimated);
         suffixes := suffixes || month.suffix;
@@ -85,7 +98,7 @@ BEGIN
     END LOOP;
     receipt := jsonb_build_object(
         'keep_months', keep, 'expired_before', CASE WHEN keep IS NOT NULL THEN cutoff END,
-        'months_dropped', months, 'partitions_added', added,
+        'months_dropped', months, 'months_waiting', waiting, 'partitions_added', added,
         'tombstones_kept', tombstones, 'texts_purged', texts, 'applied_at', clock_timestamp());
     IF jsonb_array_length(months) > 0 THEN
         INSERT INTO public.operator_audit (action, target, detail)
