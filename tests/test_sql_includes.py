@@ -20,7 +20,10 @@ from tests.psql import run_psql
 INCLUDE = re.compile(r"^[ \t]*-- include: (\w+)$", re.MULTILINE)
 REGION = re.compile(r"^[ \t]*-- include: (\w+)\n.*?^[ \t]*-- end include: \1\n", re.M | re.S)
 # They carry their walk written out until they take the include.
-WRITTEN_OUT = {"invalidate_by_index_snapshot.sql", "invalidate_by_transform_version.sql"}
+WRITTEN_OUT = {
+    "invalidate_by_index_snapshot.sql", "invalidate_by_transform_version.sql",
+    "invalidate_ids_by_index_snapshot.sql", "invalidate_ids_by_transform_version.sql",
+}  # fmt: skip
 # What each query with a walk is asked, on the demo incident, besides tenant and max_depth.
 ASKED: dict[str, dict[str, Any]] = {
     "walk_back": {"context_id": ANSWER_ID},
