@@ -80,7 +80,11 @@ class Document:
 
 class Generator:
     def __init__(
-        self, records: int, tenant_id: str = "default", seed: int = 9, namespace: str = "corpus"
+        self,
+        records: int,
+        tenant_id: str = "default",
+        seed: int | str = 9,
+        namespace: str = "corpus",
     ) -> None:
         self.tenant_id = tenant_id
         self.namespace = namespace

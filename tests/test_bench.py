@@ -22,7 +22,7 @@ from bench.classic import (
 )
 from bench.dag import RETRIEVED, Generator, Row, parse_size
 from bench.database import drop, load, recreate, url_for
-from bench.run import run, smoke_plan
+from bench.run import ingest_rows, run, smoke_plan
 from lineage.core.record import NewContext, validate
 from tests.citus_cluster import CitusCluster
 from tests.conftest import server_url
@@ -235,3 +235,13 @@ async def _execute(url: str, statement: str) -> None:
         await connection.execute(statement)
     finally:
         await connection.close()
+
+
+def test_ingest_namespaces_whose_hashes_meet_modulo_ten_thousand_still_get_their_own_ids() -> None:
+    # The ingest figures write four namespaces of one stamp into one table: shared ids conflict.
+    stamp = next(
+        n for n in range(1_000_000) if hash(f"copy{n}") % 10_000 == hash(f"derive{n}") % 10_000
+    )
+    copied = {row[1] for row in ingest_rows(50, f"copy{stamp}", "default")}
+    derived = {row[1] for row in ingest_rows(50, f"derive{stamp}", "default")}
+    assert copied and derived and not copied & derived
