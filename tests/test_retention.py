@@ -16,6 +16,7 @@ from lineage.core.errors import Conflict, Forbidden, NotFound
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord, NewContext
 from lineage.db.database import Database
+from lineage.db.queries import QUERIES
 from lineage.services import retention, walks
 from lineage.settings import Settings
 from lineage.store.postgres import get_records, insert_records
@@ -255,6 +256,21 @@ async def test_an_id_stays_unique_across_months(
             "SELECT count(*) FROM provenance WHERE context_id = 'doc_old'"
         )
     assert inserted == set() and count == 1
+
+
+@pytest.mark.parametrize(
+    ("keep_months", "checked"), [(0, False), (12, True)], ids=["one partition", "month partitions"]
+)
+async def test_the_check_across_partitions_runs_only_where_there_are_several(
+    database: Database, owner_database: Database, keep_months: int, checked: bool
+) -> None:
+    """One partition over all time keeps ids unique by its index: the append skips the query."""
+    await retention.set_policy(owner_database, keep_months)
+    statements: list[str] = []
+    async with database.tenant("default") as tx:
+        tx.connection.add_query_logger(lambda logged: statements.append(logged.query))
+        await insert_records(tx, OLD_RECORDS[:1])
+    assert (QUERIES["ids_stored_twice"].sql in statements) is checked
 
 
 async def test_one_id_appended_into_two_months_at_once_is_stored_once(

@@ -3,7 +3,9 @@
 -- literals). Ids that already exist are left alone and not returned: the caller compares them.
 -- provenance is partitioned by created_at, so an id is unique by the unique index of its
 -- partition (ON CONFLICT: a concurrent append of the same id) and by the check of every other
--- partition (one probe of each partition's id index per id; sql/ids_stored_twice.sql after it).
+-- partition (one probe of each partition's id index per id; sql/ids_stored_twice.sql after it,
+-- needed only where one_partition is false: one partition over all time is unique by its index,
+-- and no partition can join it while this insert holds provenance).
 -- The same statement notes each new record's parent edges (provenance_children, for descendant
 -- walks) and queues it for the tenant's verifiable log, so no trigger is needed (Citus runs none
 -- on a distributed table) and a record is never stored without them.
@@ -40,4 +42,9 @@ queued AS (
     SELECT :'tenant_id', i.context_id FROM inserted AS i
     RETURNING queued_id
 )
-SELECT i.context_id FROM inserted AS i;
+SELECT i.context_id,
+       NOT EXISTS (SELECT 1 FROM pg_inherits AS h JOIN pg_class AS c ON c.oid = h.inhrelid
+                   WHERE h.inhparent = 'provenance'::regclass
+                     AND pg_get_expr(c.relpartbound, c.oid)
+                         <> 'FOR VALUES FROM (MINVALUE) TO (MAXVALUE)') AS one_partition
+FROM inserted AS i;

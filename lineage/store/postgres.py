@@ -81,31 +81,30 @@ async def insert_records(
     batch_ids = [r.context_id for r in records]
     stored_parents = await _check_parents(tx, records, expired_parents)
     await ensure_partitions(tx.connection, (r.created_at for r in records))
-    inserted = {
-        row["context_id"]
-        for row in await tx.fetch(
-            "append_contexts",
-            context_ids=batch_ids,
-            parent_id_lists=[_array_literal(r.parent_ids) for r in records],
-            kinds=[r.kind for r in records],
-            source_uris=[r.source_uri for r in records],
-            content_hashes=[r.content_hash for r in records],
-            transforms=[r.transform for r in records],
-            transform_versions=[r.transform_version for r in records],
-            produced_bys=[r.produced_by for r in records],
-            index_snapshots=[r.index_snapshot for r in records],
-            trace_ids=[r.trace_id for r in records],
-            created_ats=[r.created_at for r in records],
-            attribute_docs=[json.dumps(r.attributes) for r in records],
-        )
-    }
+    rows = await tx.fetch(
+        "append_contexts",
+        context_ids=batch_ids,
+        parent_id_lists=[_array_literal(r.parent_ids) for r in records],
+        kinds=[r.kind for r in records],
+        source_uris=[r.source_uri for r in records],
+        content_hashes=[r.content_hash for r in records],
+        transforms=[r.transform for r in records],
+        transform_versions=[r.transform_version for r in records],
+        produced_bys=[r.produced_by for r in records],
+        index_snapshots=[r.index_snapshot for r in records],
+        trace_ids=[r.trace_id for r in records],
+        created_ats=[r.created_at for r in records],
+        attribute_docs=[json.dumps(r.attributes) for r in records],
+    )
+    inserted = {row["context_id"] for row in rows}
     await _note_transform_versions(tx, records, inserted)
     new = [record for record in records if record.context_id in inserted]
     await note_root_sources(tx, new, stored_parents)
     await signing.append_signatures(tx, new)
     # Last: it holds the tenant's stream counter until commit.
     await events.note_appended(tx, [record.context_id for record in new])
-    await _refuse_ids_stored_twice(tx, [record.context_id for record in new])
+    if not all(row["one_partition"] for row in rows):
+        await _refuse_ids_stored_twice(tx, [record.context_id for record in new])
     metrics.count_appended(record.kind for record in new)
     return inserted
 
