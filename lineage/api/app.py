@@ -37,6 +37,7 @@ from lineage.db.database import Database
 from lineage.db.migrate import migrate as upgrade
 from lineage.services import audit, retention, signing
 from lineage.services.events import EventListener
+from lineage.services.key_cache import KeyCache
 from lineage.settings import Settings, effective_auth
 from lineage.verifiable_log import storage as log_storage
 
@@ -71,6 +72,7 @@ async def _connect(
             await asyncio.sleep(delay)
             delay = min(CONNECT_RETRY_MAX_S, delay * 2)
     running.push_async_callback(database.close)
+    await app.state.keys.listen()
     await running.enter_async_context(log_storage.background(database, settings))
     if settings.retention_schedule:
         await running.enter_async_context(retention.scheduled(database))
@@ -101,6 +103,7 @@ def create_app(
         app.state.not_ready = "connecting to the database"
         # On the primary: a hot standby cannot LISTEN, and commits notify where they happen.
         app.state.events = EventListener(url)
+        app.state.keys = KeyCache(url)
         app.state.sampler = Sampler(
             chosen.sample_share,
             chosen.sample_queue,
@@ -116,6 +119,7 @@ def create_app(
             log.info("authentication: bearer keys (LINEAGE_AUTH=keys)")
         async with AsyncExitStack() as running:
             running.push_async_callback(app.state.events.close)
+            running.push_async_callback(app.state.keys.close)
             app.state.sampler.start()
             running.push_async_callback(app.state.sampler.stop)
             connecting = asyncio.create_task(

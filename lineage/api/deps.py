@@ -6,6 +6,7 @@ the read replica when LINEAGE_READ_DATABASE_URL names one (`Database.reads`): a 
 reads uses it, so a hot standby can serve it.
 """
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -17,9 +18,10 @@ from starlette.types import Scope as StarletteScope
 from lineage.api.session import SESSION_COOKIE, read_session
 from lineage.core import telemetry
 from lineage.core.errors import BadParameter, Forbidden, StoreUnavailable, Unauthorized
-from lineage.db.database import Database
+from lineage.db.database import REQUEST_AUDIT, Database, RequestAudit
 from lineage.services import audit, auth
 from lineage.services.auth import Caller, Scope
+from lineage.services.key_cache import KeyCache
 from lineage.settings import Settings
 
 __all__ = [
@@ -81,20 +83,26 @@ async def caller_of(scope: StarletteScope) -> Caller | None:
         return found
     app = scope["app"]
     connection = HTTPConnection(scope)
+    primary = database_of(app) if app.state.auth != "none" else None
+
+    def cache(database: Database) -> KeyCache | None:
+        """The key cache listens on the primary: a replica answering for it looks keys up."""
+        return app.state.keys if database is primary else None
+
     caller = None
-    if app.state.auth == "none":
+    if primary is None:
         caller = auth.NO_AUTH_CALLER
     elif (token := auth.bearer_token(connection.headers.get("authorization", ""))) is not None:
         if auth.KEY_PATTERN.match(token):  # anything else is refused without a lookup
-            caller = await database_of(app).on_primary(
-                lambda database: auth.authenticate(database, token)
+            caller = await primary.on_primary(
+                lambda database: auth.authenticate(database, token, cache(database))
             )
     elif cookie := connection.cookies.get(SESSION_COOKIE):
         caller = read_session(cookie, app.state.settings)
         if caller is not None:
             session = caller
-            if not await database_of(app).on_primary(
-                lambda database: auth.still_valid(database, session)
+            if not await primary.on_primary(
+                lambda database: auth.still_valid(database, session, cache(database))
             ):
                 caller = None
     state[_VERIFIED] = caller
@@ -138,24 +146,29 @@ async def identify(request: Request) -> Caller:
 def require(scope: Scope) -> object:
     """A dependency that admits callers whose key grants `scope`; reads are audited."""
 
-    async def caller(request: Request) -> Caller:
+    async def caller(request: Request) -> AsyncIterator[Caller]:
         found = await identify(request)
         request.state.caller = found
         if not found.may(scope):
             raise Forbidden(f"this key's scope is {found.scope}; this request needs {scope}")
-        if scope != "ingest":
-            target = "/".join(str(v) for v in request.path_params.values()) or None
-            detail = dict(request.query_params)
-            await audit.record(
-                database_of(request.app),
-                found,
-                request.scope["route"].name,
-                target,
-                detail,
-            )
-        return found
+        if scope == "ingest":
+            yield found
+            return
+        action = request.scope["route"].name
+        target = "/".join(str(v) for v in request.path_params.values()) or None
+        detail = dict(request.query_params)
+        # Written by the request's first transaction of the tenant on the primary, with its
+        # work; when none committed (a failed walk, a replica's read), alone before answering.
+        row = RequestAudit(found.tenant_id, audit.values(found.key_id, action, target, detail))
+        REQUEST_AUDIT.set(row)
+        try:
+            yield found
+        finally:
+            if not row.written:
+                row.written = True
+                await audit.record(database_of(request.app), found, action, target, detail)
 
-    return Depends(caller)
+    return Depends(caller, scope="function")
 
 
 Db = Annotated[Database, Depends(get_database)]

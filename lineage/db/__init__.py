@@ -174,12 +174,12 @@ async def transaction(
     Walks also set their timeout and turn JIT off for this transaction alone.
     """
     async with pool.acquire() as connection, connection.transaction():
-        await set_tenant(connection, tenant_id)
-        if statement_timeout_ms is not None:
-            await connection.execute(
-                "SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true)",
-                str(statement_timeout_ms),
+        statements = set_tenant_sql(tenant_id, getattr(connection, "vouching_key", None))
+        if statement_timeout_ms is not None:  # in the same round trip
+            statements += (
+                f"; SET LOCAL statement_timeout = {int(statement_timeout_ms)}; SET LOCAL jit = off"
             )
+        await connection.execute(statements)
         yield connection
 
 

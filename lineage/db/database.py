@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
@@ -29,9 +31,24 @@ if TYPE_CHECKING:
     from lineage.services.signing import Signer
     from lineage.store.base import Appended
 
-__all__ = ["Database", "Transaction"]
+__all__ = ["REQUEST_AUDIT", "Database", "RequestAudit", "Transaction"]
 
 T = TypeVar("T")
+
+
+@dataclass
+class RequestAudit:
+    """An HTTP request's audit row (the values of audit_append but the tenant's), to be
+    written once: by the request's first transaction of the tenant on the primary, else on its
+    own when the request ends (lineage.api.deps.require)."""
+
+    tenant_id: str
+    values: dict[str, Any]
+    written: bool = False
+
+
+# The audit row of the request being served, if it has one.
+REQUEST_AUDIT: ContextVar[RequestAudit | None] = ContextVar("request_audit", default=None)
 
 
 class Transaction:
@@ -145,6 +162,11 @@ class Database:
         return self.read_pool is not self.pool
 
     @property
+    def is_replica(self) -> bool:
+        """Whether this is the `reads` view of a database with a read replica."""
+        return self._primary is not None
+
+    @property
     def reads(self) -> Database:
         """The same database, reading from the read replica when there is one: for work that
         only reads and may be behind the primary by the replica's lag."""
@@ -159,11 +181,25 @@ class Database:
     async def tenant(
         self, tenant_id: str, *, statement_timeout_ms: int | None = None
     ) -> AsyncIterator[Transaction]:
-        """A transaction confined to `tenant_id` (see lineage.db.transaction)."""
-        async with db.transaction(
-            self.pool, tenant_id, statement_timeout_ms=statement_timeout_ms
-        ) as connection:
-            yield Transaction(self, connection, tenant_id)
+        """A transaction confined to `tenant_id` (see lineage.db.transaction); on the primary,
+        the first of a request's for its tenant also writes the request's audit row."""
+        audit = REQUEST_AUDIT.get()
+        if audit is None or audit.written or audit.tenant_id != tenant_id or self.is_replica:
+            audit = None
+        try:
+            async with db.transaction(
+                self.pool, tenant_id, statement_timeout_ms=statement_timeout_ms
+            ) as connection:
+                if audit is not None:
+                    audit.written = True  # a transaction of the request beside this one skips it
+                    await db.execute(
+                        connection, "audit_append", tenant_id=tenant_id, **audit.values
+                    )
+                yield Transaction(self, connection, tenant_id)
+        except BaseException:
+            if audit is not None:
+                audit.written = False  # rolled back: the request writes it alone
+            raise
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:

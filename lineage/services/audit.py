@@ -37,14 +37,24 @@ async def append(
     at: datetime | None = None,
 ) -> None:
     """One audit row inside the caller's transaction; `at` None means now."""
-    await tx.execute(
-        "audit_append",
-        key_id=key_id or "",
-        action=action,
-        target=target or "",
-        detail=detail or {},
-        at=at,
-    )
+    await tx.execute("audit_append", **values(key_id, action, target, detail, at))
+
+
+def values(
+    key_id: str | None,
+    action: str,
+    target: str | None,
+    detail: dict[str, Any] | None = None,
+    at: datetime | None = None,
+) -> dict[str, Any]:
+    """The named query audit_append's values but the tenant's."""
+    return {
+        "key_id": key_id or "",
+        "action": action,
+        "target": target or "",
+        "detail": detail or {},
+        "at": at,
+    }
 
 
 def spool_dir(settings: Settings) -> Path:

@@ -19,6 +19,7 @@ from lineage import db
 from lineage.core.errors import BadParameter, NotFound
 from lineage.core.record import check_id
 from lineage.db.database import Database
+from lineage.services.key_cache import KeyCache
 
 Scope = Literal["ingest", "read", "verify", "admin"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
@@ -123,19 +124,25 @@ def bearer_token(authorization: str) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token else None
 
 
-async def _key(database: Database, key_id: str) -> asyncpg.Record | None:
-    async with database.connection() as connection:
-        rows = await db.fetch(connection, "key_lookup", key_id=key_id)
-    return rows[0] if rows else None
+async def _key(database: Database, key_id: str, keys: KeyCache | None) -> asyncpg.Record | None:
+    async def lookup() -> asyncpg.Record | None:
+        async with database.connection() as connection:
+            rows = await db.fetch(connection, "key_lookup", key_id=key_id)
+        return rows[0] if rows else None
+
+    return await (lookup() if keys is None else keys.row(key_id, lookup))
 
 
-async def authenticate(database: Database, token: str) -> Caller | None:
-    """The caller a bearer token stands for; None for a malformed, unknown or revoked key."""
+async def authenticate(
+    database: Database, token: str, keys: KeyCache | None = None
+) -> Caller | None:
+    """The caller a bearer token stands for; None for a malformed, unknown or revoked key.
+    With `keys`, a key the cache holds is not looked up again."""
     match = KEY_PATTERN.match(token)
     if match is None:
         return None
     key_id, secret = match.groups()
-    row = await _key(database, key_id)
+    row = await _key(database, key_id, keys)
     if row is None or row["revoked"]:
         return None
     if not hmac.compare_digest(bytes(row["key_hash"]), _secret_hash(secret)):
@@ -143,10 +150,10 @@ async def authenticate(database: Database, token: str) -> Caller | None:
     return Caller(row["tenant_id"], key_id, check_scope(row["scope"]))
 
 
-async def still_valid(database: Database, caller: Caller) -> bool:
+async def still_valid(database: Database, caller: Caller, keys: KeyCache | None = None) -> bool:
     """Whether the key a browser session was opened with still stands (not revoked), so that
     revoking a key ends its sessions at once rather than when they expire."""
     if caller.key_id is None:
         return True  # LINEAGE_AUTH=none: no key behind the session
-    row = await _key(database, caller.key_id)
+    row = await _key(database, caller.key_id, keys)
     return row is not None and not row["revoked"] and row["tenant_id"] == caller.tenant_id
