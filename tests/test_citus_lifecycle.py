@@ -28,7 +28,7 @@ from lineage.verifiable_log import storage
 from tests.citus_cluster import PG15_BIN, CitusCluster
 from tests.conftest import database_at
 from tests.test_backup import posture
-from tests.test_retention import NEW_RECORDS, OLD, OLD_MONTH, OLD_RECORDS, PARTITIONED
+from tests.test_retention import NEW_RECORDS, OLD, OLD_MONTH, OLD_RECORDS
 from tests.test_tenant_deletion import fill_tenant, rows_per_table
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
@@ -193,7 +193,7 @@ def test_retention_drops_a_month_on_citus(citus: CitusCluster) -> None:
     with psycopg.connect(url) as coordinator:
         left = coordinator.execute(
             "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::regclass::text = ANY (%s)",
-            ([f"{table}_p{OLD_MONTH}" for table in PARTITIONED],),
+            ([f"{table}_p{OLD_MONTH}" for table in db.PARTITIONED],),
         ).fetchone()
         shards = coordinator.execute(
             "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid::regclass::text LIKE %s",

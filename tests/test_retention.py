@@ -15,6 +15,7 @@ import pytest
 from lineage.core.errors import Conflict, Forbidden, NotFound
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord, NewContext
+from lineage.db import PARTITIONED
 from lineage.db.database import Database
 from lineage.db.queries import QUERIES
 from lineage.services import retention, walks
@@ -24,7 +25,6 @@ from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.audit import DatabaseSource, verify_walk
 from lineage.verifiable_log.checkpoint import Checkpoint
 
-PARTITIONED = ("provenance", "record_signatures", "provenance_children", "root_sources")
 NOW = datetime.now(UTC)
 # Two years back: past a 12-month period whatever the day.
 OLD = (NOW.replace(day=10, hour=12) - timedelta(days=730)).replace(day=10)
@@ -240,6 +240,16 @@ async def test_clearing_the_period_opens_one_partition_after_the_months(
     far = record("far", "document", NOW + timedelta(days=400), source_uri="s3://far.md")
     await append(database, [far])
     assert await owner.fetchval("SELECT count(*) FROM provenance_p_open") == 1
+
+
+async def test_the_partitioned_tables_are_listed_once(owner: asyncpg.Connection) -> None:
+    """The functions' list (lineage_partitioned_tables) is the migrations' and the catalog's."""
+    listed = await owner.fetchval("SELECT lineage_partitioned_tables()")
+    partitioned = await owner.fetchval(
+        "SELECT array_agg(relname::text ORDER BY relname) FROM pg_class "
+        "WHERE relkind = 'p' AND relnamespace = 'public'::regnamespace"
+    )
+    assert listed == list(PARTITIONED) and sorted(listed) == partitioned
 
 
 @pytest.mark.parametrize("keep_months", [0, 12], ids=["one partition", "month partitions"])

@@ -15,6 +15,8 @@ from lineage.db.queries import QUERIES
 from lineage.settings import Settings
 
 APP_ROLE = "lineage_app"
+# The tables partitioned by created_at (migration 0016), as lineage_partitioned_tables() lists them.
+PARTITIONED = ("provenance", "record_signatures", "provenance_children", "root_sources")
 # Row-level security policies compare tenant_id with this setting.
 TENANT_SETTING = "lineage.tenant_id"
 # ...which, as the application role, counts only with its HMAC under the owner's vouching key.

@@ -15,13 +15,12 @@ Revises: 0015
 
 from alembic import op
 
+from lineage.db import PARTITIONED
+
 revision = "0016"
 down_revision = "0015"
 branch_labels = None
 depends_on = None
-
-# The tables partitioned by month, each with the record's created_at (the partition key).
-PARTITIONED = ("provenance", "record_signatures", "provenance_children", "root_sources")
 
 UPGRADE = """
 ALTER TABLE record_signatures DROP CONSTRAINT record_signatures_tenant_id_context_id_fkey;

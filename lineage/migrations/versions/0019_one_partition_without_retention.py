@@ -19,7 +19,7 @@ Revises: 0018
 
 from alembic import op
 
-from lineage.db import functions
+from lineage.db import PARTITIONED, functions
 
 revision = "0019"
 down_revision = "0018"
@@ -36,6 +36,8 @@ FUNCTIONS = (
     "lineage_retention_apply",
 )
 
+PARTITIONED_SQL = ", ".join(f"'{table}'" for table in PARTITIONED)
+
 # Every row moves into one open partition per table when no period is set (the owner copies
 # every tenant's rows: row security must not confine it).
 MERGE = """
@@ -47,8 +49,7 @@ BEGIN
     IF (SELECT keep_months FROM retention_policy) IS NOT NULL THEN
         RETURN;
     END IF;
-    FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
-                                  'root_sources'] LOOP
+    FOREACH parent IN ARRAY ARRAY[{partitioned}] LOOP
         EXECUTE format('ALTER TABLE %I NO FORCE ROW LEVEL SECURITY', parent);
         FOR old IN SELECT p.partition FROM lineage_partitions(parent::regclass) AS p LOOP
             EXECUTE format('ALTER TABLE %I DETACH PARTITION %I', parent, old.partition);
@@ -76,8 +77,7 @@ DECLARE
     open text;
     oldest timestamptz := (SELECT min(created_at) FROM provenance);
 BEGIN
-    FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
-                                  'root_sources'] LOOP
+    FOREACH parent IN ARRAY ARRAY[{partitioned}] LOOP
         EXECUTE format('ALTER TABLE %I NO FORCE ROW LEVEL SECURITY', parent);
         SELECT p.partition INTO open FROM lineage_partitions(parent::regclass) AS p
         WHERE p.upper = 'infinity';
@@ -87,8 +87,7 @@ BEGIN
         END IF;
     END LOOP;
     PERFORM lineage_add_partitions(least(now(), oldest), now() + interval '2 months');
-    FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
-                                  'root_sources'] LOOP
+    FOREACH parent IN ARRAY ARRAY[{partitioned}] LOOP
         IF to_regclass(parent || '_open_old') IS NOT NULL THEN
             EXECUTE format('INSERT INTO %I SELECT * FROM %I', parent, parent || '_open_old');
             EXECUTE format('DROP TABLE %I', parent || '_open_old');
@@ -102,11 +101,11 @@ $$;
 
 def upgrade() -> None:
     functions.create(op.get_bind(), revision, FUNCTIONS)
-    op.execute(MERGE)
+    op.execute(MERGE.format(partitioned=PARTITIONED_SQL))
 
 
 def downgrade() -> None:
-    op.execute(DOWNGRADE)
+    op.execute(DOWNGRADE.format(partitioned=PARTITIONED_SQL))
     functions.create(op.get_bind(), "0018", ("lineage_add_partitions", "lineage_retention_apply"))
     op.execute(
         "DROP FUNCTION lineage_partitions_shape(timestamptz);"

@@ -17,8 +17,7 @@ BEGIN
         RAISE EXCEPTION 'no partitions for % months', p_through - p_from;
     END IF;
     WHILE month <= p_through LOOP
-        FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
-                                      'root_sources'] LOOP
+        FOREACH parent IN ARRAY public.lineage_partitioned_tables() LOOP
             CONTINUE WHEN EXISTS (
                 SELECT 1 FROM public.lineage_partitions(('public.' || parent)::regclass) AS p
                 WHERE p.lower < month + interval '1 month' AND p.upper > month);

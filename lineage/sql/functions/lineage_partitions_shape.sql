@@ -9,8 +9,7 @@ CREATE OR REPLACE FUNCTION public.lineage_partitions_shape(p_now timestamp with 
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    parents text[] := ARRAY['provenance', 'record_signatures', 'provenance_children',
-                            'root_sources'];
+    parents text[] := public.lineage_partitioned_tables();
     keep int := (SELECT r.keep_months FROM public.retention_policy AS r);
     open record;
     parent text;

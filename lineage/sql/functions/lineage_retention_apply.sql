@@ -91,8 +91,7 @@ BEGIN
     END LOOP;
     SET LOCAL lineage.tenant_id = '';
     FOREACH suffix IN ARRAY suffixes LOOP
-        FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
-                                      'root_sources'] LOOP
+        FOREACH parent IN ARRAY public.lineage_partitioned_tables() LOOP
             EXECUTE format('DROP TABLE IF EXISTS public.%I', parent || suffix);
         END LOOP;
     END LOOP;

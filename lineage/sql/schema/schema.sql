@@ -15,8 +15,7 @@ BEGIN
         RAISE EXCEPTION 'no partitions for % months', p_through - p_from;
     END IF;
     WHILE month <= p_through LOOP
-        FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
-                                      'root_sources'] LOOP
+        FOREACH parent IN ARRAY public.lineage_partitioned_tables() LOOP
             CONTINUE WHEN EXISTS (
                 SELECT 1 FROM public.lineage_partitions(('public.' || parent)::regclass) AS p
                 WHERE p.lower < month + interval '1 month' AND p.upper > month);
@@ -168,6 +167,12 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.lineage_partitioned_tables() RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT ARRAY['provenance', 'record_signatures', 'provenance_children', 'root_sources']
+$$;
+
 CREATE FUNCTION public.lineage_partitions(p_parent regclass) RETURNS TABLE(partition text, suffix text, lower timestamp with time zone, upper timestamp with time zone)
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -191,8 +196,7 @@ CREATE FUNCTION public.lineage_partitions_shape(p_now timestamp with time zone) 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
-    parents text[] := ARRAY['provenance', 'record_signatures', 'provenance_children',
-                            'root_sources'];
+    parents text[] := public.lineage_partitioned_tables();
     keep int := (SELECT r.keep_months FROM public.retention_policy AS r);
     open record;
     parent text;
@@ -335,8 +339,7 @@ BEGIN
     END LOOP;
     SET LOCAL lineage.tenant_id = '';
     FOREACH suffix IN ARRAY suffixes LOOP
-        FOREACH parent IN ARRAY ARRAY['provenance', 'record_signatures', 'provenance_children',
-                                      'root_sources'] LOOP
+        FOREACH parent IN ARRAY public.lineage_partitioned_tables() LOOP
             EXECUTE format('DROP TABLE IF EXISTS public.%I', parent || suffix);
         END LOOP;
     END LOOP;
