@@ -3,6 +3,7 @@ role that may log in and owns a fresh database, no superuser, perhaps refused CR
 schema migrates from empty and the service, as lineage_app or (where it could not be made) as
 the owner, appends, captures text and walks."""
 
+import logging
 from collections.abc import Iterator
 
 import psycopg
@@ -11,7 +12,7 @@ import pytest
 from lineage import db
 from lineage.claims.answers import capture_texts
 from lineage.db.database import Database
-from lineage.db.migrate import migrate
+from lineage.db.migrate import bootstrap_roles, migrate
 from lineage.services import privacy, walks
 from lineage.services.auth import Caller
 from lineage.services.demo import INCIDENT, load_incident
@@ -22,14 +23,25 @@ from tests.private_postgres import private_postgres
 OWNER = "lineage_owner"
 
 
-@pytest.fixture(scope="module", params=["LOGIN", "LOGIN CREATEROLE"])
+@pytest.fixture(scope="module", params=["LOGIN", "LOGIN CREATEROLE", "LOGIN IN ROLE lineage_app"])
 def owner_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A database owned by a role with those options, on a server of its own (roles are
-    cluster-wide: the shared server has lineage_app already)."""
+    cluster-wide: the shared server has lineage_app already); for the last, a superuser made
+    lineage_app beforehand."""
     with private_postgres() as server, psycopg.connect(server.url, autocommit=True) as admin:
+        if "lineage_app" in request.param:
+            admin.execute("CREATE ROLE lineage_app LOGIN")
         admin.execute(f"CREATE ROLE {OWNER} {request.param}")
         admin.execute(f"CREATE DATABASE lineage OWNER {OWNER}")
         yield f"postgresql://{OWNER}@127.0.0.1:{server.port}/lineage"
+
+
+def app_role_exists(url: str) -> bool:
+    with psycopg.connect(url) as connection:
+        (exists,) = connection.execute(
+            "SELECT to_regrole('lineage_app') IS NOT NULL"
+        ).fetchone() or (False,)
+    return bool(exists)
 
 
 def test_the_owner_is_no_superuser(owner_url: str) -> None:
@@ -41,15 +53,11 @@ def test_the_owner_is_no_superuser(owner_url: str) -> None:
 
 async def test_the_owner_migrates_from_empty_and_the_service_works_as_it(owner_url: str) -> None:
     migrate(owner_url)
-    with psycopg.connect(owner_url) as connection:
-        (may_create_roles,) = connection.execute(
-            "SELECT rolcreaterole FROM pg_roles WHERE rolname = current_user"
-        ).fetchone() or (None,)
     pool = await db.create_pool(owner_url, max_size=2)
     try:
         async with pool.acquire() as connection:
             working_as = await connection.fetchval("SELECT session_user")
-            assert working_as == (db.APP_ROLE if may_create_roles else OWNER)
+            assert working_as == (db.APP_ROLE if app_role_exists(owner_url) else OWNER)
         database = Database(pool, Settings())
         await load_incident(PostgresStore(database))
         await privacy.update_settings(
@@ -69,3 +77,27 @@ async def test_the_owner_migrates_from_empty_and_the_service_works_as_it(owner_u
     walked_ids = {node["context_id"] for node in walked.nodes}
     assert {"answer_1", "claim_1", "summary_1", "chunk_42", "doc_contractors_v1"} <= walked_ids
     assert captured == len(INCIDENT)
+
+
+async def test_migrate_and_the_pool_warn_only_where_the_service_works_as_the_owner(
+    owner_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each warning says what is so and what a superuser can do about it; none where
+    lineage_app exists (made by the owner or beforehand by a superuser) and logs in."""
+    caplog.set_level(logging.WARNING, logger="lineage")
+    bootstrap_roles(owner_url)
+    await (await db.create_pool(owner_url, max_size=1)).close()
+    warnings = [record.getMessage() for record in caplog.records]
+    if app_role_exists(owner_url):
+        assert warnings == []
+        return
+    assert warnings == [
+        "cannot create role lineage_app (permission denied to create role): the service will "
+        f"work as {OWNER}, which owns the tables, and only the append-only trigger refuses "
+        "changes to records; for a service that may only insert and select, have a superuser "
+        f"run `CREATE ROLE lineage_app LOGIN; GRANT lineage_app TO {OWNER};` before this "
+        "database's first `lineage migrate` (its revisions grant lineage_app its rights)",
+        f"there is no role lineage_app here: working as {OWNER}, which owns the tables, so "
+        "only the append-only trigger refuses changes to records (`lineage migrate` says how "
+        "to make the role)",
+    ]

@@ -106,14 +106,29 @@ def app_role_url(url: str) -> str:
 
 
 async def _app_role_can_log_in(url: str) -> bool:
+    owner = await asyncpg.connect(url)
+    try:
+        user, exists = await owner.fetchrow(
+            "SELECT current_user, to_regrole($1) IS NOT NULL", APP_ROLE
+        )
+    finally:
+        await owner.close()
+    if not exists:
+        log.warning(
+            "there is no role %s here: working as %s, which owns the tables, so only the "
+            "append-only trigger refuses changes to records (`lineage migrate` says how to "
+            "make the role)",
+            APP_ROLE, user,
+        )  # fmt: skip
+        return False
     try:
         connection = await asyncpg.connect(app_role_url(url))
     except (OSError, asyncpg.PostgresError) as exc:
         log.warning(
-            "cannot log in as %s (%s): acting as it with SET ROLE, which RESET ROLE undoes and "
-            "Citus refuses for writes; give %s a login (`lineage migrate` makes it LOGIN, the "
-            "server's pg_hba and ~/.pgpass decide)",
-            APP_ROLE, exc, APP_ROLE,
+            "cannot log in as %s (%s): working as it by SET ROLE from %s instead, which a "
+            "RESET ROLE would undo and Citus refuses for writes; let %s log in: a password "
+            "for it in ~/.pgpass or PGPASSFILE, or a pg_hba.conf rule",
+            APP_ROLE, exc, user, APP_ROLE,
         )  # fmt: skip
         return False
     await connection.close()

@@ -36,16 +36,34 @@ def bootstrap_roles(url: str) -> bool:
     Returns False on a managed Postgres that refuses CREATE ROLE: then only the append-only
     trigger protects the table, and the service works as the connecting user.
     """
-    try:
-        with psycopg.connect(url, autocommit=True) as connection:
+    with psycopg.connect(url, autocommit=True) as connection:
+        try:
             connection.execute(BOOTSTRAP_SQL.read_text())
-    except psycopg.errors.InsufficientPrivilege:
-        log.warning(
-            "cannot create role lineage_app here; only the append-only trigger protects "
-            "provenance (grant INSERT and SELECT to a dedicated role by hand to restore it)"
-        )
-        return False
+        except psycopg.errors.InsufficientPrivilege as exc:
+            user, exists = connection.execute(
+                "SELECT current_user, to_regrole('lineage_app') IS NOT NULL"
+            ).fetchone() or ("", False)
+            refusal = exc.diag.message_primary
+            log.warning(_BOOTSTRAP_REFUSED[exists].format(refusal=refusal, user=user))
+            return False
     return True
+
+
+# What a refused bootstrap leaves, by whether lineage_app exists, and what a superuser can do.
+_BOOTSTRAP_REFUSED = {
+    False: (
+        "cannot create role lineage_app ({refusal}): the service will work as {user}, which "
+        "owns the tables, and only the append-only trigger refuses changes to records; for a "
+        "service that may only insert and select, have a superuser run `CREATE ROLE "
+        "lineage_app LOGIN; GRANT lineage_app TO {user};` before this database's first "
+        "`lineage migrate` (its revisions grant lineage_app its rights)"
+    ),
+    True: (
+        "cannot make lineage_app a login role with {user} as its member ({refusal}): the "
+        "service works as lineage_app only if it can log in as it; have a superuser run "
+        "`ALTER ROLE lineage_app LOGIN; GRANT lineage_app TO {user};`"
+    ),
+}
 
 
 def migrate(url: str, revision: str = "head", progress: Progress = unwatched) -> None:

@@ -9,7 +9,7 @@ BEGIN
     ELSIF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'lineage_app') THEN
         ALTER ROLE lineage_app LOGIN;
     END IF;
-    IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+    IF NOT pg_has_role(current_user, 'lineage_app', 'MEMBER') THEN
         EXECUTE format('GRANT lineage_app TO %I', current_user);
     END IF;
 END
