@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lineage import cli, derive
+from lineage.bundle import load
 from lineage.bundle.export import export_bundle
 from lineage.bundle.load import import_bundle
 from lineage.claims.answers import capture_texts
@@ -283,3 +284,29 @@ async def test_a_log_that_lists_a_child_before_its_parent_still_imports(
     assert imported.verified.records == imported.tree_size == 2
     back = await walks.walk_back(database, Settings(), "moved", "chunk_1", None)
     assert [node["context_id"] for node in back.nodes] == ["chunk_1", "doc_1"]
+
+
+async def test_captured_text_of_the_last_records_imports_past_a_batch_of_texts(
+    store: PostgresStore,
+    database: Database,
+    owner_database: Database,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Texts come after every leaf, a batch at a time: each batch is written once every record
+    is in, the records of the last, partial batch too."""
+    await load_incident(store)
+    switches = ("capture_source_text", "capture_query_text", "capture_answer_text")
+    await privacy.update_settings(
+        database, Caller("default", None, "admin"), dict.fromkeys(switches, True)
+    )
+    texts = {str(item.context_id): item.text for item in INCIDENT}
+    await capture_texts(database, "default", texts)
+    path = tmp_path / "texts.bundle"
+    await export_bundle(owner_database, Settings(), "default", path, include_text=True)
+    monkeypatch.setattr(load, "BATCH_RECORDS", 2)  # 11 records: the last batch holds answer_1
+    imported = await import_bundle(owner_database, Settings(), path, "moved", verifier())
+    assert imported.verified.texts == len(INCIDENT)
+    async with database.tenant("moved") as tx:
+        rows = await tx.connection.fetch("SELECT context_id, text FROM context_text")
+    assert {row["context_id"]: row["text"] for row in rows} == texts

@@ -177,6 +177,9 @@ class BundleText:
     captured_at: datetime
 
 
+Entry = BundleRecord | BundleExpired | BundleText | BundleEnd  # a line after the header, read
+
+
 @dataclass
 class Verified:
     """What a complete read of a bundle established."""
@@ -339,7 +342,7 @@ def _leaf(
 
 def entries(
     stream: IO[bytes], header: Header, checkpoint: Checkpoint, verifier: VerifierKey
-) -> Iterator[BundleRecord | BundleExpired | BundleText | BundleEnd]:
+) -> Iterator[Entry]:
     """The leaf and text lines after the header, each checked in itself, then the trailer's
     counts and expiry note against what was read, yielded last; BundleError at the first line
     that is wrong."""

@@ -1,10 +1,11 @@
 """Importing a bundle into a tenant: every record verified against the bundle's signed
 checkpoint before anything is written, then written in one transaction, all or nothing.
 
-Two reads of the file, a batch of records in memory at a time. The first checks everything
-(`check_bundle`): the checkpoint's signature, each record's leaf hash, the Merkle root and
-size, the signatures this keyring can check. The second writes, hashing again as it goes, and
-commits only if it read the same root, so a file changed between the two reads writes nothing.
+Two reads of the file, a few batches of records in memory at a time. The first checks
+everything (`check_bundle`): the checkpoint's signature, each record's leaf hash, the Merkle
+root and size, the signatures this keyring can check. The second writes, hashing again as it
+goes (in a thread, a batch ahead of the database), and commits only if it read the same root,
+so a file changed between the two reads writes nothing.
 Records keep their ids, fields and times; under another tenant name their canonical form (which
 holds the tenant) changes, so they are signed again by this service and logged afresh. Leaves
 whose records retention dropped before the export are verified as leaves of the checkpoint's
@@ -12,12 +13,13 @@ tree but written nowhere: the imported tenant's log holds its kept records, its 
 is the bundle's, and a kept record may name an expired one as its parent.
 """
 
+import asyncio
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import aclosing, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Final
 
 from lineage.bundle import format as bundle
 from lineage.core.errors import BadParameter, BundleError, Conflict, UnknownSigningKey
@@ -192,44 +194,88 @@ async def _write(
         if checkpoint != verified.checkpoint:
             raise BundleError("the bundle changed while it was being imported")
         root = bundle.RootBuilder()
-        batch: list[ContextRecord] = []
+        chunks = _chunks(bundle.entries(stream, header, checkpoint, verifier), root, tenant_id)
         waiting: list[ContextRecord] = []
-        texts: list[bundle.BundleText] = []
-        analyze_at = BATCH_RECORDS
-        for entry in bundle.entries(stream, header, checkpoint, verifier):
-            if isinstance(entry, bundle.BundleText):
-                texts.append(entry)
-                if len(texts) == BATCH_RECORDS:
-                    await _write_texts(tx, texts)
-                    texts = []
-                continue
-            if isinstance(entry, bundle.BundleEnd):
-                continue
-            root.add([entry.leaf_hash])
-            if isinstance(entry, bundle.BundleExpired):
-                continue
-            batch.append(entry.record.model_copy(update={"tenant_id": tenant_id}))
-            if len(batch) == BATCH_RECORDS:
-                waiting = await _write_records(tx, waiting + batch, verified.expired_parents)
-                batch = []
-                progress("write", root.size, header.records)
-                if root.size == analyze_at:  # at 1k, 10k, 100k... records: plans fit the size
-                    await tx.execute("bundle_analyze")
-                    analyze_at *= 10
-        waiting = await _write_records(tx, waiting + batch, verified.expired_parents)
-        while waiting:
-            left = await _write_records(tx, waiting, verified.expired_parents)
-            if len(left) == len(waiting):
-                shown = ", ".join(record.context_id for record in left[:5])
-                raise BundleError(
-                    f"{len(left)} records name parents that are not in the bundle: {shown}"
-                )
-            waiting = left
-        await _write_texts(tx, texts)
+        written, analyze_at = 0, BATCH_RECORDS
+        async with aclosing(_read_ahead(chunks)) as read:
+            async for chunk in read:
+                if chunk.records:
+                    waiting = await _write_records(
+                        tx, waiting + chunk.records, verified.expired_parents
+                    )
+                    written += len(chunk.records)
+                    progress("write", root.size, header.records)
+                    if written >= analyze_at:  # at 1k, 10k, 100k... records: plans fit the size
+                        await tx.execute("bundle_analyze")
+                        analyze_at *= 10
+                if chunk.texts or chunk.last:  # texts follow the leaves: every record is in
+                    await _write_held_back(tx, waiting, verified.expired_parents)
+                    waiting = []
+                    await _write_texts(tx, chunk.texts)
         if verified.expired_before is not None:
             await tx.execute("bundle_import_expiry", expired_before=verified.expired_before)
         progress("write", root.size, header.records)
     _check_root(root, checkpoint.root_hash)
+
+
+@dataclass
+class _Chunk:
+    """Up to a batch of records (retagged to the importing tenant) or of texts, in bundle order."""
+
+    records: list[ContextRecord] = field(default_factory=list)
+    texts: list[bundle.BundleText] = field(default_factory=list)
+    last: bool = False
+
+
+def _chunks(
+    entries: Iterator[bundle.Entry], root: bundle.RootBuilder, tenant_id: str
+) -> Iterator[_Chunk]:
+    """The bundle's entries a batch at a time, each batch's leaves folded into `root`."""
+    chunk, leaves = _Chunk(), []
+    for entry in entries:
+        if isinstance(entry, bundle.BundleText):
+            chunk.texts.append(entry)
+        elif isinstance(entry, bundle.BundleEnd):
+            chunk.last = True
+        else:
+            leaves.append(entry.leaf_hash)
+            if isinstance(entry, bundle.BundleRecord):
+                chunk.records.append(entry.record.model_copy(update={"tenant_id": tenant_id}))
+        if len(chunk.records) == BATCH_RECORDS or len(chunk.texts) == BATCH_RECORDS:
+            root.add(leaves)
+            yield chunk
+            chunk, leaves = _Chunk(), []
+    root.add(leaves)
+    yield chunk
+
+
+_DONE: Final = _Chunk(last=True)
+
+
+async def _read_ahead(chunks: Iterator[_Chunk]) -> AsyncGenerator[_Chunk, None]:
+    """The chunks, each read and checked in a thread while the caller writes the one before:
+    parsing and hashing the bundle overlap the database's work instead of adding to it."""
+    pending = asyncio.ensure_future(asyncio.to_thread(next, chunks, _DONE))
+    try:
+        while (chunk := await pending) is not _DONE:
+            pending = asyncio.ensure_future(asyncio.to_thread(next, chunks, _DONE))
+            yield chunk
+    finally:
+        await asyncio.gather(pending, return_exceptions=True)  # the file stays open until then
+
+
+async def _write_held_back(
+    tx: Transaction, waiting: list[ContextRecord], expired: set[str]
+) -> None:
+    """Write the records still waiting for their parents; BundleError if some never come."""
+    while waiting:
+        left = await _write_records(tx, waiting, expired)
+        if len(left) == len(waiting):
+            shown = ", ".join(record.context_id for record in left[:5])
+            raise BundleError(
+                f"{len(left)} records name parents that are not in the bundle: {shown}"
+            )
+        waiting = left
 
 
 async def _write_records(
