@@ -534,6 +534,36 @@ async def test_invalidation_probes_the_edges_and_never_filters_by_the_whole_fron
                 assert edges and all("parent_id = parent.id" in n["Index Cond"] for n in edges)
 
 
+@pytest.mark.parametrize(
+    ("name", "values"),
+    [
+        ("walk_back", {"context_id": "fan_ans_0"}),
+        ("blast_radius", {"context_ids": ["fan_summary_0", "fan_summary_1"], "kind": "any"}),
+    ],
+)
+async def test_walks_check_row_security_once_for_the_records_they_read(
+    store: PostgresStore,
+    owner: asyncpg.Connection,
+    pool: asyncpg.Pool,
+    name: str,
+    values: dict[str, Any],
+) -> None:
+    """Outside the walk's step (checked once a level), the tenant check gates each scan once:
+    a left join to the records re-ran it on every record read (20-30 µs a call as the
+    application role: 0.8 of a 1.4 ms walk-back at 250k records)."""
+    await derive_many(store, fan())
+    await owner.execute("VACUUM ANALYZE provenance, provenance_children")
+    plan = await explain_as_app(pool, name, tenant_id="default", max_depth=20, **values)
+    [union] = [node for node in plan if node["Node Type"] == "Recursive Union"]
+    in_walk = {id(node) for node in plan_nodes(union)}
+    gates = [
+        node["Actual Loops"]
+        for node in plan
+        if id(node) not in in_walk and "lineage_session_tenant()" in node.get("One-Time Filter", "")
+    ]
+    assert gates and all(loops == 1 for loops in gates), gates
+
+
 async def test_plans_use_the_tenant_edges_down_and_the_primary_key_up(
     store: PostgresStore, owner: asyncpg.Connection
 ) -> None:

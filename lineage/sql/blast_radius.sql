@@ -43,19 +43,21 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
 )
 SELECT found.*
 FROM (
-    -- expired: a record the walk reached was dropped by retention (its month expired).
+    -- Joined, not left-joined, to the records, so row security is checked once, above the
+    -- join, not on every probe; expired: a record the walk reached was dropped by retention
+    -- (its month expired), so fewer records are found than ids reached.
     SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash,
            r.transform, r.transform_version, r.produced_by, r.index_snapshot, r.trace_id,
            r.created_at, r.attributes,
            coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
                      WHERE b.depth = :max_depth + 1), false) AS truncated,
-           bool_or(r.context_id IS NULL) OVER () AS expired
+           count(*) OVER () < (SELECT sum(cardinality(b.frontier)) FROM walk AS b
+                               WHERE b.depth <= :max_depth) AS expired
     FROM walk AS d
     CROSS JOIN LATERAL unnest(d.frontier) AS node (id)
-    LEFT JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
+    JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
     WHERE d.depth <= :max_depth
 ) AS found
-WHERE found.context_id IS NOT NULL
-  AND (found.kind = :'kind' OR :'kind' = 'all'
-       OR (:'kind' = 'any' AND found.kind NOT IN ('verdict', 'tombstone')))
+WHERE found.kind = :'kind' OR :'kind' = 'all'
+   OR (:'kind' = 'any' AND found.kind NOT IN ('verdict', 'tombstone'))
 ORDER BY found.depth, found.context_id;

@@ -9,7 +9,8 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
     SELECT 0, start.ids, start.ids
     FROM (SELECT ARRAY(SELECT p.context_id FROM provenance AS p
                        WHERE p.tenant_id = :'tenant_id'
-                         AND p.context_id = :'context_id') AS ids) AS start
+                         AND p.context_id = :'context_id') AS ids
+          OFFSET 0) AS start  -- read the start once, not once per use of start.ids
     WHERE cardinality(start.ids) > 0
   -- include: walk_up
   UNION ALL
@@ -29,20 +30,18 @@ WITH RECURSIVE walk (depth, frontier, seen) AS (
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
   -- end include: walk_up
 )
-SELECT found.*
-FROM (
-    -- expired: the walk reached a parent retention has dropped (its month expired), so the
-    -- ancestors above it are unknown.
-    SELECT r.context_id, a.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash,
-           r.transform, r.transform_version, r.produced_by, r.index_snapshot, r.trace_id,
-           r.created_at, r.attributes,
-           coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
-                     WHERE b.depth = :max_depth + 1), false) AS truncated,
-           bool_or(r.context_id IS NULL) OVER () AS expired
-    FROM walk AS a
-    CROSS JOIN LATERAL unnest(a.frontier) AS node (id)
-    LEFT JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
-    WHERE a.depth <= :max_depth
-) AS found
-WHERE found.context_id IS NOT NULL
-ORDER BY found.depth, found.context_id;
+-- Joined, not left-joined, to the records, so row security is checked once, above the join,
+-- not on every probe; expired: the walk reached an id retention has dropped (its month
+-- expired), so fewer records are found than ids reached, and the ancestors above it are unknown.
+SELECT r.context_id, a.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
+       r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
+       r.attributes,
+       coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
+                 WHERE b.depth = :max_depth + 1), false) AS truncated,
+       count(*) OVER () < (SELECT sum(cardinality(b.frontier)) FROM walk AS b
+                           WHERE b.depth <= :max_depth) AS expired
+FROM walk AS a
+CROSS JOIN LATERAL unnest(a.frontier) AS node (id)
+JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
+WHERE a.depth <= :max_depth
+ORDER BY a.depth, r.context_id;
