@@ -374,6 +374,28 @@ async def test_a_changed_record_fails_against_an_earlier_checkpoint(
     assert set(rewritten) == {"doc_contractors_v1", "doc_employee_leave_v1"}
 
 
+async def test_a_record_removed_where_nothing_expires_fails_as_missing(
+    store: PostgresStore,
+    database: Database,
+    settings: Settings,
+    owner: asyncpg.Connection,
+) -> None:
+    """Without an expiry horizon a record gone from the store cannot have expired."""
+    await load_incident(store)
+    key = storage.signing_key(settings).verifier
+    signed = await storage.checkpoint(database, settings, "default")
+    await owner.execute("ALTER TABLE provenance DISABLE TRIGGER provenance_append_only")
+    await owner.execute("DELETE FROM provenance WHERE context_id = 'doc_contractors_v1'")
+    await owner.execute("ALTER TABLE provenance ENABLE ALWAYS TRIGGER provenance_append_only")
+    verified = await verify_walk(
+        DatabaseSource(database, settings, "default"), key, signed.note, ANSWER_ID
+    )
+    assert not verified.ok and verified.expired == []
+    assert [cid for cid, _ in verified.problems] == ["doc_contractors_v1"]
+    assert verified.problems[0][1].startswith("missing: leaf ")
+    assert "retention never expired any of this tenant's records" in verified.problems[0][1]
+
+
 async def test_a_record_appended_after_the_checkpoint_is_not_covered_by_it(
     store: PostgresStore, database: Database, settings: Settings
 ) -> None:

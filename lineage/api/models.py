@@ -404,9 +404,15 @@ class InclusionProof(Body):
     tree_size: int
     leaf_hash: str
     proof: list[str]
-    record: Record | None = Field(description="null when the retention period dropped it")
+    record: Record | None = Field(description="null when the record is gone from the store")
     expired: bool = Field(
-        default=False, description="the record expired; its leaf is still in the tree"
+        default=False,
+        description="the record is gone as retention drops records; its leaf is still in the tree",
+    )
+    expired_before: datetime | None = Field(
+        default=None,
+        description="where the record is gone: the tenant's expiry horizon (retention dropped "
+        "what was created before it); null where it never dropped any",
     )
 
 

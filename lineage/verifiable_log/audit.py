@@ -18,6 +18,7 @@ CLI does by default, like its other commands).
 import base64
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 import httpx
@@ -120,6 +121,11 @@ class HttpSource:
             tree_size=body["tree_size"],
             leaf_hash=_unb64(body["leaf_hash"]),
             proof=[_unb64(h) for h in body["proof"]],
+            expired_before=(
+                datetime.fromisoformat(body["expired_before"])
+                if body.get("expired_before")
+                else None
+            ),
         )
 
     async def consistency(self, first: int, second: int) -> list[bytes]:
@@ -198,9 +204,9 @@ async def verify_walk(
             result.problems.append((current, str(exc)))
             continue
         if found.record is None:
-            expired = _check_expired_leaf(checkpoint, found)
-            if expired:
-                result.problems.append((current, expired))
+            problem = _check_expired_leaf(checkpoint, found)
+            if problem:
+                result.problems.append((current, problem))
             else:
                 result.expired.append((current, found.leaf_index))
             continue
@@ -232,7 +238,14 @@ async def _check_signature(source: LogSource, context_id: str) -> str | None:
 
 
 def _check_expired_leaf(checkpoint: Checkpoint, found: InclusionProof) -> str | None:
-    """An expired record's leaf, as the log holds it, is in the signed tree."""
+    """A record gone from the store expired (the tenant's records expire) and its leaf, as
+    the log holds it, is in the signed tree."""
+    if not found.expired:
+        return (
+            f"missing: leaf {found.leaf_index} of the log is this record, but the store has no "
+            "such record and retention never expired any of this tenant's records, so it was "
+            "removed around the service (its tables were altered)"
+        )
     try:
         merkle.verify_inclusion(
             found.leaf_hash, found.leaf_index, checkpoint.tree_size, found.proof,

@@ -85,11 +85,20 @@ class TreeHead:
 class InclusionProof:
     """What a verifier needs to check that a record is in a tree of ``tree_size`` leaves."""
 
-    record: ContextRecord | None  # None: retention dropped it; its leaf is still in the tree
+    record: ContextRecord | None  # None: gone from the store; its leaf is still in the tree
     leaf_index: int
     tree_size: int
     leaf_hash: bytes  # as the log holds it; a verifier recomputes its own from `record`
     proof: list[bytes]
+    # Where the record is gone: the tenant's expiry horizon (retention dropped what was created
+    # before it), None where retention never dropped any of the tenant's records.
+    expired_before: datetime | None = None
+
+    @property
+    def expired(self) -> bool:
+        """Gone from the store, as retention drops records: a record gone from a tenant whose
+        records never expired was removed around the service."""
+        return self.record is None and self.expired_before is not None
 
 
 @dataclass(frozen=True)
@@ -240,8 +249,11 @@ async def inclusion(
             )
         [leaf] = (await _stored(tx, [(0, index)])).values()
         proof = await _proof(tx, merkle.inclusion_proof_nodes(index, tree_size))
-    record = record_from_row(rows[0]) if rows[0]["context_id"] is not None else None
-    return InclusionProof(record, index, tree_size, leaf, proof)
+        if rows[0]["context_id"] is not None:
+            return InclusionProof(record_from_row(rows[0]), index, tree_size, leaf, proof)
+        horizon = await tx.fetch("bundle_expired_before")
+    expired_before = horizon[0]["expired_before"] if horizon else None
+    return InclusionProof(None, index, tree_size, leaf, proof, expired_before)
 
 
 async def consistency(database: Database, tenant_id: str, first: int, second: int) -> list[bytes]:

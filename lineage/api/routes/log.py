@@ -69,8 +69,10 @@ async def get_inclusion_proof(
 ) -> dict[str, Any]:
     """The record as stored, its leaf index and the proof that it is in the tree of
     `tree_size` leaves. Recompute the leaf hash from the record yourself:
-    SHA-256(0x00 || RFC 8785 canonical form). A record the retention period dropped has
-    `record` null and `expired` true: the proof still shows its leaf hash at its index."""
+    SHA-256(0x00 || RFC 8785 canonical form). A record gone from the store has `record` null
+    and the proof still shows its leaf hash at its index; `expired` is true where retention
+    drops records (`expired_before`, the tenant's horizon), false where it never dropped any
+    (then the record was removed around the service)."""
     found = await storage.inclusion(database, caller.tenant_id, context_id, tree_size)
     return {
         "context_id": context_id,
@@ -79,7 +81,8 @@ async def get_inclusion_proof(
         "leaf_hash": _b64(found.leaf_hash),
         "proof": [_b64(h) for h in found.proof],
         "record": found.record.api_dict() if found.record else None,
-        "expired": found.record is None,
+        "expired": found.expired,
+        "expired_before": found.expired_before,
     }
 
 
