@@ -2,6 +2,7 @@
 looked up again, yet a key revoked anywhere is refused on the very next request; an audited
 request writes its audit row in the transaction of its work."""
 
+import json
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -9,6 +10,7 @@ import httpx
 import pytest
 
 from lineage import db
+from lineage.api import models
 from lineage.api.app import create_app
 from lineage.db.database import Database
 from lineage.services import auth
@@ -99,3 +101,23 @@ async def test_an_audited_request_writes_its_audit_row_with_its_work(
         ("get_context", "ctx_00000000000000000000000000000001"),  # once, though the read failed
     ]
     assert audited[0]["xmin"] == key_xmin  # one transaction: the key and who made it
+
+
+async def test_a_walk_back_is_sent_as_its_model_documents_it(
+    http: httpx.AsyncClient, database: Database
+) -> None:
+    token, _ = await auth.create_key(database, TENANT, "admin")
+    headers = {"Authorization": f"Bearer {token}"}
+    document = {"kind": "document", "text": "policy", "source_uri": "s3://policy.md"}
+    made = (await http.post("/v1/contexts", json=document, headers=headers)).json()
+    chunk = {"kind": "chunk", "text": "clause", "parent_ids": [made["context_id"]]}
+    child = (await http.post("/v1/contexts", json=chunk, headers=headers)).json()
+    walked = await http.get(f"/v1/contexts/{child['context_id']}/lineage", headers=headers)
+    assert walked.status_code == 200
+    body = walked.json()
+    checked = models.WalkBack.model_validate(body)
+    assert json.loads(checked.model_dump_json()) == body
+    assert [node["context_id"] for node in body["nodes"]] == [
+        child["context_id"],
+        made["context_id"],
+    ]
