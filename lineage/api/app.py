@@ -33,6 +33,7 @@ from lineage.api.routes import log as log_routes
 from lineage.claims.judges import judge_from_settings
 from lineage.claims.sampling import Sampler
 from lineage.core import tasks
+from lineage.core.metrics import process_ended
 from lineage.db.database import Database
 from lineage.db.migrate import migrate as upgrade
 from lineage.services import audit, retention, signing
@@ -118,6 +119,7 @@ def create_app(
         else:
             log.info("authentication: bearer keys (LINEAGE_AUTH=keys)")
         async with AsyncExitStack() as running:
+            running.callback(process_ended)
             running.push_async_callback(app.state.events.close)
             running.push_async_callback(app.state.keys.close)
             app.state.sampler.start()

@@ -3,6 +3,8 @@ embedded PostgreSQL."""
 
 from __future__ import annotations
 
+import functools
+import os
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -55,6 +57,14 @@ def stop(config: ConfigOption = None) -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
     port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Server processes on the one port; each has its own pool, limits and "
+            "background rounds, and /metrics sums them all.",
+        ),
+    ] = 1,
     config: ConfigOption = None,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs), migrating first; while the database is down it
@@ -79,13 +89,24 @@ def serve(
     diagnostics.print(
         f"explorer: [bold]http://{bind_host}:{bind_port}/ui[/bold] (paste an answer id)"
     )
-    uvicorn.run(
-        create_app(settings, database_url=url, migrate_first=True),  # waits for the database
+    run = functools.partial(
+        uvicorn.run,
         host=bind_host,
         port=bind_port,
         log_config=log_config(settings.log_level),
         access_log=False,  # lineage.access logs each request, with its trace id
     )
+    if workers == 1:
+        run(create_app(settings, database_url=url, migrate_first=True))  # waits for the database
+        return
+    from lineage.api.workers import WORKER_APP, worker_environment
+    from lineage.db.migrate import migrate as upgrade
+
+    with reported():
+        upgrade(url)  # once, before the workers start (each would otherwise race to)
+    os.environ.update(worker_environment(settings, url, config))
+    diagnostics.print(f"{workers} worker processes; /metrics sums them")
+    run(WORKER_APP, factory=True, workers=workers)
 
 
 def serving_settings(settings: Settings, bind_host: str) -> Settings:

@@ -8,11 +8,24 @@ metrics with `prometheus_client.start_http_server(port)`.
 """
 
 import collections
+import os
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+# Where the processes of `lineage serve --workers N` keep their metrics (prometheus_client's
+# multiprocess mode, which reads it when first imported): /metrics then sums every process's.
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 RECORDS_APPENDED = Counter(
     "lineage_records_appended", "Records appended (new rows, not replays), by kind.", ["kind"]
@@ -25,13 +38,19 @@ DEGRADED = Counter(
     "Lineage work given up so that the caller's pipeline could go on (degrade-open), by reason.",
     ["reason"],
 )
-SPOOL_DEPTH = Gauge("lineage_spool_depth", "Records waiting in the local spool to be sent.")
+SPOOL_DEPTH = Gauge(
+    "lineage_spool_depth",
+    "Records waiting in the local spool to be sent.",
+    multiprocess_mode="livesum",
+)
 SPANS_STORED = Counter("lineage_spans_stored", "Spans received and stored (new ones).")
 OTLP_UNKNOWN_IDS = Counter(
     "lineage_otlp_unknown_ids",
     "Ids, sources or contents named by spans sent to POST /v1/traces that no record stands for.",
 )
-EVENT_STREAMS = Gauge("lineage_event_streams", "Live event streams open now.")
+EVENT_STREAMS = Gauge(
+    "lineage_event_streams", "Live event streams open now.", multiprocess_mode="livesum"
+)
 
 
 def count_appended(kinds: Iterable[str]) -> None:
@@ -53,5 +72,16 @@ def set_spool_depth(records: int) -> None:
 
 
 def exposition() -> tuple[bytes, str]:
-    """The metrics in the Prometheus text format, and its content type."""
-    return generate_latest(), CONTENT_TYPE_LATEST
+    """The metrics in the Prometheus text format (of every process, in multiprocess mode), and
+    its content type."""
+    if MULTIPROCESS_DIR not in os.environ:
+        return generate_latest(), CONTENT_TYPE_LATEST
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+def process_ended() -> None:
+    """In multiprocess mode, drop this process's live gauges from the sums."""
+    if MULTIPROCESS_DIR in os.environ:
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
