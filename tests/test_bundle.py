@@ -177,7 +177,8 @@ def pass_a_record_off_as_expired(lines: list[bytes]) -> list[bytes]:
     """Its leaf hash kept and the trailer's counts fixed, so only the signed expiry note the
     bundle lacks can tell."""
     value = json.loads(lines[2])
-    expired = {"context_id": record_of(lines[2])["context_id"], "has_kept_children": False}
+    context_id = record_of(lines[2])["context_id"]
+    expired = {"context_id": context_id, "has_kept_children": False, "root_sources": {}}
     value = {"leaf_index": value["leaf_index"], "leaf_hash": value["leaf_hash"], "expired": expired}
     trailer = json.loads(lines[-1])
     trailer["end"]["expired"] = 1

@@ -6,6 +6,7 @@ off as expired, or changes what expired, is refused."""
 import base64
 import json
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lineage import cli
+from lineage.bundle import format as bundle
 from lineage.bundle.export import export_bundle
 from lineage.bundle.load import import_bundle
 from lineage.core.errors import BundleError, CheckpointError
@@ -23,7 +25,7 @@ from lineage.settings import Settings
 from lineage.verifiable_log import storage
 from lineage.verifiable_log.checkpoint import generate_signing_key
 from tests.test_bundle import lines_of, rewrite, verifier
-from tests.test_retention import NEW_RECORDS, OLD_RECORDS, append
+from tests.test_retention import NEW_RECORDS, NOW, OLD_RECORDS, append, record
 
 EXPIRED = [record.context_id for record in OLD_RECORDS]  # doc_old, chunk_old, tomb_old
 KEPT = [record.context_id for record in NEW_RECORDS]  # answer_new (child of chunk_old), doc_new
@@ -88,7 +90,7 @@ async def test_the_imported_tenant_walks_as_the_original_and_knows_what_expired(
     imported = await import_bundle(owner_database, Settings(), path, "moved", verifier())
     checked = imported.verified
     assert (checked.records, checked.expired, imported.tree_size) == (2, 3, 2)
-    assert checked.expired_parents == {"chunk_old"}
+    assert checked.expired_parents == {"chunk_old": {"s3://old.md": 1}}
     walked = await walks.walk_back(database, Settings(), "moved", "answer_new", None)
     assert walked.truncated_reason == "retention"  # its parent chunk_old expired
     plain = [{k: v for k, v in node.items() if k != "tenant_id"} for node in walked.nodes]
@@ -96,6 +98,93 @@ async def test_the_imported_tenant_walks_as_the_original_and_knows_what_expired(
     horizons = await owner.fetch("SELECT tenant_id, expired_before FROM tenant_expiry ORDER BY 1")
     assert [row["tenant_id"] for row in horizons] == ["default", "moved"]
     assert horizons[0]["expired_before"] == horizons[1]["expired_before"] == checked.expired_before
+
+
+async def root_sources_of(owner: asyncpg.Connection, tenant_id: str) -> list[tuple[Any, ...]]:
+    rows = await owner.fetch(
+        "SELECT context_id, source_uri, depth FROM root_sources WHERE tenant_id = $1 ORDER BY 1, 2",
+        tenant_id,
+    )
+    return [tuple(row) for row in rows]
+
+
+async def by_source(database: Database, tenant_id: str, source_uri: str) -> list[Any]:
+    nodes = await walks.run(
+        database, Settings(), "blast_radius_by_source",
+        tenant_id=tenant_id, source_uri=source_uri, kind="all", max_depth=20,
+    )  # fmt: skip
+    return [{k: v for k, v in node.items() if k != "tenant_id"} for node in nodes]
+
+
+async def test_a_kept_record_whose_parent_expired_keeps_its_root_sources(
+    database: Database, owner_database: Database, owner: asyncpg.Connection, tmp_path: Path
+) -> None:
+    """The expired chunk_old carries the root sources its kept children inherited from it, so
+    blast radius by source_uri finds them in the imported tenant as in the original; answer_two
+    also derives from the kept doc_new, whose source it must not pass on to answer_new."""
+    await retention.set_policy(owner_database, 12)
+    await append(database, OLD_RECORDS)
+    await append(database, NEW_RECORDS)
+    both = record("answer_two", "answer", NOW, parent_ids=["chunk_old", "doc_new"])
+    await append(database, [both])
+    await storage.checkpoint(database, Settings(), "default")
+    await retention.apply(database)
+    path = tmp_path / "expired.bundle"
+    await export_bundle(owner_database, Settings(), "default", path, include_text=False)
+    [chunk] = [
+        leaf for leaf in leaf_lines(path) if leaf.get("expired", {}).get("has_kept_children")
+    ]
+    assert chunk["expired"]["root_sources"] == {"s3://old.md": 1}
+
+    await import_bundle(owner_database, Settings(), path, "moved", verifier())
+
+    original = await root_sources_of(owner, "default")
+    assert original == [
+        ("answer_new", "s3://old.md", 2),
+        ("answer_two", "s3://new.md", 1),
+        ("answer_two", "s3://old.md", 2),
+        ("doc_new", "s3://new.md", 0),
+    ]
+    assert await root_sources_of(owner, "moved") == original
+    for source_uri in ("s3://old.md", "s3://new.md"):
+        found = await by_source(database, "default", source_uri)
+        assert found and await by_source(database, "moved", source_uri) == found
+
+
+def as_version_2(lines: list[bytes]) -> list[bytes]:
+    """The bundle as version 2 wrote it: no root sources, an expiry note over ids alone."""
+    header, trailer = json.loads(lines[0]), json.loads(lines[-1])
+    header["version"] = 2
+    leaves, expired = [], bundle.ExpiredLeaves()
+    for line in lines[1:-1]:
+        value = json.loads(line)
+        if "expired" not in value:
+            leaves.append(line)
+            continue
+        del value["expired"]["root_sources"]
+        expired.add(value["leaf_index"], value["expired"]["context_id"], None)
+        leaves.append(json.dumps(value).encode() + b"\n")
+    text = trailer["expiry"].split("\n\n")[0] + "\n"
+    before = datetime.fromisoformat(text.rstrip("\n").rpartition("\nbefore ")[2])
+    checkpoint = verifier().open(header["checkpoint"])
+    trailer["expiry"] = storage.signing_key(Settings()).sign_text(expired.text(checkpoint, before))
+    return [json.dumps(header).encode() + b"\n", *leaves, json.dumps(trailer).encode() + b"\n"]
+
+
+async def test_a_version_2_bundle_still_imports(
+    expired_bundle: tuple[Path, list[Any]], owner_database: Database, database: Database
+) -> None:
+    path, _ = expired_bundle
+    rewrite(path, as_version_2)
+    imported = await import_bundle(owner_database, Settings(), path, "moved", verifier())
+    assert imported.verified.header.version == 2
+    assert imported.verified.expired_parents == {"chunk_old": {}}  # it carried no root sources
+    walked = await walks.walk_back(database, Settings(), "moved", "answer_new", None)
+    assert [node["context_id"] for node in walked.nodes] == ["answer_new"]
+
+
+def alter_an_expired_records_root_sources(lines: list[bytes]) -> list[bytes]:
+    return [line.replace(b'{"s3://old.md": 1}', b'{"s3://other.md": 1}') for line in lines]
 
 
 def swap_a_kept_record_for_its_hash(lines: list[bytes]) -> list[bytes]:
@@ -106,7 +195,7 @@ def swap_a_kept_record_for_its_hash(lines: list[bytes]) -> list[bytes]:
         if value.get("record", {}).get("context_id") != "answer_new":
             out.append(line)
             continue
-        expired = {"context_id": "answer_new", "has_kept_children": False}
+        expired = {"context_id": "answer_new", "has_kept_children": False, "root_sources": {}}
         swapped = {"leaf_index": value["leaf_index"], "leaf_hash": value["leaf_hash"]}
         out.append(json.dumps({**swapped, "expired": expired}).encode() + b"\n")
     return _recount(out)
@@ -153,6 +242,9 @@ TAMPERING: dict[str, tuple[Callable[[list[bytes]], list[bytes]], type[Exception]
         swap_a_kept_record_for_its_hash, BundleError, "does not name the 4 expired leaves"
     ),
     "an expired record renamed": (rename_an_expired_record, BundleError, "does not name the"),
+    "an expired record's root sources altered": (
+        alter_an_expired_records_root_sources, BundleError, "does not name the"
+    ),
     "an expired leaf's hash altered": (
         alter_an_expired_leaf_hash, BundleError, "do not hash to the checkpoint's root"
     ),

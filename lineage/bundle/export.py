@@ -119,10 +119,11 @@ async def _write_leaves(
             progress("export records", written, tree_size)
         leaf_index, leaf_hash = row["leaf_index"], bytes(row["leaf_hash"])
         if row["context_id"] is None:  # retention dropped the record
-            expired.add(leaf_index, row["leaf_context_id"])
+            context_id, roots = row["leaf_context_id"], row["inherited_roots"]
+            expired.add(leaf_index, context_id, roots)
             out.write(
                 bundle.expired_line(
-                    leaf_index, leaf_hash, row["leaf_context_id"], row["has_kept_children"]
+                    leaf_index, leaf_hash, context_id, row["has_kept_children"], roots
                 )
             )
             continue

@@ -6,7 +6,7 @@ A bundle is UTF-8 text, one JSON object a line, read and written a line at a tim
      "records": N, "texts": true|false, "verifier_key": ..., "settings": {...}, ...}   header
     {"leaf_index": 0, "leaf_hash": <b64>, "signature": {...}|null, "record": {...}}   a kept leaf
     {"leaf_index": 1, "leaf_hash": <b64>, "expired": {"context_id": ...,
-     "has_kept_children": true|false}}                                              an expired one
+     "has_kept_children": true|false, "root_sources": {uri: depth}}}                an expired one
     {"text": {"context_id": ..., "text": ..., "captured_at": ...}}                   if asked
     {"end": {"records": N, "texts": M, "expired": E}, "expiry": <signed note>|null}  trailer
 
@@ -23,8 +23,12 @@ A leaf whose record retention dropped before the export is carried as its hash o
 still proves it is the log's leaf, but not what the record said. Which leaves are expired is
 stated by the trailer's expiry note, signed by the checkpoint's key (`ExpiredLeaves.text`, with
 the time before which the tenant's records expired): a record line swapped for an expired line
-with the same hash does not match it. Version 1 bundles (no expired leaves, no `expired`
-counts) are still read.
+with the same hash does not match it. An expired record that kept ones name as a parent
+carries root sources (`root_sources`, derived, in no record): those that give its kept children
+the root sources they have in the exported tenant, so blast radius by source_uri finds them
+after an import as it does there; the expiry note covers them too. Version 2 bundles (expired
+leaves without root sources) and version 1 bundles (no expired leaves, no `expired` counts) are
+still read.
 """
 
 import base64
@@ -41,8 +45,8 @@ from lineage.verifiable_log import merkle
 from lineage.verifiable_log.checkpoint import Checkpoint, VerifierKey
 
 FORMAT: Final = "lineage-tenant"
-VERSION: Final = 2
-READABLE: Final = (1, 2)  # the versions this reader reads
+VERSION: Final = 3
+READABLE: Final = (1, 2, 3)  # the versions this reader reads
 SETTINGS: Final = ("capture_source_text", "capture_query_text", "capture_answer_text")
 
 
@@ -93,15 +97,18 @@ def record_line(leaf_index: int, leaf_hash: bytes, signature: Any, canonical: by
 
 
 def expired_line(
-    leaf_index: int, leaf_hash: bytes, context_id: str, has_kept_children: bool
+    leaf_index: int,
+    leaf_hash: bytes,
+    context_id: str,
+    has_kept_children: bool,
+    root_sources: Mapping[str, int],
 ) -> bytes:
-    return _line(
-        {
-            "leaf_index": leaf_index,
-            "leaf_hash": b64(leaf_hash),
-            "expired": {"context_id": context_id, "has_kept_children": has_kept_children},
-        }
-    )
+    expired = {
+        "context_id": context_id,
+        "has_kept_children": has_kept_children,
+        "root_sources": root_sources,
+    }
+    return _line({"leaf_index": leaf_index, "leaf_hash": b64(leaf_hash), "expired": expired})
 
 
 def text_line(context_id: str, text: str, captured_at: datetime) -> bytes:
@@ -118,15 +125,18 @@ def end_line(records: int, texts: int, expired: int, expiry_note: str | None) ->
 
 class ExpiredLeaves:
     """The leaves a bundle carries as hashes only, folded into the text of its expiry note:
-    the checkpoint, their count and a SHA-256 over their indexes and ids, in leaf order."""
+    the checkpoint, their count and a SHA-256 over their indexes, ids and (from version 3)
+    root sources, in leaf order."""
 
     def __init__(self) -> None:
         self.count = 0
         self._digest = hashlib.sha256()
 
-    def add(self, leaf_index: int, context_id: str) -> None:
+    def add(self, leaf_index: int, context_id: str, root_sources: Mapping[str, int] | None) -> None:
+        """`root_sources` None: a version 2 bundle's leaf, which has none."""
         self.count += 1
-        self._digest.update(f"{leaf_index} {context_id}\n".encode())
+        roots = "" if root_sources is None else " " + json.dumps(root_sources, sort_keys=True)
+        self._digest.update(f"{leaf_index} {context_id}{roots}\n".encode())
 
     def text(self, checkpoint: Checkpoint, expired_before: datetime | None) -> str:
         """The note text the checkpoint's key signs (its first line tells it from a
@@ -159,6 +169,7 @@ class BundleExpired:
     leaf_hash: bytes
     context_id: str
     has_kept_children: bool  # a kept record names it as a parent
+    root_sources: dict[str, int]  # what its kept children inherit from it (none before v3)
 
 
 @dataclass(frozen=True)
@@ -193,8 +204,9 @@ class Verified:
     signatures_unchecked: int = 0  # signed under a key this keyring lacks
     unsigned: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
-    # Expired records that kept ones name as parents: an import accepts them as parents.
-    expired_parents: set[str] = field(default_factory=set)
+    # Expired records that kept ones name as parents, with the root sources they pass on: an
+    # import accepts them as parents.
+    expired_parents: dict[str, dict[str, int]] = field(default_factory=dict)
     expired_before: datetime | None = None  # retention had dropped the records created before
 
 
@@ -271,14 +283,18 @@ def _record(value: dict[str, Any], number: int, header: Header) -> BundleRecord:
     return entry
 
 
-def _expired(value: dict[str, Any], number: int) -> BundleExpired:
+def _expired(value: dict[str, Any], number: int, header: Header) -> BundleExpired:
     try:
         expired = value["expired"]
+        roots = dict(expired["root_sources"]) if header.version >= 3 else {}
+        if not all(type(depth) is int and depth >= 0 for depth in roots.values()):
+            raise ValueError(f"root source depths {roots} are not whole numbers >= 0")
         return BundleExpired(
             leaf_index=int(value["leaf_index"]),
             leaf_hash=unb64(value["leaf_hash"], f"line {number}: leaf_hash"),
             context_id=str(expired["context_id"]),
             has_kept_children=bool(expired["has_kept_children"]),
+            root_sources={str(source): depth for source, depth in roots.items()},
         )
     except BundleError:
         raise
@@ -322,7 +338,7 @@ def _leaf(
         entry = _record(value, number, header)
         what = f"record {entry.record.context_id}"
     else:
-        entry = _expired(value, number)
+        entry = _expired(value, number, header)
         what = f"expired record {entry.context_id}"
     if entry.leaf_index != expected:
         raise BundleError(
@@ -356,7 +372,8 @@ def entries(
                 raise BundleError(f"line {number}: a leaf after the captured texts")
             entry = _leaf(value, number, header, leaves)
             if isinstance(entry, BundleExpired):
-                expired.add(entry.leaf_index, entry.context_id)
+                roots = entry.root_sources if header.version >= 3 else None
+                expired.add(entry.leaf_index, entry.context_id, roots)
             leaves += 1
             if leaves > header.records:
                 raise BundleError(

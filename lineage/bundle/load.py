@@ -15,7 +15,7 @@ is the bundle's, and a kept record may name an expired one as its parent.
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +30,7 @@ from lineage.services import audit, signing
 from lineage.services.auth import Caller
 from lineage.settings import Settings
 from lineage.store.postgres import check_batch, insert_records
-from lineage.store.roots import stored_root_sources
+from lineage.store.roots import Roots, stored_root_sources
 from lineage.verifiable_log import storage
 from lineage.verifiable_log.checkpoint import VerifierKey
 
@@ -102,7 +102,7 @@ def check_bundle(
             if isinstance(entry, bundle.BundleExpired):
                 verified.expired += 1
                 if entry.has_kept_children:
-                    verified.expired_parents.add(entry.context_id)
+                    verified.expired_parents[entry.context_id] = entry.root_sources
             else:
                 verified.records += 1
                 _check_signature(entry, signer, verified)
@@ -265,7 +265,7 @@ async def _read_ahead(chunks: Iterator[_Chunk]) -> AsyncGenerator[_Chunk, None]:
 
 
 async def _write_held_back(
-    tx: Transaction, waiting: list[ContextRecord], expired: set[str]
+    tx: Transaction, waiting: list[ContextRecord], expired: Mapping[str, Roots]
 ) -> None:
     """Write the records still waiting for their parents; BundleError if some never come."""
     while waiting:
@@ -279,7 +279,7 @@ async def _write_held_back(
 
 
 async def _write_records(
-    tx: Transaction, records: list[ContextRecord], expired: set[str]
+    tx: Transaction, records: list[ContextRecord], expired: Mapping[str, Roots]
 ) -> list[ContextRecord]:
     """Insert the records whose parents are stored, expired or come before them here; the
     others are returned to wait for their parents (a log's leaf order need not put parents
@@ -291,7 +291,7 @@ async def _write_records(
     own = {record.context_id for record in records}
     outside = {parent for record in records for parent in record.parent_ids} - own
     present = set(await stored_root_sources(tx, outside)) if outside else set()
-    present |= outside & expired
+    present |= outside & expired.keys()
     ready: list[ContextRecord] = []
     waiting = records
     placed = True

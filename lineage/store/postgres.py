@@ -1,8 +1,9 @@
 """The store that talks to Postgres directly."""
 
 import json
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import asyncpg
@@ -71,12 +72,16 @@ async def append_records(tx: "Transaction", proposals: Sequence[NewContext]) -> 
 
 
 async def insert_records(
-    tx: "Transaction", records: Sequence[ContextRecord], *, expired_parents: Set[str] = frozenset()
+    tx: "Transaction",
+    records: Sequence[ContextRecord],
+    *,
+    expired_parents: Mapping[str, Roots] = MappingProxyType({}),
 ) -> set[str]:
     """Insert stamped records, with everything that follows a record (transform versions, root
     sources, signature), in the caller's transaction; the ids inserted. Ids already stored are
     left alone. Parents must be earlier in `records`, stored, or in `expired_parents` (a bundle
-    import's records that retention dropped before the export): InvalidRecord otherwise.
+    import's records that retention dropped before the export, with the root sources they pass
+    on): InvalidRecord otherwise.
     `append_records` (new records) and bundle imports (records as exported) both write here."""
     batch_ids = [r.context_id for r in records]
     stored_parents = await _check_parents(tx, records, expired_parents)
@@ -99,7 +104,8 @@ async def insert_records(
     inserted = {row["context_id"] for row in rows}
     await _note_transform_versions(tx, records, inserted)
     new = [record for record in records if record.context_id in inserted]
-    await note_root_sources(tx, new, stored_parents)
+    named = {p: expired_parents[p] for r in new for p in r.parent_ids if p in expired_parents}
+    await note_root_sources(tx, new, stored_parents | named)
     await signing.append_signatures(tx, new)
     # Last: it holds the tenant's stream counter until commit.
     await events.note_appended(tx, [record.context_id for record in new])
@@ -124,7 +130,7 @@ async def _refuse_ids_stored_twice(tx: "Transaction", context_ids: list[str]) ->
 
 
 async def _check_parents(
-    tx: "Transaction", records: Sequence[ContextRecord], expired: Set[str]
+    tx: "Transaction", records: Sequence[ContextRecord], expired: Mapping[str, Roots]
 ) -> dict[str, Roots]:
     """Parents must be earlier in the batch, stored for this tenant or expired; others look
     unknown.
