@@ -36,15 +36,20 @@ def url_for(server_url: str, dbname: str) -> str:
 
 async def recreate(server_url: str, dbname: str, revision: str = "head") -> str:
     """A fresh database named dbname on the server, migrated to `revision`; returns its URL."""
+    url = await recreate_empty(server_url, dbname)
+    migrate(url, revision)
+    return url
+
+
+async def recreate_empty(server_url: str, dbname: str) -> str:
+    """A fresh, empty database named dbname on the server; returns its URL."""
     connection = await asyncpg.connect(server_url)
     try:
         await connection.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
         await connection.execute(f'CREATE DATABASE "{dbname}"')
     finally:
         await connection.close()
-    url = url_for(server_url, dbname)
-    migrate(url, revision)
-    return url
+    return url_for(server_url, dbname)
 
 
 async def load(

@@ -9,10 +9,13 @@ import asyncpg
 import pytest
 
 from lineage import db
+from lineage.core.record import NewContext
 from lineage.db.database import Database
 from lineage.services import auth
 from lineage.services.demo import load_incident
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
+from tests.conftest import database_at
 
 
 @pytest.fixture
@@ -157,3 +160,28 @@ async def test_no_session_reads_another_sessions_token_in_pg_stat_activity(
             ):
                 with pytest.raises(asyncpg.InsufficientPrivilegeError):
                     assert token not in (await injected.fetchval(query) or "")
+
+
+async def test_row_security_vouches_for_the_tenant_once_a_statement(
+    database_url: str, owner: asyncpg.Connection, settings: Settings
+) -> None:
+    """Every row a batch append inserts passes its table's policy; the vouching of the tenant
+    (plpgsql, an HMAC) runs once a statement (an InitPlan), not once a row."""
+    database_name = await owner.fetchval("SELECT current_database()")
+    await owner.execute(f"ALTER DATABASE \"{database_name}\" SET track_functions = 'pl'")
+    records = [
+        NewContext(
+            context_id=f"doc_{number}",
+            kind="document",
+            source_uri=f"s3://docs/{number}.md",
+            content_hash=f"sha256:{number:064x}",
+        )
+        for number in range(200)
+    ]
+    async with database_at(database_url, settings) as database, database.tenant("default") as tx:
+        await tx.append(records)
+        calls = await tx.connection.fetchval(
+            "SELECT calls FROM pg_stat_xact_user_functions "
+            "WHERE funcname = 'lineage_session_tenant'"
+        )
+    assert 0 < calls < 50, f"lineage_session_tenant ran {calls} times for {len(records)} records"

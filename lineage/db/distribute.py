@@ -34,6 +34,11 @@ NESTED_EXECUTION = (
     "ALTER FUNCTION lineage_captures(text, text) SET citus.allow_nested_distributed_execution = on"
 )
 
+# Citus refuses a subquery in a distributed table's policy, so there row security checks the
+# tenant per row, not once a statement as migration 0022 has it on plain PostgreSQL.
+TENANT_PER_ROW = "tenant_id = lineage_session_tenant()"
+CAPTURED_TEXT_RULE = " AND lineage_captures(tenant_id, context_id)"  # migration 0014's
+
 COLOCATION_TABLE = "tenants"
 REFERENCE_TABLES = ("api_keys",)
 # The triggers migrations made that Citus cannot keep; any other trigger stops distribute.
@@ -142,6 +147,7 @@ def distribute(url: str, progress: Progress = unwatched) -> list[str]:
         connection.execute(NESTED_EXECUTION)
         done.append("lineage_captures: may run its query on the worker holding a shard")
         tables = [*layout.distributed, *layout.reference]
+        done.extend(_tenant_checked_per_row(connection, tables, placed))
         for table in layout.distributed:
             progress("distribute", tables.index(table), len(tables), detail=table)
             if placed.get(table) == "h":
@@ -164,6 +170,30 @@ def distribute(url: str, progress: Progress = unwatched) -> list[str]:
         done.extend(f"{table}: left on the coordinator (no tenant_id)" for table in layout.local)
         done.append(_copy_vouching_key(connection))
         done.append(_hide_activity_on_workers(connection))
+    return done
+
+
+def _tenant_checked_per_row(
+    connection: psycopg.Connection, tables: list[str], placed: dict[str, str]
+) -> list[str]:
+    """Each tenant policy of a table about to be placed, in the form Citus accepts."""
+    done = []
+    for (table,) in connection.execute(
+        "SELECT tablename FROM pg_policies "
+        "WHERE schemaname = current_schema() AND policyname = tablename || '_tenant' "
+        "AND tablename = ANY (%s) ORDER BY tablename",
+        ([table for table in tables if table not in placed],),
+    ).fetchall():
+        with_check = TENANT_PER_ROW + (CAPTURED_TEXT_RULE if table == "context_text" else "")
+        connection.execute(
+            sql.SQL("ALTER POLICY {} ON {} USING ({}) WITH CHECK ({})").format(
+                sql.Identifier(f"{table}_tenant"),
+                sql.Identifier(table),
+                sql.SQL(TENANT_PER_ROW),
+                sql.SQL(with_check),
+            )
+        )
+        done.append(f"{table}: row security checks the tenant per row (Citus takes no subquery)")
     return done
 
 

@@ -7,6 +7,7 @@ source_uri is one index range instead of a walk (sql/blast_radius_by_source.sql)
 """
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import datetime
 
 from lineage.core.record import ContextRecord
 from lineage.db.database import Transaction
@@ -59,17 +60,26 @@ async def note_root_sources(
     known = {p: stored[p] for p in outside if p in stored}
     if unread := outside - known.keys():
         known |= await stored_root_sources(tx, unread)
-    rows = []
+    # One list per column, not a tuple per row: a batch has about five rows a record.
+    context_ids: list[str] = []
+    kinds: list[str] = []
+    source_uris: list[str] = []
+    depths: list[int] = []
+    created_ats: list[datetime] = []
     for record in new:
         # Every stored record has its rows (migration 0005 filled those before it).
         parents = [known.get(p, {}) for p in record.parent_ids]
-        known[record.context_id] = roots_of(record, parents)
-        rows += [(record, source, depth) for source, depth in known[record.context_id].items()]
+        roots = known[record.context_id] = roots_of(record, parents)
+        context_ids += [record.context_id] * len(roots)
+        kinds += [record.kind] * len(roots)
+        source_uris += roots.keys()
+        depths += roots.values()
+        created_ats += [record.created_at] * len(roots)
     await tx.execute(
         "record_root_sources",
-        context_ids=[record.context_id for record, _, _ in rows],
-        kinds=[record.kind for record, _, _ in rows],
-        source_uris=[source for _, source, _ in rows],
-        depths=[depth for _, _, depth in rows],
-        created_ats=[record.created_at for record, _, _ in rows],
+        context_ids=context_ids,
+        kinds=kinds,
+        source_uris=source_uris,
+        depths=depths,
+        created_ats=created_ats,
     )

@@ -984,91 +984,91 @@ ALTER TABLE ONLY public.tenant_text_keys
 
 ALTER TABLE public.api_keys ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY api_keys_tenant ON public.api_keys USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY api_keys_tenant ON public.api_keys USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.audit_log ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY audit_log_tenant ON public.audit_log USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY audit_log_tenant ON public.audit_log USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.context_text ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY context_text_tenant ON public.context_text USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK (((tenant_id = public.lineage_session_tenant()) AND public.lineage_captures(tenant_id, context_id)));
+CREATE POLICY context_text_tenant ON public.context_text USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK (((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)) AND public.lineage_captures(tenant_id, context_id)));
 
 ALTER TABLE public.events ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY events_tenant ON public.events USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY events_tenant ON public.events USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.forget_tombstones ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY forget_tombstones_tenant ON public.forget_tombstones USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY forget_tombstones_tenant ON public.forget_tombstones USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.log_checkpoints ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY log_checkpoints_tenant ON public.log_checkpoints USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY log_checkpoints_tenant ON public.log_checkpoints USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.log_heads ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY log_heads_tenant ON public.log_heads USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY log_heads_tenant ON public.log_heads USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.log_leaves ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY log_leaves_tenant ON public.log_leaves USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY log_leaves_tenant ON public.log_leaves USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.log_nodes ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY log_nodes_tenant ON public.log_nodes USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY log_nodes_tenant ON public.log_nodes USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.log_queue ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY log_queue_pending ON public.log_queue FOR SELECT TO postgres USING (true);
 
-CREATE POLICY log_queue_tenant ON public.log_queue USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY log_queue_tenant ON public.log_queue USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.provenance ENABLE ROW LEVEL SECURITY;
 
 ALTER TABLE public.provenance_children ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY provenance_children_tenant ON public.provenance_children USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY provenance_children_tenant ON public.provenance_children USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
-CREATE POLICY provenance_tenant ON public.provenance USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY provenance_tenant ON public.provenance USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.record_signatures ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY record_signatures_tenant ON public.record_signatures USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY record_signatures_tenant ON public.record_signatures USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.root_sources ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY root_sources_tenant ON public.root_sources USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY root_sources_tenant ON public.root_sources USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.spans ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY spans_tenant ON public.spans USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY spans_tenant ON public.spans USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.tenant_counters ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY tenant_counters_tenant ON public.tenant_counters USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY tenant_counters_tenant ON public.tenant_counters USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.tenant_expiry ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY tenant_expiry_tenant ON public.tenant_expiry USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY tenant_expiry_tenant ON public.tenant_expiry USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.tenant_settings ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY tenant_settings_tenant ON public.tenant_settings USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY tenant_settings_tenant ON public.tenant_settings USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.tenant_text_keys ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY tenant_text_keys_tenant ON public.tenant_text_keys USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY tenant_text_keys_tenant ON public.tenant_text_keys USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.tenants ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY tenants_retention ON public.tenants FOR SELECT TO postgres USING (true);
 
-CREATE POLICY tenants_tenant ON public.tenants USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY tenants_tenant ON public.tenants USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.transform_versions ENABLE ROW LEVEL SECURITY;
 
-CREATE POLICY transform_versions_tenant ON public.transform_versions USING ((tenant_id = public.lineage_session_tenant())) WITH CHECK ((tenant_id = public.lineage_session_tenant()));
+CREATE POLICY transform_versions_tenant ON public.transform_versions USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 GRANT USAGE ON SCHEMA public TO lineage_app;
 
