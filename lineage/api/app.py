@@ -73,7 +73,8 @@ async def _connect(
             await asyncio.sleep(delay)
             delay = min(CONNECT_RETRY_MAX_S, delay * 2)
     running.push_async_callback(database.close)
-    await app.state.keys.listen()
+    if app.state.auth == "keys":
+        await app.state.keys.listen()
     await running.enter_async_context(log_storage.background(database, settings))
     if settings.retention_schedule:
         await running.enter_async_context(retention.scheduled(database))
