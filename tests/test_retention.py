@@ -173,6 +173,28 @@ async def test_an_expired_month_goes_whole_and_what_outlives_it_stays(
     assert [cid for cid, _ in verified.expired] == ["chunk_old"]
 
 
+async def test_a_record_removed_after_the_expiry_horizon_fails_as_missing(
+    database: Database, owner_database: Database, owner: asyncpg.Connection, settings: Settings
+) -> None:
+    """Retention drops what was created before the horizon; a record gone that was created
+    after it (its leaf keeps its created_at) was removed around the service."""
+    await retention.set_policy(owner_database, 12)
+    await append(database, [*OLD_RECORDS, *NEW_RECORDS])
+    signed = await storage.checkpoint(database, settings, "default")
+    await retention.apply(database)
+    await owner.execute("ALTER TABLE provenance DISABLE TRIGGER provenance_append_only")
+    await owner.execute("DELETE FROM provenance WHERE context_id = 'doc_new'")
+    await owner.execute("ALTER TABLE provenance ENABLE ALWAYS TRIGGER provenance_append_only")
+    source, key = DatabaseSource(database, settings, "default"), storage.signing_key(settings)
+    expired = await verify_walk(source, key.verifier, signed.note, "answer_new")
+    removed = await verify_walk(source, key.verifier, signed.note, "doc_new")
+    assert expired.ok and [cid for cid, _ in expired.expired] == ["chunk_old"]
+    assert not removed.ok and removed.expired == []
+    [(context_id, problem)] = removed.problems
+    assert context_id == "doc_new"
+    assert problem.startswith(f"missing: leaf 4 of the log is this record, created {NOW:%Y-%m-%d}")
+
+
 async def test_no_period_keeps_everything_and_only_the_owner_sets_it(
     database: Database, pool: asyncpg.Pool, owner: asyncpg.Connection
 ) -> None:

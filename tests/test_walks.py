@@ -747,7 +747,10 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     },
     # The verifiable log's queries (tests/test_log.py runs them for real).
     "log_queued_records": {"batch_size": 10},
-    "log_append_leaves": {"leaf_indexes": [0]},
+    "log_append_leaves": {
+        "leaf_indexes": [0],
+        "created_ats": [datetime(2026, 1, 1, tzinfo=UTC)],
+    },
     "log_append_nodes": {"levels": [0], "node_indexes": [0], "hashes": [bytes(32)]},
     "log_advance_head": {"tree_size": 0, "root_hash": bytes(32)},
     "log_dequeue": {"queued_ids": []},

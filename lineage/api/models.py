@@ -414,6 +414,11 @@ class InclusionProof(Body):
         description="where the record is gone: the tenant's expiry horizon (retention dropped "
         "what was created before it); null where it never dropped any",
     )
+    created_at: datetime | None = Field(
+        default=None,
+        description="where the record is gone: its created_at as its leaf kept it (null for "
+        "leaves logged before migration 0023)",
+    )
 
 
 class ConsistencyProof(Body):

@@ -115,17 +115,15 @@ class HttpSource:
         body = await self._get(
             "/v1/log/proof/inclusion", context_id=context_id, tree_size=tree_size
         )
+        horizon, created_at = body.get("expired_before"), body.get("created_at")
         return InclusionProof(
             record=ContextRecord.model_validate(body["record"]) if body["record"] else None,
             leaf_index=body["leaf_index"],
             tree_size=body["tree_size"],
             leaf_hash=_unb64(body["leaf_hash"]),
             proof=[_unb64(h) for h in body["proof"]],
-            expired_before=(
-                datetime.fromisoformat(body["expired_before"])
-                if body.get("expired_before")
-                else None
-            ),
+            expired_before=datetime.fromisoformat(horizon) if horizon else None,
+            created_at=datetime.fromisoformat(created_at) if created_at else None,
         )
 
     async def consistency(self, first: int, second: int) -> list[bytes]:
@@ -240,11 +238,18 @@ async def _check_signature(source: LogSource, context_id: str) -> str | None:
 def _check_expired_leaf(checkpoint: Checkpoint, found: InclusionProof) -> str | None:
     """A record gone from the store expired (the tenant's records expire) and its leaf, as
     the log holds it, is in the signed tree."""
-    if not found.expired:
+    if found.expired_before is None:
         return (
             f"missing: leaf {found.leaf_index} of the log is this record, but the store has no "
             "such record and retention never expired any of this tenant's records, so it was "
             "removed around the service (its tables were altered)"
+        )
+    if not found.expired:
+        return (
+            f"missing: leaf {found.leaf_index} of the log is this record, created "
+            f"{found.created_at:%Y-%m-%d %H:%M:%S}Z, but the store has no such record and "
+            f"retention drops only what was created before {found.expired_before:%Y-%m-%d}, so "
+            "it was removed around the service (its tables were altered)"
         )
     try:
         merkle.verify_inclusion(

@@ -91,14 +91,20 @@ class InclusionProof:
     leaf_hash: bytes  # as the log holds it; a verifier recomputes its own from `record`
     proof: list[bytes]
     # Where the record is gone: the tenant's expiry horizon (retention dropped what was created
-    # before it), None where retention never dropped any of the tenant's records.
+    # before it), None where retention never dropped any of the tenant's records...
     expired_before: datetime | None = None
+    # ...and the record's created_at as its leaf kept it (None: logged before migration 0023).
+    created_at: datetime | None = None
 
     @property
     def expired(self) -> bool:
-        """Gone from the store, as retention drops records: a record gone from a tenant whose
-        records never expired was removed around the service."""
-        return self.record is None and self.expired_before is not None
+        """Gone from the store as retention drops records: created before the tenant's expiry
+        horizon. A record gone otherwise was removed around the service."""
+        return (
+            self.record is None
+            and self.expired_before is not None
+            and (self.created_at is None or self.created_at < self.expired_before)
+        )
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,7 @@ async def _sequence_batch(tx: Transaction) -> tuple[TreeHead, int]:
         "log_append_leaves",
         leaf_indexes=list(range(old_size, new_size)),
         context_ids=[row["context_id"] for row in rows],
+        created_ats=[row["created_at"] for row in rows],
     )
     await tx.execute(
         "log_append_nodes",
@@ -253,7 +260,9 @@ async def inclusion(
             return InclusionProof(record_from_row(rows[0]), index, tree_size, leaf, proof)
         horizon = await tx.fetch("bundle_expired_before")
     expired_before = horizon[0]["expired_before"] if horizon else None
-    return InclusionProof(None, index, tree_size, leaf, proof, expired_before)
+    return InclusionProof(
+        None, index, tree_size, leaf, proof, expired_before, rows[0]["created_at"]
+    )
 
 
 async def consistency(database: Database, tenant_id: str, first: int, second: int) -> list[bytes]:

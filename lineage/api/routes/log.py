@@ -71,8 +71,8 @@ async def get_inclusion_proof(
     `tree_size` leaves. Recompute the leaf hash from the record yourself:
     SHA-256(0x00 || RFC 8785 canonical form). A record gone from the store has `record` null
     and the proof still shows its leaf hash at its index; `expired` is true where retention
-    drops records (`expired_before`, the tenant's horizon), false where it never dropped any
-    (then the record was removed around the service)."""
+    dropped it (`created_at`, as its leaf kept it, before `expired_before`, the tenant's
+    horizon), false where it did not (then the record was removed around the service)."""
     found = await storage.inclusion(database, caller.tenant_id, context_id, tree_size)
     return {
         "context_id": context_id,
@@ -83,6 +83,7 @@ async def get_inclusion_proof(
         "record": found.record.api_dict() if found.record else None,
         "expired": found.expired,
         "expired_before": found.expired_before,
+        "created_at": found.created_at,
     }
 
 

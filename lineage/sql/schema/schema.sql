@@ -529,6 +529,7 @@ CREATE TABLE public.log_leaves (
     tenant_id text NOT NULL,
     leaf_index bigint NOT NULL,
     context_id text NOT NULL,
+    created_at timestamp with time zone,
     CONSTRAINT log_leaves_leaf_index_check CHECK ((leaf_index >= 0))
 );
 
