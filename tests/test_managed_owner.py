@@ -101,3 +101,27 @@ async def test_migrate_and_the_pool_warn_only_where_the_service_works_as_the_own
         "only the append-only trigger refuses changes to records (`lineage migrate` says how "
         "to make the role)",
     ]
+
+
+async def test_where_lineage_app_cannot_log_in_the_pool_says_it_works_by_set_role(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with private_postgres() as server, psycopg.connect(server.url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {OWNER} LOGIN CREATEROLE")
+        admin.execute(f"CREATE DATABASE lineage OWNER {OWNER}")
+        owner_url = f"postgresql://{OWNER}@127.0.0.1:{server.port}/lineage"
+        migrate(owner_url)
+        admin.execute("ALTER ROLE lineage_app NOLOGIN")
+        caplog.set_level(logging.WARNING, logger="lineage")
+        pool = await db.create_pool(owner_url, max_size=1)
+        try:
+            working_as = await pool.fetchval("SELECT current_user")
+        finally:
+            await pool.close()
+    assert working_as == db.APP_ROLE
+    assert [record.getMessage() for record in caplog.records] == [
+        'cannot log in as lineage_app (role "lineage_app" is not permitted to log in): working '
+        f"as it by SET ROLE from {OWNER} instead, which a RESET ROLE would undo and Citus "
+        "refuses for writes; let lineage_app log in: a password for it in ~/.pgpass or "
+        "PGPASSFILE, or a pg_hba.conf rule"
+    ]

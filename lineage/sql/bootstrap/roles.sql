@@ -9,7 +9,11 @@ BEGIN
     ELSIF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'lineage_app') THEN
         ALTER ROLE lineage_app LOGIN;
     END IF;
-    IF NOT pg_has_role(current_user, 'lineage_app', 'MEMBER') THEN
+    -- The owner may SET ROLE lineage_app (where the role cannot log in). Since PostgreSQL 16 a
+    -- CREATEROLE creator is a member without that option until granted it; before, any member.
+    IF NOT pg_has_role(current_user, 'lineage_app',
+                       CASE WHEN current_setting('server_version_num')::int >= 160000
+                            THEN 'SET' ELSE 'MEMBER' END) THEN
         EXECUTE format('GRANT lineage_app TO %I', current_user);
     END IF;
 END
