@@ -21,10 +21,13 @@ from lineage.bundle.load import import_bundle
 from lineage.core.errors import BundleError, CheckpointError
 from lineage.db.database import Database
 from lineage.services import retention, walks
+from lineage.services.auth import Caller
+from lineage.services.forget import forget
 from lineage.settings import Settings
+from lineage.store.postgres import record_from_row
 from lineage.verifiable_log import storage
 from lineage.verifiable_log.checkpoint import generate_signing_key
-from tests.test_bundle import lines_of, rewrite, verifier
+from tests.test_bundle import lines_of, rewrite, signer, verifier
 from tests.test_retention import NEW_RECORDS, NOW, OLD_RECORDS, append, record
 
 EXPIRED = [record.context_id for record in OLD_RECORDS]  # doc_old, chunk_old, tomb_old
@@ -76,7 +79,8 @@ def test_the_cli_imports_a_bundle_exported_after_expiry(
     assert loaded.exit_code == 0, loaded.output
     summary = json.loads(loaded.stdout)
     assert (summary["records"], summary["expired"], summary["tree_size"]) == (2, 3, 2)
-    assert summary["signatures_checked"] == 2 and summary["expired_before"] is not None
+    assert summary["signatures_checked"] == 3 and summary["expired_before"] is not None
+    assert summary["tombstones"] == 1  # tomb_old, kept past retention, carried whole
     assert "3 expired before the export" in loaded.stderr
 
 
@@ -152,7 +156,8 @@ async def test_a_kept_record_whose_parent_expired_keeps_its_root_sources(
 
 
 def as_version_2(lines: list[bytes]) -> list[bytes]:
-    """The bundle as version 2 wrote it: no root sources, an expiry note over ids alone."""
+    """The bundle as version 2 wrote it: no root sources or tombstones, an expiry note over ids
+    alone."""
     header, trailer = json.loads(lines[0]), json.loads(lines[-1])
     header["version"] = 2
     leaves, expired = [], bundle.ExpiredLeaves()
@@ -162,6 +167,7 @@ def as_version_2(lines: list[bytes]) -> list[bytes]:
             leaves.append(line)
             continue
         del value["expired"]["root_sources"]
+        value.pop("tombstone", None), value.pop("signature", None)
         expired.add(value["leaf_index"], value["expired"]["context_id"], None)
         leaves.append(json.dumps(value).encode() + b"\n")
     text = trailer["expiry"].split("\n\n")[0] + "\n"
@@ -181,6 +187,53 @@ async def test_a_version_2_bundle_still_imports(
     assert imported.verified.expired_parents == {"chunk_old": {}}  # it carried no root sources
     walked = await walks.walk_back(database, Settings(), "moved", "answer_new", None)
     assert [node["context_id"] for node in walked.nodes] == ["answer_new"]
+
+
+async def test_a_forget_tombstone_kept_past_retention_travels_and_its_forget_holds(
+    expired_bundle: tuple[Path, list[Any]], owner_database: Database, database: Database
+) -> None:
+    """tomb_old, the forget tombstone of doc_old's chunk, expired with its month but was kept in
+    forget_tombstones: the bundle carries it whole, the import writes it there under the new
+    tenant, signed by this service, and forgetting the document again answers as it does in the
+    original (nothing left to do)."""
+    path, _ = expired_bundle
+    [line] = [leaf for leaf in leaf_lines(path) if "tombstone" in leaf]
+    assert line["expired"]["context_id"] == line["tombstone"]["context_id"] == "tomb_old"
+    imported = await import_bundle(owner_database, Settings(), path, "moved", verifier())
+    assert imported.verified.tombstones == 1
+
+    kept = {}
+    for tenant_id in ("default", "moved"):
+        async with database.tenant(tenant_id) as tx:
+            [row] = await tx.connection.fetch("SELECT * FROM forget_tombstones")
+        kept[tenant_id] = record_from_row(row)
+        assert signer().verify(row["key_id"], kept[tenant_id].canonical_bytes(), row["signature"])
+    assert kept["moved"] == kept["default"].model_copy(update={"tenant_id": "moved"})
+
+    answers = []
+    for tenant_id in ("default", "moved"):
+        caller = Caller(tenant_id, None, "admin")
+        forgotten = (await forget(database, Settings(), caller, "s3://old.md")).as_dict()
+        answers.append({k: v for k, v in forgotten.items() if k != "forgotten_at"})
+    assert answers[0]["nothing_left"] and answers[0]["affected"]
+    assert answers[1] == answers[0]
+
+
+def alter_a_tombstone(lines: list[bytes]) -> list[bytes]:
+    kept, altered = b'"source_uri_hash":"hmacsha256:00"', b'"source_uri_hash":"hmacsha256:01"'
+    return [line.replace(kept, altered) for line in lines]
+
+
+def drop_a_tombstone(lines: list[bytes]) -> list[bytes]:
+    out = []
+    for line in lines:
+        value = json.loads(line)
+        if "tombstone" not in value:
+            out.append(line)
+            continue
+        value.pop("tombstone"), value.pop("signature")
+        out.append(json.dumps(value).encode() + b"\n")
+    return out
 
 
 def alter_an_expired_records_root_sources(lines: list[bytes]) -> list[bytes]:
@@ -242,6 +295,8 @@ TAMPERING: dict[str, tuple[Callable[[list[bytes]], list[bytes]], type[Exception]
         swap_a_kept_record_for_its_hash, BundleError, "does not name the 4 expired leaves"
     ),
     "an expired record renamed": (rename_an_expired_record, BundleError, "does not name the"),
+    "an expired tombstone altered": (alter_a_tombstone, BundleError, "was altered"),
+    "an expired tombstone dropped": (drop_a_tombstone, BundleError, "does not name the"),
     "an expired record's root sources altered": (
         alter_an_expired_records_root_sources, BundleError, "does not name the"
     ),

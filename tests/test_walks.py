@@ -737,6 +737,16 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     "bundle_retire_text_keys": {"text_hash_key": None},
     "bundle_import_texts": {"texts": [], "captured_ats": []},
     "bundle_import_expiry": {"expired_before": datetime(2024, 1, 1, tzinfo=UTC)},
+    "bundle_import_tombstone": {
+        "parent_ids": ["nope"],
+        "kind": "tombstone",
+        "content_hash": "sha256:nope",
+        "transform": "forget",
+        "created_at": datetime(2024, 1, 1, tzinfo=UTC),
+        "attributes": "{}",
+        "key_id": "k",
+        "signature": b"s",
+    },
     "key_create": {"key_id": "k", "scope": "read", "key_hash": b"h", "label": ""},
     "key_revoke": {"key_id": "k"},
     "key_lookup": {"key_id": "k"},
@@ -789,7 +799,8 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
 # Run as the owner: the application role may not create tenants.
 OWNER_ONLY = {
     "tenant_create", "tenant_delete", "operator_audit_list", "bundle_import_settings",
-    "bundle_retire_text_keys", "bundle_import_expiry", "bundle_analyze", "retention_policy_get",
+    "bundle_retire_text_keys", "bundle_import_expiry", "bundle_import_tombstone", "bundle_analyze",
+    "retention_policy_get",
     "retention_policy_set", "partitions_shape",
 }  # fmt: skip
 # Reads of provenance: on an empty database they find nothing.

@@ -1,6 +1,7 @@
 """Writing a tenant's bundle: the log brought up to date and checkpointed, then its leaves'
 records streamed from one snapshot into a file, never all in memory. A leaf whose record
-retention dropped goes as its hash only, named in an expiry note signed by the log's key."""
+retention dropped goes as its hash only (a forget tombstone, kept past retention, whole), named
+in an expiry note signed by the log's key."""
 
 import os
 from dataclasses import dataclass
@@ -118,25 +119,27 @@ async def _write_leaves(
         if written % FETCH_ROWS == 0:
             progress("export records", written, tree_size)
         leaf_index, leaf_hash = row["leaf_index"], bytes(row["leaf_hash"])
-        if row["context_id"] is None:  # retention dropped the record
-            context_id, roots = row["leaf_context_id"], row["inherited_roots"]
-            expired.add(leaf_index, context_id, roots)
-            out.write(
-                bundle.expired_line(
-                    leaf_index, leaf_hash, context_id, row["has_kept_children"], roots
+        signature, canonical = None, b""
+        if row["context_id"] is not None:  # kept, or a forget tombstone kept past retention
+            if row["key_id"] is not None:
+                signature = {"key_id": row["key_id"], "signature": bundle.b64(row["signature"])}
+            canonical = record_from_row(row).canonical_bytes()
+            if merkle.leaf_hash(canonical) != leaf_hash:
+                raise LogIntegrityError(
+                    f"record {row['context_id']} of tenant {tenant_id} was altered "
+                    f"after it was logged (leaf {leaf_index}): nothing exported"
                 )
-            )
+        if not row["expired"]:
+            out.write(bundle.record_line(leaf_index, leaf_hash, signature, canonical))
             continue
-        signature = None
-        if row["key_id"] is not None:
-            signature = {"key_id": row["key_id"], "signature": bundle.b64(row["signature"])}
-        canonical = record_from_row(row).canonical_bytes()
-        if merkle.leaf_hash(canonical) != leaf_hash:
-            raise LogIntegrityError(
-                f"record {row['context_id']} of tenant {tenant_id} was altered "
-                f"after it was logged (leaf {leaf_index}): nothing exported"
+        context_id, roots = row["leaf_context_id"], row["inherited_roots"]
+        tombstone = (signature, canonical) if canonical else None
+        expired.add(leaf_index, context_id, roots, tombstone=tombstone is not None)
+        out.write(
+            bundle.expired_line(
+                leaf_index, leaf_hash, context_id, row["has_kept_children"], roots, tombstone
             )
-        out.write(bundle.record_line(leaf_index, leaf_hash, signature, canonical))
+        )
     progress("export records", written, tree_size)
     if written != tree_size:
         raise LogIntegrityError(

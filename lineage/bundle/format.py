@@ -7,6 +7,8 @@ A bundle is UTF-8 text, one JSON object a line, read and written a line at a tim
     {"leaf_index": 0, "leaf_hash": <b64>, "signature": {...}|null, "record": {...}}   a kept leaf
     {"leaf_index": 1, "leaf_hash": <b64>, "expired": {"context_id": ...,
      "has_kept_children": true|false, "root_sources": {uri: depth}}}                an expired one
+    {"leaf_index": 2, "leaf_hash": <b64>, "expired": {...}, "signature": {...}|null,
+     "tombstone": {...}}                                           an expired forget tombstone
     {"text": {"context_id": ..., "text": ..., "captured_at": ...}}                   if asked
     {"end": {"records": N, "texts": M, "expired": E}, "expiry": <signed note>|null}  trailer
 
@@ -26,7 +28,10 @@ the time before which the tenant's records expired): a record line swapped for a
 with the same hash does not match it. An expired record that kept ones name as a parent
 carries root sources (`root_sources`, derived, in no record): those that give its kept children
 the root sources they have in the exported tenant, so blast radius by source_uri finds them
-after an import as it does there; the expiry note covers them too. Version 2 bundles (expired
+after an import as it does there; the expiry note covers them too. A forget tombstone, which
+retention keeps past the period (forget_tombstones), is carried whole beside its expired line, its
+canonical form hashing to the leaf, so the document stays forgotten where the bundle is imported.
+Version 2 bundles (expired
 leaves without root sources) and version 1 bundles (no expired leaves, no `expired` counts) are
 still read.
 """
@@ -102,13 +107,20 @@ def expired_line(
     context_id: str,
     has_kept_children: bool,
     root_sources: Mapping[str, int],
+    tombstone: tuple[Any, bytes] | None = None,
 ) -> bytes:
+    """`tombstone`: a forget tombstone's signature and canonical form, written verbatim."""
     expired = {
         "context_id": context_id,
         "has_kept_children": has_kept_children,
         "root_sources": root_sources,
     }
-    return _line({"leaf_index": leaf_index, "leaf_hash": b64(leaf_hash), "expired": expired})
+    line = _line({"leaf_index": leaf_index, "leaf_hash": b64(leaf_hash), "expired": expired})
+    if tombstone is None:
+        return line
+    signature, canonical = tombstone
+    extra = f', "signature": {json.dumps(signature)}, "tombstone": '.encode()
+    return line[:-2] + extra + canonical + b"}\n"
 
 
 def text_line(context_id: str, text: str, captured_at: datetime) -> bytes:
@@ -126,17 +138,25 @@ def end_line(records: int, texts: int, expired: int, expiry_note: str | None) ->
 class ExpiredLeaves:
     """The leaves a bundle carries as hashes only, folded into the text of its expiry note:
     the checkpoint, their count and a SHA-256 over their indexes, ids and (from version 3)
-    root sources, in leaf order."""
+    root sources and forget tombstones, in leaf order."""
 
     def __init__(self) -> None:
         self.count = 0
         self._digest = hashlib.sha256()
 
-    def add(self, leaf_index: int, context_id: str, root_sources: Mapping[str, int] | None) -> None:
+    def add(
+        self,
+        leaf_index: int,
+        context_id: str,
+        root_sources: Mapping[str, int] | None,
+        *,
+        tombstone: bool = False,
+    ) -> None:
         """`root_sources` None: a version 2 bundle's leaf, which has none."""
         self.count += 1
         roots = "" if root_sources is None else " " + json.dumps(root_sources, sort_keys=True)
-        self._digest.update(f"{leaf_index} {context_id}{roots}\n".encode())
+        whole = " tombstone" if tombstone else ""
+        self._digest.update(f"{leaf_index} {context_id}{roots}{whole}\n".encode())
 
     def text(self, checkpoint: Checkpoint, expired_before: datetime | None) -> str:
         """The note text the checkpoint's key signs (its first line tells it from a
@@ -170,6 +190,7 @@ class BundleExpired:
     context_id: str
     has_kept_children: bool  # a kept record names it as a parent
     root_sources: dict[str, int]  # what its kept children inherit from it (none before v3)
+    tombstone: BundleRecord | None = None  # a forget tombstone, kept past retention
 
 
 @dataclass(frozen=True)
@@ -203,6 +224,7 @@ class Verified:
     signatures_checked: int = 0
     signatures_unchecked: int = 0  # signed under a key this keyring lacks
     unsigned: int = 0
+    tombstones: int = 0  # forget tombstones retention dropped, carried whole
     kinds: dict[str, int] = field(default_factory=dict)
     # Expired records that kept ones name as parents, with the root sources they pass on: an
     # import accepts them as parents.
@@ -256,9 +278,12 @@ def read_header(stream: IO[bytes], verifier: VerifierKey) -> tuple[Header, Check
     return header, checkpoint
 
 
-def _record(value: dict[str, Any], number: int, header: Header) -> BundleRecord:
+def _record(
+    value: dict[str, Any], number: int, header: Header, key: str = "record"
+) -> BundleRecord:
+    """The record under `key` of a leaf line (a kept record; an expired line's tombstone)."""
     try:
-        fields = dict(value["record"])
+        fields = dict(value[key])
         if fields.pop("v", None) != CANONICAL_VERSION:
             raise BundleError(
                 f"line {number}: the record is not canonical form v{CANONICAL_VERSION}"
@@ -289,17 +314,29 @@ def _expired(value: dict[str, Any], number: int, header: Header) -> BundleExpire
         roots = dict(expired["root_sources"]) if header.version >= 3 else {}
         if not all(type(depth) is int and depth >= 0 for depth in roots.values()):
             raise ValueError(f"root source depths {roots} are not whole numbers >= 0")
-        return BundleExpired(
+        entry = BundleExpired(
             leaf_index=int(value["leaf_index"]),
             leaf_hash=unb64(value["leaf_hash"], f"line {number}: leaf_hash"),
             context_id=str(expired["context_id"]),
             has_kept_children=bool(expired["has_kept_children"]),
             root_sources={str(source): depth for source, depth in roots.items()},
+            tombstone=_record(value, number, header, "tombstone") if "tombstone" in value else None,
         )
     except BundleError:
         raise
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"line {number}: a malformed expired leaf line ({exc})") from exc
+    whole = entry.tombstone
+    if whole is not None and (whole.record.kind, whole.record.context_id) != (
+        "tombstone",
+        entry.context_id,
+    ):
+        raise BundleError(
+            f"line {number}: expired record {entry.context_id} carries record "
+            f"{whole.record.context_id} of kind {whole.record.kind}: an expired line carries "
+            "only its own forget tombstone"
+        )
+    return entry
 
 
 def _check_expiry(
@@ -332,7 +369,7 @@ def _check_expiry(
 def _leaf(
     value: dict[str, Any], number: int, header: Header, expected: int
 ) -> BundleRecord | BundleExpired:
-    """A leaf line, at its place in leaf order; a kept record hashing to its leaf."""
+    """A leaf line, at its place in leaf order; a record it carries hashing to its leaf."""
     entry: BundleRecord | BundleExpired
     if "record" in value:
         entry = _record(value, number, header)
@@ -345,10 +382,8 @@ def _leaf(
             f"line {number}: {what} is leaf {entry.leaf_index}, expected leaf {expected}: "
             "records are missing or out of order"
         )
-    if (
-        isinstance(entry, BundleRecord)
-        and merkle.leaf_hash(entry.record.canonical_bytes()) != entry.leaf_hash
-    ):
+    whole = entry if isinstance(entry, BundleRecord) else entry.tombstone
+    if whole is not None and merkle.leaf_hash(whole.record.canonical_bytes()) != entry.leaf_hash:
         raise BundleError(
             f"line {number}: {what} (leaf {expected}) was altered: its canonical form "
             "does not hash to the log's leaf"
@@ -373,7 +408,8 @@ def entries(
             entry = _leaf(value, number, header, leaves)
             if isinstance(entry, BundleExpired):
                 roots = entry.root_sources if header.version >= 3 else None
-                expired.add(entry.leaf_index, entry.context_id, roots)
+                tombstone = entry.tombstone is not None
+                expired.add(entry.leaf_index, entry.context_id, roots, tombstone=tombstone)
             leaves += 1
             if leaves > header.records:
                 raise BundleError(

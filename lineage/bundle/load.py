@@ -9,8 +9,9 @@ so a file changed between the two reads writes nothing.
 Records keep their ids, fields and times; under another tenant name their canonical form (which
 holds the tenant) changes, so they are signed again by this service and logged afresh. Leaves
 whose records retention dropped before the export are verified as leaves of the checkpoint's
-tree but written nowhere: the imported tenant's log holds its kept records, its expiry horizon
-is the bundle's, and a kept record may name an expired one as its parent.
+tree but written nowhere (but for forget tombstones, which go where retention keeps them): the
+imported tenant's log holds its kept records, its expiry horizon is the bundle's, and a kept
+record may name an expired one as its parent.
 """
 
 import asyncio
@@ -103,6 +104,9 @@ def check_bundle(
                 verified.expired += 1
                 if entry.has_kept_children:
                     verified.expired_parents[entry.context_id] = entry.root_sources
+                if entry.tombstone is not None:
+                    verified.tombstones += 1
+                    _check_signature(entry.tombstone, signer, verified)
             else:
                 verified.records += 1
                 _check_signature(entry, signer, verified)
@@ -199,6 +203,7 @@ async def _write(
         written, analyze_at = 0, BATCH_RECORDS
         async with aclosing(_read_ahead(chunks)) as read:
             async for chunk in read:
+                await _write_tombstones(tx, chunk.tombstones)
                 if chunk.records:
                     waiting = await _write_records(
                         tx, waiting + chunk.records, verified.expired_parents
@@ -223,6 +228,7 @@ class _Chunk:
     """Up to a batch of records (retagged to the importing tenant) or of texts, in bundle order."""
 
     records: list[ContextRecord] = field(default_factory=list)
+    tombstones: list[ContextRecord] = field(default_factory=list)  # expired, kept past retention
     texts: list[bundle.BundleText] = field(default_factory=list)
     last: bool = False
 
@@ -239,8 +245,10 @@ def _chunks(
             chunk.last = True
         else:
             leaves.append(entry.leaf_hash)
-            if isinstance(entry, bundle.BundleRecord):
-                chunk.records.append(entry.record.model_copy(update={"tenant_id": tenant_id}))
+            whole = entry if isinstance(entry, bundle.BundleRecord) else entry.tombstone
+            if whole is not None:
+                retagged = whole.record.model_copy(update={"tenant_id": tenant_id})
+                (chunk.records if whole is entry else chunk.tombstones).append(retagged)
         if len(chunk.records) == BATCH_RECORDS or len(chunk.texts) == BATCH_RECORDS:
             root.add(leaves)
             yield chunk
@@ -309,6 +317,14 @@ async def _write_records(
     if len(inserted) != len(ready):
         raise BundleError("the bundle lists a record twice")
     return waiting
+
+
+async def _write_tombstones(tx: Transaction, tombstones: list[ContextRecord]) -> None:
+    """Forget tombstones retention dropped go where it keeps them, signed by this service."""
+    for tombstone in tombstones:
+        key_id, signature = tx.signer.sign(tombstone.canonical_bytes())
+        fields = tombstone.model_dump(exclude={"tenant_id"})
+        await tx.execute("bundle_import_tombstone", **fields, key_id=key_id, signature=signature)
 
 
 async def _write_texts(tx: Transaction, texts: list[bundle.BundleText]) -> None:

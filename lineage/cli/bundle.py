@@ -78,6 +78,7 @@ def import_bundle(
                 "from_tenant": checked.header.tenant_id,
                 "records": checked.records,
                 "expired": checked.expired,
+                "tombstones": checked.tombstones,
                 "expired_before": (
                     None if checked.expired_before is None else checked.expired_before.isoformat()
                 ),

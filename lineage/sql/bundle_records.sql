@@ -1,34 +1,49 @@
 -- name: bundle_records
 -- The tenant's log leaves in leaf order up to a tree size, each with the leaf hash the log
 -- holds and its record with its stored signature: the body of an export bundle (lineage export
--- bundle). Null record columns: retention dropped the record (its leaf stays in the log);
--- has_kept_children says whether a kept record names it as a parent, and inherited_roots gives
--- such a record the root sources that make its kept children's what they are here (its own
--- rows expired with it): each source that every kept child has, a level above the deepest.
+-- bundle). `expired`: retention dropped the record (its leaf stays in the log), whose columns
+-- are null unless it is a forget tombstone, kept past retention in forget_tombstones and
+-- carried whole; has_kept_children says whether a kept record names it as a parent, and
+-- inherited_roots gives it the root sources that make its kept children's what they are here
+-- (its own rows expired with it): each source that every kept child has, a level above the
+-- deepest.
 --   psql -v tenant_id=default -v tree_size=100 -f sql/bundle_records.sql
-SELECT l.leaf_index, n.hash AS leaf_hash, l.context_id AS leaf_context_id, s.key_id, s.signature,
-       p.tenant_id, p.context_id, p.parent_ids, p.kind, p.source_uri, p.content_hash,
-       p.transform, p.transform_version, p.produced_by, p.index_snapshot, p.trace_id,
-       p.created_at, p.attributes,
+SELECT l.leaf_index, n.hash AS leaf_hash, l.context_id AS leaf_context_id,
+       coalesce(r.expired, true) AS expired, r.key_id, r.signature,
+       r.tenant_id, r.context_id, r.parent_ids, r.kind, r.source_uri, r.content_hash,
+       r.transform, r.transform_version, r.produced_by, r.index_snapshot, r.trace_id,
+       r.created_at, r.attributes,
        coalesce(kept.children > 0, false) AS has_kept_children,
        coalesce(inherited.roots, '{}') AS inherited_roots
 FROM log_leaves AS l
 JOIN log_nodes AS n ON n.tenant_id = l.tenant_id AND n.level = 0 AND n.node_index = l.leaf_index
-LEFT JOIN provenance AS p ON p.tenant_id = l.tenant_id AND p.context_id = l.context_id
-LEFT JOIN record_signatures AS s ON s.tenant_id = p.tenant_id AND s.context_id = p.context_id
+LEFT JOIN LATERAL (
+    SELECT false AS expired, s.key_id, s.signature, p.tenant_id, p.context_id, p.parent_ids,
+           p.kind, p.source_uri, p.content_hash, p.transform, p.transform_version,
+           p.produced_by, p.index_snapshot, p.trace_id, p.created_at, p.attributes
+    FROM provenance AS p
+    LEFT JOIN record_signatures AS s ON s.tenant_id = p.tenant_id AND s.context_id = p.context_id
+    WHERE p.tenant_id = :'tenant_id' AND p.context_id = l.context_id
+  UNION ALL
+    SELECT true, t.key_id, t.signature, t.tenant_id, t.context_id, t.parent_ids,
+           t.kind, t.source_uri, t.content_hash, t.transform, t.transform_version,
+           t.produced_by, t.index_snapshot, t.trace_id, t.created_at, t.attributes
+    FROM forget_tombstones AS t
+    WHERE t.tenant_id = :'tenant_id' AND t.context_id = l.context_id
+) AS r ON true
 LEFT JOIN LATERAL (
     SELECT count(*) AS children
     FROM provenance_children AS c
     WHERE c.tenant_id = :'tenant_id' AND c.parent_id = l.context_id
-) AS kept ON p.context_id IS NULL
+) AS kept ON coalesce(r.expired, true)
 LEFT JOIN LATERAL (
     SELECT jsonb_object_agg(shared.source_uri, shared.depth - 1) AS roots
     FROM (
-        SELECT r.source_uri, max(r.depth) AS depth, count(*) AS children
+        SELECT rs.source_uri, max(rs.depth) AS depth, count(*) AS children
         FROM provenance_children AS c
-        JOIN root_sources AS r ON r.tenant_id = c.tenant_id AND r.context_id = c.context_id
+        JOIN root_sources AS rs ON rs.tenant_id = c.tenant_id AND rs.context_id = c.context_id
         WHERE c.tenant_id = :'tenant_id' AND c.parent_id = l.context_id
-        GROUP BY r.source_uri
+        GROUP BY rs.source_uri
     ) AS shared
     WHERE shared.children = kept.children
 ) AS inherited ON kept.children > 0
