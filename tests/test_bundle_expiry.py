@@ -18,7 +18,7 @@ from lineage import cli
 from lineage.bundle import format as bundle
 from lineage.bundle.export import export_bundle
 from lineage.bundle.load import import_bundle
-from lineage.core.errors import BundleError, CheckpointError
+from lineage.core.errors import BundleError, CheckpointError, LogIntegrityError
 from lineage.db.database import Database
 from lineage.services import retention, walks
 from lineage.services.auth import Caller
@@ -324,3 +324,21 @@ async def test_a_tampered_bundle_exported_after_expiry_is_refused(
     with pytest.raises(error, match=reason):
         await import_bundle(owner_database, Settings(), path, "moved", verifier())
     assert await owner.fetchval("SELECT count(*) FROM tenants WHERE tenant_id = 'moved'") == 0
+
+
+async def test_a_record_removed_after_the_horizon_is_not_exported_as_expired(
+    database: Database, owner_database: Database, owner: asyncpg.Connection, tmp_path: Path
+) -> None:
+    """Retention drops what was created before the horizon: a record of this month gone from
+    the store was removed around the service, and the export refuses to call it expired."""
+    await retention.set_policy(owner_database, 12)
+    await append(database, [*OLD_RECORDS, *NEW_RECORDS])
+    await storage.checkpoint(database, Settings(), "default")
+    await retention.apply(database)
+    await owner.execute("ALTER TABLE provenance DISABLE TRIGGER provenance_append_only")
+    await owner.execute("DELETE FROM provenance WHERE context_id = 'doc_new'")
+    await owner.execute("ALTER TABLE provenance ENABLE ALWAYS TRIGGER provenance_append_only")
+    path = tmp_path / "altered.bundle"
+    with pytest.raises(LogIntegrityError, match=f"record doc_new .* created {NOW:%Y-%m-%d}"):
+        await export_bundle(owner_database, Settings(), "default", path, include_text=False)
+    assert not path.exists()

@@ -70,7 +70,7 @@ async def export_bundle(
                     },
                 )
                 out.write(header.line(str(key.verifier), datetime.now(UTC)))
-                expired = await _write_leaves(tx, out, tree_size, progress)
+                expired, newest_gone = await _write_leaves(tx, out, tree_size, progress)
                 # Read after the records, whose partitions this transaction now holds.
                 horizon = await tx.fetch("bundle_expired_before")
                 expired_before = horizon[0]["expired_before"] if horizon else None
@@ -78,6 +78,13 @@ async def export_bundle(
                     raise LogIntegrityError(
                         f"{expired.count} records of tenant {tenant_id} are gone from its log's "
                         "leaves, but retention never expired any: its tables were altered"
+                    )
+                if newest_gone and expired_before and newest_gone[0] >= expired_before:
+                    raise LogIntegrityError(
+                        f"record {newest_gone[1]} of tenant {tenant_id} is gone from its log's "
+                        f"leaves, but it was created {newest_gone[0]:%Y-%m-%d %H:%M:%S}Z and "
+                        f"retention drops only what was created before "
+                        f"{expired_before:%Y-%m-%d}: its tables were altered"
                     )
                 texts = await _write_texts(tx, out, progress) if include_text else 0
             expiry_note = None
@@ -107,13 +114,15 @@ async def export_bundle(
 
 async def _write_leaves(
     tx: Transaction, out: IO[bytes], tree_size: int, progress: Progress
-) -> bundle.ExpiredLeaves:
-    """A line per leaf of the tree, in leaf order: the record, or its hash if it expired."""
+) -> tuple[bundle.ExpiredLeaves, tuple[datetime, str] | None]:
+    """A line per leaf of the tree, in leaf order: the record, or its hash if it expired. With
+    the leaves written as expired, the newest created_at their leaves kept, and its record."""
     tenant_id = tx.tenant_id
     query = QUERIES["bundle_records"]
     arguments = query.arguments({"tenant_id": tenant_id, "tree_size": tree_size})
     written = 0
     expired = bundle.ExpiredLeaves()
+    newest_gone: tuple[datetime, str] | None = None
     async for row in tx.connection.cursor(query.sql, *arguments, prefetch=FETCH_ROWS):
         written += 1
         if written % FETCH_ROWS == 0:
@@ -133,6 +142,9 @@ async def _write_leaves(
             out.write(bundle.record_line(leaf_index, leaf_hash, signature, canonical))
             continue
         context_id, roots = row["leaf_context_id"], row["inherited_roots"]
+        created_at = row["leaf_created_at"]
+        if created_at is not None and (newest_gone is None or created_at > newest_gone[0]):
+            newest_gone = (created_at, context_id)
         tombstone = (signature, canonical) if canonical else None
         expired.add(leaf_index, context_id, roots, tombstone=tombstone is not None)
         out.write(
@@ -146,7 +158,7 @@ async def _write_leaves(
             f"the log of tenant {tenant_id} lists {written} of the {tree_size} "
             "records its checkpoint covers: its tables were altered"
         )
-    return expired
+    return expired, newest_gone
 
 
 async def _write_texts(tx: Transaction, out: IO[bytes], progress: Progress) -> int:

@@ -6,10 +6,12 @@
 -- carried whole; has_kept_children says whether a kept record names it as a parent, and
 -- inherited_roots gives it the root sources that make its kept children's what they are here
 -- (its own rows expired with it): each source that every kept child has, a level above the
--- deepest.
+-- deepest. leaf_created_at: the record's created_at as its leaf kept it (null for leaves
+-- logged before migration 0023).
 --   psql -v tenant_id=default -v tree_size=100 -f sql/bundle_records.sql
 SELECT l.leaf_index, n.hash AS leaf_hash, l.context_id AS leaf_context_id,
-       coalesce(r.expired, true) AS expired, r.key_id, r.signature,
+       l.created_at AS leaf_created_at, coalesce(r.expired, true) AS expired, r.key_id,
+       r.signature,
        r.tenant_id, r.context_id, r.parent_ids, r.kind, r.source_uri, r.content_hash,
        r.transform, r.transform_version, r.produced_by, r.index_snapshot, r.trace_id,
        r.created_at, r.attributes,
