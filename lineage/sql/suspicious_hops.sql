@@ -19,37 +19,37 @@
 --                               not say it; the detail names the statements and judges.
 -- The demo, the CLI and the explorer all mark hops with this query.
 --   psql -v tenant_id=default -v context_id=ctx_... -v max_depth=20 -f sql/suspicious_hops.sql
-WITH RECURSIVE walk (depth, frontier, seen) AS (
+WITH RECURSIVE walk (depth, frontier, seen, found) AS (
     -- The walk-back of sql/walk_back.sql: each ancestor once, at its minimal depth.
-    SELECT 0, start.ids, start.ids
-    FROM (SELECT ARRAY(SELECT p.context_id FROM provenance AS p
-                       WHERE p.tenant_id = :'tenant_id'
-                         AND p.context_id = :'context_id') AS ids) AS start
-    WHERE cardinality(start.ids) > 0
+    -- No records found yet, typed as the table's rows (on Citus, as its shard's)
+    SELECT 0, ARRAY[:'context_id'], ARRAY[:'context_id'],
+           ARRAY(SELECT c FROM provenance AS c WHERE c.tenant_id = :'tenant_id' AND false)
   -- include: walk_up
   UNION ALL
-    SELECT w.depth + 1, step.ids, w.seen || step.ids
+    SELECT w.depth + 1, step.ids, w.seen || step.ids, step.found
     FROM walk AS w
     CROSS JOIN LATERAL (
-        SELECT ARRAY(
-            -- Upward: parents of the frontier, found by primary key.
+        SELECT level.found, ARRAY(
+            -- Upward: parents of the frontier's records, found by primary key.
             SELECT parent.id
-            FROM provenance AS c CROSS JOIN LATERAL unnest(c.parent_ids) AS parent (id)
-            WHERE c.tenant_id = :'tenant_id' AND c.context_id = ANY (w.frontier)
+            FROM unnest(level.found) AS c CROSS JOIN LATERAL unnest(c.parent_ids) AS parent (id)
             EXCEPT
             SELECT unnest(w.seen)
         ) AS ids
+        FROM (SELECT ARRAY(SELECT c FROM provenance AS c
+                           WHERE c.tenant_id = :'tenant_id' AND c.context_id = ANY (w.frontier))
+                     AS found
+              OFFSET 0) AS level
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
   -- end include: walk_up
 ),
 hop AS MATERIALIZED (
-    SELECT r.*, a.depth
+    -- Each row of the walk holds the records of the frontier before it.
+    SELECT r.*, a.depth - 1 AS depth
     FROM walk AS a
-    CROSS JOIN LATERAL unnest(a.frontier) AS node (id)
-    JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
-    WHERE a.depth <= :max_depth
+    CROSS JOIN LATERAL unnest(a.found) AS r
 ),
 hop_edge AS MATERIALIZED (
     -- The walk's links, child to parent, with what the marks need of the child (a hop; so is a
