@@ -45,6 +45,14 @@ BEFORE_PARTITIONS = "0015"
 EXPIRY_AS_OF = datetime(2026, 3, 1, tzinfo=UTC)  # with one month kept, January expires
 YEAR_START = datetime(2026, 1, 1, tzinfo=UTC)  # month partitions from here to two months ahead
 REPEAT = 3
+# Before partitioning (0016) a root_sources row had no created_at to join on: the parent check
+# there reads it by id alone, as sql/stored_root_sources.sql did then.
+UNPARTITIONED_PARENT_CHECK = """
+    SELECT p.context_id, r.source_uri, r.depth
+    FROM unnest($2::text[]) AS wanted (context_id)
+    JOIN provenance AS p ON p.tenant_id = $1 AND p.context_id = wanted.context_id
+    LEFT JOIN root_sources AS r ON r.tenant_id = $1 AND r.context_id = p.context_id
+"""
 
 
 @dataclass
@@ -115,6 +123,11 @@ async def _fetch(pool: asyncpg.Pool, name: str, **values: Any) -> None:
         await db.fetch(connection, name, tenant_id="default", **values)
 
 
+async def _unpartitioned_parent_check(pool: asyncpg.Pool, context_ids: list[str]) -> None:
+    async with db.transaction(pool, "default") as connection:
+        await connection.fetch(UNPARTITIONED_PARENT_CHECK, "default", context_ids)
+
+
 @dataclass
 class Layout:
     """One loaded database and the calls timed on it."""
@@ -122,6 +135,7 @@ class Layout:
     url: str
     answers: list[str]
     appends: bool
+    revision: str = "head"
     timings: Timings = field(default_factory=Timings)
 
 
@@ -143,14 +157,17 @@ async def _calls(
         )
     finally:
         await owner.close()
+    if layout.revision == BEFORE_PARTITIONS:
+        parent_check = partial(_unpartitioned_parent_check, pool)
+    else:
+        parent_check = partial(_fetch, pool, "stored_root_sources")
     return {
         "walk_back_ms": [
             partial(_fetch, pool, "walk_back", context_id=a, max_depth=20) for a in layout.answers
         ],
         "lookup_ms": [partial(_fetch, pool, "get_contexts", context_ids=[c]) for c in chunks[:50]],
         "parent_check_ms": [
-            partial(_fetch, pool, "stored_root_sources", context_ids=chunks[i : i + 100])
-            for i in range(0, 1000, 100)
+            partial(parent_check, context_ids=chunks[i : i + 100]) for i in range(0, 1000, 100)
         ],
     }
 
@@ -229,7 +246,7 @@ async def measure(records: int, server_url: str, time_migration: bool) -> Figure
         await _loaded(months_url, records)
 
         layouts = [
-            Layout(before_url, answers, appends=False),
+            Layout(before_url, answers, appends=False, revision=BEFORE_PARTITIONS),
             Layout(one_url, answers, appends=True),
             Layout(months_url, answers, appends=True),
         ]

@@ -8,10 +8,12 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
 
+from lineage import db
 from lineage.core.errors import Conflict, Forbidden, NotFound
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord, NewContext
@@ -21,6 +23,7 @@ from lineage.db.queries import QUERIES
 from lineage.services import retention, walks
 from lineage.settings import Settings
 from lineage.store.postgres import get_records, insert_records
+from lineage.store.roots import stored_root_sources
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.audit import DatabaseSource, verify_walk
 from lineage.verifiable_log.checkpoint import Checkpoint
@@ -338,3 +341,46 @@ async def test_a_month_waits_for_the_log_to_take_its_records_in(
     dropped = await retention.apply(database)
     assert [m["month"] for m in dropped["months_dropped"]] == [f"{OLD:%Y-%m}"]
     assert dropped["months_waiting"] == []
+
+
+async def test_the_parent_check_reads_root_sources_in_each_records_own_month(
+    database: Database, owner_database: Database, owner: asyncpg.Connection
+) -> None:
+    """A root_sources row carries its record's created_at, so the check probes one month's
+    partition per stored id, not every month's; unknown and another tenant's ids are absent."""
+    await retention.set_policy(owner_database, 12)  # month partitions before the appends
+    await append(database, OLD_RECORDS[:2])
+    await append(database, NEW_RECORDS)
+    await db.fetch(owner, "tenant_create", tenant_id="other")
+    async with database.tenant("other") as tx:
+        await insert_records(tx, [record("doc_other", "document", NOW, source_uri="s3://o.md")])
+    wanted = ["answer_new", "chunk_old", "doc_old", "doc_new", "doc_other", "unknown"]
+    query = QUERIES["stored_root_sources"]
+    async with database.tenant("default") as tx:
+        stored = await stored_root_sources(tx, wanted)
+        # The plan of tables too large to read whole: a probe of the id index per id.
+        await tx.connection.execute(
+            "SET LOCAL enable_material = off; SET LOCAL enable_hashjoin = off;"
+            "SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off"
+        )
+        [plan] = json.loads(
+            await tx.connection.fetchval(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {query.sql}",
+                *query.arguments({"tenant_id": "default", "context_ids": wanted}),
+            )
+        )
+    assert stored == {
+        "answer_new": {"s3://old.md": 2},
+        "chunk_old": {"s3://old.md": 1},
+        "doc_old": {"s3://old.md": 0},
+        "doc_new": {"s3://new.md": 0},
+    }
+
+    def probes(node: dict[str, Any], table: str) -> int:
+        own = node["Actual Loops"] if node.get("Relation Name", "").startswith(table) else 0
+        return own + sum(probes(child, table) for child in node.get("Plans", []))
+
+    months = await owner.fetchval(
+        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'root_sources'::regclass"
+    )
+    assert months > 2 and probes(plan["Plan"], "root_sources_p") == len(stored)
