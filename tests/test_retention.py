@@ -251,6 +251,82 @@ async def test_what_was_kept_before_the_period_expires_whole_once_past_it(
         await walks.walk_back(database, Settings(), "default", "answer_new", None)
 
 
+async def closing_checks(owner: asyncpg.Connection) -> int:
+    count: int = await owner.fetchval(
+        "SELECT count(*) FROM pg_constraint WHERE conname LIKE '%\\_closing'"
+    )
+    return count
+
+
+async def waiting(owner: asyncpg.Connection, query: str) -> None:
+    """Returns once a backend running `query` waits for a lock (10 s at most)."""
+    for _ in range(500):
+        if await owner.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid())",
+            query,
+        ):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"nothing running {query} waits for a lock")
+
+
+async def test_closing_the_open_partition_reads_its_rows_while_appends_go_on(
+    database: Database, owner_database: Database, owner: asyncpg.Connection, database_url: str
+) -> None:
+    await append(database, OLD_RECORDS)
+    reader, holder = await asyncpg.connect(database_url), await asyncpg.connect(database_url)
+    try:
+        # The reader lets the check be added only once the holder is queued behind it; the
+        # holder then keeps the validation of root_sources_p_open waiting.
+        reading = reader.transaction()
+        await reading.start()
+        await reader.execute("SELECT count(*) FROM root_sources_p_open")
+        setting = asyncio.create_task(retention.set_policy(owner_database, 12, now=NOW))
+        await waiting(owner, "lineage_open_partitions_check")
+        holding = holder.transaction()
+        await holding.start()
+        held = asyncio.create_task(
+            holder.execute("LOCK TABLE root_sources_p_open IN SHARE UPDATE EXCLUSIVE MODE")
+        )
+        await waiting(owner, "LOCK TABLE root_sources_p_open")
+        await reading.commit()
+        await held
+        await waiting(owner, "lineage_open_partitions_validate")
+        await asyncio.wait_for(append(database, NEW_RECORDS), 10)  # appends go on
+        await holding.commit()
+        await asyncio.wait_for(setting, 10)
+    finally:
+        await reader.close()
+        await holder.close()
+    until = (NOW.replace(day=1) + timedelta(days=32)).replace(day=1, hour=0, minute=0, second=0,
+                                                               microsecond=0)  # fmt: skip
+    for table in PARTITIONED:
+        [first, *months] = await partitions(owner, table)
+        assert first[:2] == (f"{table}_p_until_{until:%Y_%m}", "-infinity")
+        assert len(months) == 2
+    assert await owner.fetchval(f"SELECT count(*) FROM provenance_p_until_{until:%Y_%m}") == 5
+    assert await closing_checks(owner) == 0
+
+
+async def test_a_set_that_fails_or_stops_half_way_leaves_no_check(
+    database: Database, owner_database: Database, owner: asyncpg.Connection
+) -> None:
+    far = record("far", "document", NOW + timedelta(days=400), source_uri="s3://far.md")
+    await append(database, [*OLD_RECORDS, far])
+    with pytest.raises(asyncpg.CheckViolationError):  # a record past the bound: nothing changes
+        await retention.set_policy(owner_database, 12, now=NOW)
+    assert await closing_checks(owner) == 0
+    assert (await retention.get_policy(owner_database))["keep_months"] is None
+    # As a set stopped after its first step leaves it: the check would refuse next month's
+    # appends; the next set, here of no period, drops it.
+    await owner.execute("SELECT lineage_open_partitions_check($1, true)", NOW)
+    await retention.set_policy(owner_database, 0, now=NOW)
+    assert await closing_checks(owner) == 0
+    farther = record("farther", "document", NOW + timedelta(days=500), source_uri="s3://x.md")
+    await append(database, [farther])
+
+
 async def test_clearing_the_period_opens_one_partition_after_the_months(
     database: Database, owner_database: Database, owner: asyncpg.Connection
 ) -> None:

@@ -51,15 +51,26 @@ async def set_policy(
     """Keep records at least `keep_months` months (0: keep everything); the owner's alone.
 
     The partitions follow in the same transaction: a period closes the open partition at the
-    start of next month (what it holds expires whole, once that month is past the period)."""
+    start of next month (what it holds expires whole, once that month is past the period).
+    Its rows are read against that bound beforehand, each step committed on its own, so that
+    appends never wait for the read: a check NOT VALID, then its validation, which the close
+    trusts. Interrupted, the next `set` drops the check left (else next month's appends fail)."""
     if not 0 <= keep_months <= 1200:
         raise BadParameter("keep_months must be between 0 (keep everything) and 1200")
+    moment = now or datetime.now(UTC)
     async with database.connection() as connection:
         if await connection.fetchval("SELECT current_user") == db.APP_ROLE:
             raise Forbidden(f"the retention period is the database owner's, not {db.APP_ROLE}'s")
-        async with connection.transaction():
-            [row] = await db.fetch(connection, "retention_policy_set", keep_months=keep_months)
-            await db.fetch(connection, "partitions_shape", now=now or datetime.now(UTC))
+        await db.fetch(connection, "open_partitions_check", now=moment, add=keep_months > 0)
+        try:
+            if keep_months:
+                await db.fetch(connection, "open_partitions_validate")
+            async with connection.transaction():
+                [row] = await db.fetch(connection, "retention_policy_set", keep_months=keep_months)
+                await db.fetch(connection, "partitions_shape", now=moment)
+        except asyncpg.PostgresError:
+            await db.fetch(connection, "open_partitions_check", now=moment, add=False)
+            raise
     kept: int | None = row["keep_months"]
     return kept
 

@@ -1,8 +1,10 @@
 -- Fits the partitions to the retention period: with a period, the open partition is closed at
 -- the start of next month (renamed _p_until_YYYY_MM: it expires whole once that month is past
 -- the period), or dropped when every table's is empty, and the months ahead are added; without
--- one, an open partition follows the last month. Closing validates the open partition's rows
--- against its new bound, one read of them with appends waiting. Returns what it did.
+-- one, an open partition follows the last month. Closing reads no rows where the check
+-- lineage_open_partitions_check added and validated implies the new bound (the ATTACH trusts
+-- it, then it is dropped); without one, the ATTACH reads every row with appends waiting.
+-- Returns what it did.
 CREATE OR REPLACE FUNCTION public.lineage_partitions_shape(p_now timestamp with time zone)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -40,6 +42,8 @@ BEGIN
                                'FOR VALUES FROM (%s) TO (%L)', parent, parent || closed,
                                CASE WHEN open.lower = '-infinity' THEN 'MINVALUE'
                                     ELSE quote_literal(open.lower) END, until);
+                EXECUTE format('ALTER TABLE public.%I DROP CONSTRAINT IF EXISTS %I',
+                               parent || closed, parent || open.suffix || '_closing');
             ELSE
                 EXECUTE format('DROP TABLE public.%I', parent || open.suffix);
             END IF;

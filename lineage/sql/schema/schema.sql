@@ -167,6 +167,59 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.lineage_open_partitions_check(p_now timestamp with time zone, p_add boolean) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    open record;
+    parent text;
+    until timestamptz := date_trunc('month', p_now, 'UTC') + interval '1 month';
+    changed int := 0;
+BEGIN
+    SELECT p.* INTO open FROM public.lineage_partitions('public.provenance') AS p
+    WHERE p.upper = 'infinity';
+    IF open.partition IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOREACH parent IN ARRAY public.lineage_partitioned_tables() LOOP
+        EXECUTE format('ALTER TABLE public.%I DROP CONSTRAINT IF EXISTS %I',
+                       parent || open.suffix, parent || open.suffix || '_closing');
+        IF p_add THEN
+            EXECUTE format('ALTER TABLE public.%I ADD CONSTRAINT %I '
+                           'CHECK (created_at >= %L AND created_at < %L) NOT VALID',
+                           parent || open.suffix, parent || open.suffix || '_closing',
+                           open.lower, until);
+        END IF;
+        changed := changed + 1;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+CREATE FUNCTION public.lineage_open_partitions_validate() RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    open record;
+    parent text;
+    validated int := 0;
+BEGIN
+    SELECT p.* INTO open FROM public.lineage_partitions('public.provenance') AS p
+    WHERE p.upper = 'infinity';
+    IF open.partition IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOREACH parent IN ARRAY public.lineage_partitioned_tables() LOOP
+        EXECUTE format('ALTER TABLE public.%I VALIDATE CONSTRAINT %I',
+                       parent || open.suffix, parent || open.suffix || '_closing');
+        validated := validated + 1;
+    END LOOP;
+    RETURN validated;
+END
+$$;
+
 CREATE FUNCTION public.lineage_partitioned_tables() RETURNS text[]
     LANGUAGE sql IMMUTABLE
     AS $$
@@ -227,6 +280,8 @@ BEGIN
                                'FOR VALUES FROM (%s) TO (%L)', parent, parent || closed,
                                CASE WHEN open.lower = '-infinity' THEN 'MINVALUE'
                                     ELSE quote_literal(open.lower) END, until);
+                EXECUTE format('ALTER TABLE public.%I DROP CONSTRAINT IF EXISTS %I',
+                               parent || closed, parent || open.suffix || '_closing');
             ELSE
                 EXECUTE format('DROP TABLE public.%I', parent || open.suffix);
             END IF;
@@ -1092,6 +1147,10 @@ GRANT ALL ON FUNCTION public.lineage_key_create(p_key_id text, p_scope text, p_k
 
 REVOKE ALL ON FUNCTION public.lineage_key_revoke(p_key_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_key_revoke(p_key_id text) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_open_partitions_check(p_now timestamp with time zone, p_add boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.lineage_open_partitions_validate() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lineage_partitions(p_parent regclass) FROM PUBLIC;
 
