@@ -9,6 +9,7 @@ import typer
 
 from lineage.cli import render
 from lineage.cli.runner import ConfigOption, TenantOption, console, load, run
+from lineage.core import DEFAULT_TENANT
 
 report_app = typer.Typer(help="Reports over recorded verdicts.", no_args_is_help=True)
 
@@ -22,7 +23,7 @@ def verify(
         ),
     ],
     output: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
-    tenant: TenantOption = "default",
+    tenant: TenantOption = DEFAULT_TENANT,
     config: ConfigOption = None,
 ) -> None:
     """Judge an LLM-made record against its sources (texts from context_text); appends verdicts."""
@@ -51,7 +52,7 @@ def report_claims(
     bucket: Annotated[str, typer.Option(help="'1 hour', '1 day', '7 days'...")] = "1 day",
     group_by: Annotated[str, typer.Option("--group-by", help="produced_by.")] = "produced_by",
     output: Annotated[str, typer.Option("--format", help="table or ndjson.")] = "table",
-    tenant: TenantOption = "default",
+    tenant: TenantOption = DEFAULT_TENANT,
     config: ConfigOption = None,
 ) -> None:
     """Failing claim rates (uncited, hallucinated_id, unsupported) per bucket and produced_by."""
@@ -79,7 +80,7 @@ def report_drift(
     ] = None,
     bucket: Annotated[str, typer.Option(help="'1 day', '7 days'...")] = "1 day",
     output: Annotated[str, typer.Option("--format", help="table or ndjson.")] = "table",
-    tenant: TenantOption = "default",
+    tenant: TenantOption = DEFAULT_TENANT,
     config: ConfigOption = None,
 ) -> None:
     """Unsupported and merged rates per bucket and produced_by, with the change since the last."""

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any
 from lineage.cli import render
 from lineage.cli.errors import diagnostics
 from lineage.cli.runner import ConfigOption, TenantOption, console, database_url, load, run
+from lineage.core import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from lineage.db.database import Database
     from lineage.services.walks import Walk
 
 
-def demo(tenant: TenantOption = "default", config: ConfigOption = None) -> None:
+def demo(tenant: TenantOption = DEFAULT_TENANT, config: ConfigOption = None) -> None:
     """Load the demo incident (idempotent), walk its wrong answer back to both root causes."""
     from lineage.db.migrate import migrate as upgrade
     from lineage.services.demo import (

@@ -10,6 +10,7 @@ import typer
 from lineage.cli.errors import fail, reported
 from lineage.cli.progress import progress_bar
 from lineage.cli.runner import ConfigOption, DepthOption, TenantOption, load, run
+from lineage.core import DEFAULT_TENANT
 
 export_app = typer.Typer(
     help="Export provenance: W3C PROV documents, headers for generated files.",
@@ -22,7 +23,7 @@ def export_prov(
     context_id: Annotated[str, typer.Argument(help="The context whose walk-back to export.")],
     output: Annotated[str, typer.Option("--format", help="json, provn, jsonld or xml.")] = "json",
     max_depth: DepthOption = None,
-    tenant: TenantOption = "default",
+    tenant: TenantOption = DEFAULT_TENANT,
     config: ConfigOption = None,
 ) -> None:
     """A context's walk-back as a W3C PROV document: contexts as entities, transforms as
@@ -52,7 +53,7 @@ def export_header(
     output: Annotated[
         str, typer.Option("--format", help="yaml (front-matter) or json (envelope).")
     ] = "yaml",
-    tenant: TenantOption = "default",
+    tenant: TenantOption = DEFAULT_TENANT,
     config: ConfigOption = None,
 ) -> None:
     """Provenance for a generated file: trace id, operation, provider, model, inputs

@@ -11,6 +11,7 @@ import typer
 from lineage.cli.progress import progress_bar
 from lineage.cli.render import LISTED_ROWS, command_line, print_more, table
 from lineage.cli.runner import ConfigOption, DepthOption, TenantOption, console, load, run
+from lineage.core import DEFAULT_TENANT
 
 
 def forget_source(
@@ -18,7 +19,7 @@ def forget_source(
     source_uri: Annotated[
         str, typer.Option("--source-uri", help="The source_uri exactly as it was recorded.")
     ],
-    tenant: TenantOption = "default",
+    tenant: TenantOption = DEFAULT_TENANT,
     max_depth: DepthOption = None,
     output: Annotated[
         Path | None,

@@ -11,6 +11,7 @@ import typer
 from lineage.cli import render
 from lineage.cli.errors import reported
 from lineage.cli.runner import ConfigOption, console, load, run, traced
+from lineage.core import DEFAULT_TENANT
 from lineage.core.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def log_key(config: ConfigOption = None) -> None:
 @log_app.command("checkpoint")
 def log_checkpoint(
     out: Annotated[Path | None, typer.Option("--out", help="Save it to this file.")] = None,
-    tenant: Annotated[str, typer.Option(help="Whose log (database only).")] = "default",
+    tenant: Annotated[str, typer.Option(help="Whose log (database only).")] = DEFAULT_TENANT,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     config: ConfigOption = None,

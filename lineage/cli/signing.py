@@ -10,6 +10,7 @@ import typer
 from lineage.cli import render
 from lineage.cli.errors import reported
 from lineage.cli.runner import ConfigOption, TenantOption, console, database_url, load, run
+from lineage.core import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from lineage.db.database import Database
@@ -56,7 +57,7 @@ def signing_key_list(config: ConfigOption = None) -> None:
 
 def verify_record(
     context_id: Annotated[str, typer.Argument(help="The record whose signature to check.")],
-    tenant: TenantOption = "default",
+    tenant: TenantOption = DEFAULT_TENANT,
     output: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
     config: ConfigOption = None,
 ) -> None:

@@ -17,6 +17,7 @@ from lineage.cli.runner import (
     load,
     run,
 )
+from lineage.core import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -42,7 +43,7 @@ def walk(
         str, typer.Option("--format", help="tree (readable), json, or dot (Graphviz).")
     ] = "tree",
     max_depth: DepthOption = None,
-    tenant: TenantOption = "default",
+    tenant: TenantOption = DEFAULT_TENANT,
     config: ConfigOption = None,
 ) -> None:
     """Walk a context back to its sources, suspicious hops marked."""
@@ -79,7 +80,7 @@ def impact(
     kind: KindOption = "any",
     max_depth: DepthOption = None,
     output: NodeFormatOption = "table",
-    tenant: TenantOption = "default",
+    tenant: TenantOption = DEFAULT_TENANT,
     config: ConfigOption = None,
 ) -> None:
     """Blast radius: everything derived from a document, transform version, snapshot or id."""
@@ -105,7 +106,7 @@ def freshness(
     kind: KindOption = "any",
     max_depth: DepthOption = None,
     output: NodeFormatOption = "table",
-    tenant: TenantOption = "default",
+    tenant: TenantOption = DEFAULT_TENANT,
     config: ConfigOption = None,
 ) -> None:
     """Records derived from a document revision that is no longer the newest."""

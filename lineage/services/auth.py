@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 import asyncpg
 
 from lineage import db
+from lineage.core import DEFAULT_TENANT
 from lineage.core.errors import BadParameter, NotFound
 from lineage.core.record import check_id
 from lineage.db.database import Database
@@ -30,7 +31,6 @@ GRANTS: dict[Scope, frozenset[Scope]] = {
     "admin": frozenset({"ingest", "read", "verify", "admin"}),
 }
 KEY_PATTERN = re.compile(r"^lk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
-DEFAULT_TENANT = "default"
 
 
 @dataclass(frozen=True)

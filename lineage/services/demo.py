@@ -18,7 +18,7 @@ from lineage.claims.handoffs import (
 )
 from lineage.claims.judges import OfflineJudge
 from lineage.claims.verify import Verification, ensure_verified, mapping_resolver
-from lineage.core import telemetry
+from lineage.core import DEFAULT_TENANT, telemetry
 from lineage.core.derive import Context, Derivation, derive_many
 from lineage.db.database import Database
 from lineage.services import walks
@@ -169,7 +169,7 @@ def _text(context_id: str) -> str:
     return next(item.text for item in INCIDENT if item.context_id == context_id)
 
 
-async def verify_incident(database: Database, tenant_id: str = "default") -> IncidentChecks:
+async def verify_incident(database: Database, tenant_id: str = DEFAULT_TENANT) -> IncidentChecks:
     """Judge the claim against its summary and the summary against its chunks, with the texts
     handed over here (text capture is off by default). Each check runs once: a rerun finds
     the offline judge's verdicts and appends nothing, and a weaker later run (`lineage verify`
@@ -206,7 +206,7 @@ async def verify_incident(database: Database, tenant_id: str = "default") -> Inc
 
 
 async def story(
-    database: Database, settings: Settings, tenant_id: str = "default"
+    database: Database, settings: Settings, tenant_id: str = DEFAULT_TENANT
 ) -> tuple[walks.Walk, list[dict[str, Any]], list[str]]:
     """The incident told whole: its walk-back and marks, then the two checks, the two root
     causes and their fixes, as lines for the terminal. Loading and checks are idempotent."""

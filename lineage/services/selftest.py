@@ -17,6 +17,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from lineage import db
+from lineage.core import DEFAULT_TENANT
 from lineage.core.derive import derive
 from lineage.core.errors import StepFailed
 from lineage.core.hashing import content_hash
@@ -27,7 +28,7 @@ from lineage.services import signing
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore, get_records
 
-TENANT = "default"
+TENANT = DEFAULT_TENANT
 # Step reports: whether it went as it must, and what happened.
 Report = Callable[[bool, str], None]
 

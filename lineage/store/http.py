@@ -5,7 +5,7 @@ from typing import Any
 
 import httpx
 
-from lineage.core import telemetry
+from lineage.core import DEFAULT_TENANT, telemetry
 from lineage.core.errors import LineageError, StoreUnavailable, error_of_answer
 from lineage.core.record import ContextRecord, NewContext
 from lineage.store.base import Appended
@@ -18,7 +18,7 @@ class HttpStore:
     def __init__(
         self,
         base_url: str,
-        tenant_id: str = "default",
+        tenant_id: str = DEFAULT_TENANT,
         api_key: str | None = None,
         client: httpx.AsyncClient | None = None,
         timeout_s: float = 10.0,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
-from lineage.core import metrics
+from lineage.core import DEFAULT_TENANT, metrics
 from lineage.core.errors import Conflict, InvalidRecord
 from lineage.core.record import ContextRecord, NewContext, check_id, validate
 from lineage.core.versions import version_key
@@ -188,7 +188,7 @@ class PostgresStore:
     """Writes and reads one tenant's records through a Database it does not own, each call in
     its own transaction, signed with the database's keyring."""
 
-    def __init__(self, database: "Database", tenant_id: str = "default") -> None:
+    def __init__(self, database: "Database", tenant_id: str = DEFAULT_TENANT) -> None:
         self.database = database
         self.tenant_id = tenant_id
 

@@ -4,6 +4,7 @@ import asyncio
 from types import TracebackType
 from typing import Any
 
+from lineage.core import DEFAULT_TENANT
 from lineage.core.derive import Context, Derivation, derive, derive_many
 from lineage.db.database import Database
 from lineage.settings import Settings
@@ -19,7 +20,7 @@ class SyncLineage:
     """
 
     def __init__(
-        self, database_url: str, tenant_id: str = "default", settings: Settings | None = None
+        self, database_url: str, tenant_id: str = DEFAULT_TENANT, settings: Settings | None = None
     ) -> None:
         self._runner = asyncio.Runner()
         # min_size 0: no connection is needed to start, so a database outage cannot stop it.
