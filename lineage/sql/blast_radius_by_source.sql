@@ -85,6 +85,15 @@ SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash
        r.attributes, d.truncated,
        -- Retention dropped some of the tenant's records: those are not listed.
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
-FROM radius AS d
-JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = d.context_id
-ORDER BY d.depth, r.context_id;
+FROM (SELECT * FROM radius ORDER BY depth, context_id) AS d  -- the ids sorted, not the records
+CROSS JOIN LATERAL (
+    SELECT p.context_id, p.kind, p.parent_ids, p.source_uri, p.content_hash, p.transform,
+           p.transform_version, p.produced_by, p.index_snapshot, p.trace_id, p.created_at,
+           p.attributes
+    FROM provenance AS p
+    WHERE p.tenant_id = :'tenant_id' AND p.context_id = d.context_id
+    -- A primary-key read per record: as a join, a custom plan hashed every record of the tenant
+    -- and sorted the records (1.7 s against 0.4 s for 21k answers of 500k records).
+    OFFSET 0
+) AS r
+ORDER BY d.depth, d.context_id;

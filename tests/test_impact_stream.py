@@ -1,0 +1,80 @@
+"""The full records of a blast radius by source: the NDJSON stream holds the records
+sql/blast_radius_by_source.sql lists, in its order, and the file reads each record by primary
+key after sorting the ids, whatever the statistics."""
+
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from lineage import db
+from lineage.core.derive import Derivation, derive_many
+from lineage.services import walks
+from lineage.store.postgres import PostgresStore
+from tests.test_walks import NDJSON, explain_as_app, fan, ndjson_lines, seq_scans_of_the_records
+
+ODD = {"name": "café ☕", "nested": {"list": [1, 2.5, None, True], "quote": 'a "b" \\ c\n'}}
+
+
+async def the_sql_file(pool: asyncpg.Pool, **values: Any) -> list[dict[str, Any]]:
+    async with db.transaction(pool, "default") as connection:
+        rows = await db.fetch(connection, "blast_radius_by_source", tenant_id="default", **values)
+    return [walks.node_from_row(row) for row in rows]
+
+
+@pytest.mark.parametrize(("kind", "max_depth"), [("any", 20), ("answer", 20), ("all", 1)])
+async def test_the_stream_is_the_records_of_the_sql_file_in_its_order(
+    store: PostgresStore,
+    pool: asyncpg.Pool,
+    client: httpx.AsyncClient,
+    kind: str,
+    max_depth: int,
+) -> None:
+    odd = Derivation(["fan_chunk_0"], "odd", "summary", context_id="fan_odd", attributes=ODD)
+    await derive_many(store, [*fan(), odd])
+    values: dict[str, str | int] = {
+        "source_uri": "s3://big.md",
+        "kind": kind,
+        "max_depth": max_depth,
+    }
+    expected = await the_sql_file(pool, **values)
+    assert len(expected) >= 500
+    assert any(node["attributes"] == ODD for node in expected) == (kind == "any")
+
+    response = await client.get("/v1/impact", params=values, headers={"Accept": NDJSON})
+    assert response.status_code == 200, response.text
+    streamed, summary = ndjson_lines(response.text)
+    assert streamed == expected
+    assert summary["total"] == len(expected)
+    assert summary["truncated"] == (max_depth == 1)
+    counts: dict[str, int] = {}
+    for node in expected:
+        counts[node["kind"]] = counts.get(node["kind"], 0) + 1
+    assert summary["counts_by_kind"] == dict(sorted(counts.items()))
+
+
+async def test_an_empty_radius_streams_its_summary_alone(client: httpx.AsyncClient) -> None:
+    response = await client.get(
+        "/v1/impact", params={"source_uri": "s3://nothing.md"}, headers={"Accept": NDJSON}
+    )
+    assert response.status_code == 200, response.text
+    streamed, summary = ndjson_lines(response.text)
+    assert streamed == [] and summary["total"] == 0
+
+
+async def test_the_records_are_read_by_primary_key_never_by_a_scan(
+    store: PostgresStore, owner: asyncpg.Connection, pool: asyncpg.Pool
+) -> None:
+    """With statistics that make every answer a large share of the records, a join to the
+    records took a hash join over a scan of all of them, then sorted the records (1.7 s against
+    0.4 s for 21k answers of 500k records): the file sorts the ids, then reads each record by
+    its primary key."""
+    await derive_many(store, fan())
+    await owner.execute("VACUUM ANALYZE provenance, provenance_children, root_sources")
+    values = {"source_uri": "s3://big.md", "kind": "answer", "max_depth": 20}
+    plan = await explain_as_app(pool, "blast_radius_by_source", tenant_id="default", **values)
+    shapes = [(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in plan]
+    assert not seq_scans_of_the_records(plan), shapes
+    assert "Hash Join" not in [n["Node Type"] for n in plan], shapes
+    assert plan[0]["Node Type"] != "Sort", shapes  # the ids are sorted, not the records
