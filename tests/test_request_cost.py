@@ -63,6 +63,31 @@ async def test_a_key_revoked_elsewhere_is_refused_on_the_next_request(
         assert await status(http, token) == 401
 
 
+async def held_key(http: httpx.AsyncClient, database: Database) -> tuple[str, str]:
+    """A new key's token and id, accepted twice, so the server holds it."""
+    token, row = await auth.create_key(database, TENANT, "read")
+    assert [await status(http, token), await status(http, token)] == [404, 404]
+    return token, row["key_id"]
+
+
+async def test_a_key_revoked_by_the_function_itself_is_refused_on_the_next_request(
+    http: httpx.AsyncClient, database: Database
+) -> None:
+    token, key_id = await held_key(http, database)
+    # As the README's psql as lineage_app, not through sql/key_revoke.sql:
+    async with database.tenant(TENANT) as tx:
+        await tx.connection.execute("SELECT lineage_key_revoke($1)", key_id)
+    assert await status(http, token) == 401
+
+
+async def test_a_key_of_a_tenant_deleted_by_the_function_itself_is_refused_on_the_next_request(
+    http: httpx.AsyncClient, database: Database, owner: asyncpg.Connection
+) -> None:
+    token, _ = await held_key(http, database)
+    await owner.execute("SELECT lineage_delete_tenant($1)", TENANT)  # not sql/tenant_delete.sql
+    assert await status(http, token) == 401
+
+
 async def test_while_the_key_listener_is_down_every_key_is_looked_up(
     http: httpx.AsyncClient, database: Database, owner: asyncpg.Connection
 ) -> None:

@@ -1,14 +1,15 @@
 """API keys as the database last answered for them, kept in the server process and dropped the
 moment a key is revoked, so a request need not look its key up.
 
-Revoking (sql/key_revoke.sql) and deleting a tenant (sql/tenant_delete.sql) NOTIFY `lineage_keys`
-in their transaction; one connection per process LISTENs and empties the cache on each
-notification. A cached key is trusted only after a round trip on that connection that began
-after the request arrived: the revoking backend signals the listener before its COMMIT returns,
-so a revocation committed before the request reaches the listener ahead of that round trip's
-reply and has emptied the cache by the time the request reads it (asyncpg runs the
-notification's callback before it resumes the request). No timing is assumed. While the
-connection is down nothing is trusted: every request looks its key up, as without a cache.
+Revoking a key (lineage_key_revoke) and deleting a tenant (lineage_delete_tenant) NOTIFY
+`lineage_keys` in their transaction, however they are called; one connection per process
+LISTENs and empties the cache on each notification. A cached key is trusted only after a round
+trip on that connection that began after the request arrived: the revoking backend signals the
+listener before its COMMIT returns, so a revocation committed before the request reaches the
+listener ahead of that round trip's reply and has emptied the cache by the time the request
+reads it (asyncpg runs the notification's callback before it resumes the request). No timing is
+assumed. While the connection is down nothing is trusted: every request looks its key up, as
+without a cache.
 """
 
 import asyncio

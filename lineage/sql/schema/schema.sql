@@ -118,6 +118,7 @@ BEGIN
                                   'deleted_at', clock_timestamp());
     INSERT INTO operator_audit (action, target, detail)
     VALUES ('tenant_delete', p_tenant_id, receipt);
+    PERFORM pg_notify('lineage_keys', p_tenant_id);
     RETURN receipt;
 END
 $_$;
@@ -164,6 +165,9 @@ BEGIN
     RETURN QUERY
     SELECT k.key_id, k.revoked_at FROM public.api_keys AS k
     WHERE k.tenant_id OPERATOR(pg_catalog.=) tenant AND k.key_id OPERATOR(pg_catalog.=) p_key_id;
+    IF FOUND THEN  -- a key already revoked too: revoked here before migration 0025, none was told
+        PERFORM pg_catalog.pg_notify('lineage_keys', p_key_id);
+    END IF;
 END
 $$;
 
