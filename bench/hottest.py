@@ -32,7 +32,7 @@ from bench.server import Server, serving
 from lineage import db
 from lineage.db import queries
 from lineage.db.database import Database
-from lineage.services import walks
+from lineage.services import reads
 from lineage.settings import Settings
 
 Timed = Callable[[], Awaitable[int | None]]
@@ -49,9 +49,9 @@ async def _cursor(pool: asyncpg.Pool, sql: str, arguments: list[Any]) -> int:
 
 
 async def _service(database: Database, settings: Settings, values: dict[str, Any]) -> int:
-    """The records as the NDJSON stream has them: walks.stream's nodes, dumped a line each."""
+    """The records as the NDJSON stream has them: reads.stream's nodes, dumped a line each."""
     rows = 0
-    async for node in walks.stream(database, settings, "blast_radius_by_source", **values):
+    async for node in reads.stream(database, settings, "blast_radius_by_source", **values):
         json.dumps(node)
         rows += 1
     return rows
@@ -100,7 +100,7 @@ async def main(arguments: argparse.Namespace) -> Report:
         "SQL records (blast_radius_by_source, cursor)": lambda: _cursor(
             pool, ours["blast_radius_by_source"].sql,
             ours["blast_radius_by_source"].arguments(values)),
-        "service NDJSON lines (walks.stream, json.dumps)": lambda: _service(
+        "service NDJSON lines (reads.stream, json.dumps)": lambda: _service(
             database, settings, values),
     }  # fmt: skip
     if arguments.before:

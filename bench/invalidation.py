@@ -8,7 +8,7 @@ machine falls on both sides.
     python -m bench.invalidation --reuse --explain            # and each query's plan (BUFFERS)
 
 Ours runs as the application role in a tenant transaction (row security on, JIT off, as
-walks.run sets them); the tutorial SQL as the superuser (a user's own table has no row
+reads.run sets them); the tutorial SQL as the superuser (a user's own table has no row
 security), JIT off too. Figures are the median of --repeats runs to the last row.
 """
 

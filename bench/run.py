@@ -41,7 +41,7 @@ from lineage.core.record import NewContext
 from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.db.queries import QUERIES
-from lineage.services import walks
+from lineage.services import reads, walks
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
@@ -492,7 +492,7 @@ async def _hottest(
 
     async def stream_all(name: str) -> None:
         rows = 0
-        async for _ in walks.stream(
+        async for _ in reads.stream(
             Database(pool, settings),
             settings,
             name,

@@ -18,7 +18,7 @@ from lineage.bundle.load import import_bundle
 from lineage.claims.answers import capture_texts
 from lineage.core.errors import BundleError, CheckpointError, Conflict
 from lineage.db.database import Database
-from lineage.services import privacy, signing, walks
+from lineage.services import privacy, reads, signing, walks
 from lineage.services.auth import Caller
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, INCIDENT, load_incident
 from lineage.settings import Settings
@@ -64,11 +64,11 @@ async def walk_views(database: Database, tenant_id: str) -> dict[str, Any]:
         return sorted(({k: v for k, v in r.items() if k != "tenant_id"} for r in rows), key=str)
 
     back = await walks.walk_back(database, settings, tenant_id, ANSWER_ID, None)
-    radius = await walks.run(
+    radius = await reads.run(
         database, settings, "blast_radius_by_source", tenant_id=tenant_id,
         source_uri=CONTRACTOR_POLICY, kind="all", max_depth=20,
     )  # fmt: skip
-    stale = await walks.run(
+    stale = await reads.run(
         database, settings, "stale_sources", tenant_id=tenant_id, source_uri="any", kind="all",
         max_depth=20,
     )  # fmt: skip

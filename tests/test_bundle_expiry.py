@@ -20,7 +20,7 @@ from lineage.bundle.export import export_bundle
 from lineage.bundle.load import import_bundle
 from lineage.core.errors import BundleError, CheckpointError, LogIntegrityError
 from lineage.db.database import Database
-from lineage.services import retention, walks
+from lineage.services import reads, retention, walks
 from lineage.services.auth import Caller
 from lineage.services.forget import forget
 from lineage.settings import Settings
@@ -113,7 +113,7 @@ async def root_sources_of(owner: asyncpg.Connection, tenant_id: str) -> list[tup
 
 
 async def by_source(database: Database, tenant_id: str, source_uri: str) -> list[Any]:
-    nodes = await walks.run(
+    nodes = await reads.run(
         database, Settings(), "blast_radius_by_source",
         tenant_id=tenant_id, source_uri=source_uri, kind="all", max_depth=20,
     )  # fmt: skip

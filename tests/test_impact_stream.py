@@ -10,7 +10,7 @@ import pytest
 
 from lineage import db
 from lineage.core.derive import Derivation, derive_many
-from lineage.services import walks
+from lineage.services import reads
 from lineage.store.postgres import PostgresStore
 from tests.test_walks import NDJSON, explain_as_app, fan, ndjson_lines, seq_scans_of_the_records
 
@@ -20,7 +20,7 @@ ODD = {"name": "café ☕", "nested": {"list": [1, 2.5, None, True], "quote": 'a
 async def the_sql_file(pool: asyncpg.Pool, **values: Any) -> list[dict[str, Any]]:
     async with db.transaction(pool, "default") as connection:
         rows = await db.fetch(connection, "blast_radius_by_source", tenant_id="default", **values)
-    return [walks.node_from_row(row) for row in rows]
+    return [reads.node_from_row(row) for row in rows]
 
 
 @pytest.mark.parametrize(("kind", "max_depth"), [("any", 20), ("answer", 20), ("all", 1)])

@@ -20,7 +20,7 @@ from lineage.core.record import ContextRecord, NewContext
 from lineage.db import PARTITIONED
 from lineage.db.database import Database
 from lineage.db.queries import QUERIES
-from lineage.services import retention, walks
+from lineage.services import reads, retention, walks
 from lineage.settings import Settings
 from lineage.store.postgres import get_records, insert_records
 from lineage.store.roots import stored_root_sources
@@ -121,13 +121,13 @@ async def test_an_expired_month_goes_whole_and_what_outlives_it_stays(
     assert [node["context_id"] for node in walked.nodes] == ["answer_new"]
     assert walked.truncated and walked.truncated_reason == "retention"
     # Down from an expired record: its kept children are still found, flagged.
-    down = await walks.run(
+    down = await reads.run(
         database, settings, "blast_radius",
         tenant_id="default", context_ids=["chunk_old"], kind="all", max_depth=20,
     )  # fmt: skip
     assert [(n["context_id"], n["expired"]) for n in down] == [("answer_new", True)]
     # By source: the kept descendants of an expired document, flagged.
-    by_source = await walks.run(
+    by_source = await reads.run(
         database, settings, "blast_radius_ids_by_source",
         tenant_id="default", source_uri="s3://old.md", kind="any", max_depth=20,
     )  # fmt: skip

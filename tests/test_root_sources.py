@@ -13,7 +13,7 @@ from lineage import db
 from lineage.core.record import NewContext
 from lineage.db.database import Database
 from lineage.db.migrate import downgrade, migrate
-from lineage.services import walks
+from lineage.services import reads
 from lineage.services.demo import load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
@@ -101,7 +101,7 @@ async def check_against_the_walk(
     unbounded = await owner.fetch(WALK_BY_SOURCE, tenant, source_uri, kind, 100)
     deeper = any(r["depth"] > max_depth for r in unbounded)
     for name in ("blast_radius_by_source", "blast_radius_ids_by_source"):
-        answered = await walks.run(
+        answered = await reads.run(
             database, Settings(), name,
             tenant_id=tenant, source_uri=source_uri, kind=kind, max_depth=max_depth,
         )  # fmt: skip
@@ -162,7 +162,7 @@ async def test_roots_inserted_around_append_records_are_walked(
     )  # fmt: skip
     await store.append([chunk])
     await check_against_the_walk(database, owner, "default", "s3://bulk.md", "all", 20)
-    answered = await walks.run(
+    answered = await reads.run(
         database, Settings(), "blast_radius_by_source",
         tenant_id="default", source_uri="s3://bulk.md", kind="all", max_depth=20,
     )  # fmt: skip

@@ -11,7 +11,7 @@ import pytest
 
 from lineage.db.database import Database
 from lineage.db.queries import QUERIES, SQL_DIR, expand, fragments
-from lineage.services import walks
+from lineage.services import reads
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
@@ -88,7 +88,7 @@ async def test_each_walk_file_runs_under_psql_and_lists_what_the_service_answers
 ) -> None:
     await load_incident(store)
     values = {"tenant_id": "default", "max_depth": 20, **ASKED[name]}
-    served = [row["context_id"] for row in await walks.run(database, settings, name, **values)]
+    served = [row["context_id"] for row in await reads.run(database, settings, name, **values)]
     printed = await run_psql(
         database_url, SQL_DIR / f"{name}.sql", {k: psql_value(v) for k, v in values.items()}, "-At"
     )

@@ -26,7 +26,7 @@ from lineage.core.derive import Context, Derivation, derive, derive_many
 from lineage.core.errors import NotFound, WalkTimeout
 from lineage.db.database import Database
 from lineage.db.queries import QUERIES, SQL_DIR, load, parse
-from lineage.services import walks
+from lineage.services import reads, walks
 from lineage.services.demo import (
     ANSWER_ID,
     CONTRACTOR_POLICY,
@@ -247,7 +247,7 @@ async def test_ladder_walks_visit_each_node_once_at_its_minimal_depth(
     edges = walk.edges()
     assert len(edges) == len({(e["child"], e["parent"]) for e in edges}) == 2 * 37 + 2
 
-    radius = await walks.run(
+    radius = await reads.run(
         database, settings, "blast_radius",
         tenant_id="default", context_ids=["rung_0"], kind="all", max_depth=100,
     )  # fmt: skip
@@ -273,7 +273,7 @@ async def test_node_reachable_at_two_depths_appears_once_at_the_smaller(
     )
     walk = await walks.walk_back(database, settings, "default", "two_c", 100)
     assert depths(walk.nodes) == {"two_c": 0, "two_b": 1, "two_root": 1, "two_a": 2}
-    radius = await walks.run(
+    radius = await reads.run(
         database, settings, "blast_radius",
         tenant_id="default", context_ids=["two_root"], kind="all", max_depth=100,
     )  # fmt: skip
@@ -287,7 +287,7 @@ async def test_big_blast_radius_counts_and_ndjson_stream(
     store: PostgresStore, database: Database, settings: Settings, client: httpx.AsyncClient
 ) -> None:
     await derive_many(store, fan())
-    nodes = await walks.run(
+    nodes = await reads.run(
         database, settings, "blast_radius",
         tenant_id="default", context_ids=["fan_doc"], kind="any", max_depth=20,
     )  # fmt: skip
@@ -419,7 +419,7 @@ async def test_walks_past_the_statement_timeout_raise_and_answer_503(
     await load_wide(owner)
     assert await owner.fetchval("SELECT count(*) FROM provenance") == WIDE + WIDE // 1000 + 2
     # The same walks, cut short, answer under the normal timeout: the start ids are right.
-    start = await walks.run(
+    start = await reads.run(
         database, settings, "blast_radius",
         tenant_id="default", context_ids=["wide_doc"], kind="all", max_depth=0,
     )  # fmt: skip
@@ -430,7 +430,7 @@ async def test_walks_past_the_statement_timeout_raise_and_answer_503(
 
     hurried = Settings(statement_timeout_ms=1, auth="none")
     with pytest.raises(WalkTimeout, match="1 ms statement timeout"):
-        await walks.run(
+        await reads.run(
             database, hurried, "blast_radius",
             tenant_id="default", context_ids=["wide_doc"], kind="all", max_depth=20,
         )  # fmt: skip
@@ -438,7 +438,7 @@ async def test_walks_past_the_statement_timeout_raise_and_answer_503(
         await walks.walk_back(database, hurried, "default", "wide_sink", 20)
     # The pool is still usable after the cancelled transactions.
     assert (
-        await walks.run(database, settings, "trace_contexts", tenant_id="default", trace_id="x")
+        await reads.run(database, settings, "trace_contexts", tenant_id="default", trace_id="x")
         == []
     )
 
@@ -943,7 +943,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
 
 
 async def read_everything(database: Database, settings: Settings, tenant: str) -> dict[str, Any]:
-    """Every named read query for one tenant, through walks.run."""
+    """Every named read query for one tenant, through reads.run."""
     common: dict[str, Any] = {"tenant_id": tenant, "kind": "all", "max_depth": 20}
     asks: dict[str, dict[str, Any]] = {
         "walk_back": {"context_id": ANSWER_ID},
@@ -961,7 +961,7 @@ async def read_everything(database: Database, settings: Settings, tenant: str) -
     for name, values in asks.items():
         wanted = set(QUERIES[name].parameters)
         given = {k: v for k, v in (SAMPLE_VALUES | common | values).items() if k in wanted}
-        results[name] = await walks.run(database, settings, name, **given)
+        results[name] = await reads.run(database, settings, name, **given)
     return results
 
 
@@ -1112,7 +1112,7 @@ async def test_invalidation_freshness_and_kind_filters_on_the_demo(
 
     async def ask(name: str, kind: str, **values: Any) -> dict[str, int]:
         return depths(
-            await walks.run(
+            await reads.run(
                 database,
                 settings,
                 name,
@@ -1175,8 +1175,8 @@ async def test_invalidation_ids_are_the_records_rows_and_download_as_a_file(
     ):
         for kind in ("answer", "any", "all"):
             values = {"tenant_id": "default", "kind": kind, "max_depth": 20, parameter: value}
-            records = await walks.run(database, settings, walks.IMPACT_QUERIES[parameter], **values)
-            ids = await walks.run(database, settings, walks.IMPACT_ID_QUERIES[parameter], **values)
+            records = await reads.run(database, settings, walks.IMPACT_QUERIES[parameter], **values)
+            ids = await reads.run(database, settings, walks.IMPACT_ID_QUERIES[parameter], **values)
             columns = ("context_id", "kind", "depth", "truncated", "expired")
             assert [[r[c] for c in columns] for r in ids] == [
                 [r[c] for c in columns] for r in records
@@ -1224,7 +1224,7 @@ async def test_revisions_in_one_batch_are_stale_for_freshness_and_suspicious_hop
     )
     hops = await walks.suspicious_hops(database, settings, "default", "same_chunk", None)
     changed = {hop["context_id"] for hop in hops if hop["reason"] == "source_changed"}
-    stale = await walks.run(
+    stale = await reads.run(
         database, settings, "stale_sources",
         tenant_id="default", source_uri="any", kind="all", max_depth=20,
     )  # fmt: skip

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from lineage.core.errors import BadParameter, LineageError
 from lineage.db.database import Database
-from lineage.services import walks
+from lineage.services import reads, walks
 from lineage.settings import Settings
 
 NDJSON = "application/x-ndjson"
@@ -42,11 +42,11 @@ async def impact_response(
     request: Request, database: Database, settings: Settings, name: str, **values: Any
 ) -> Response:
     if wants_stream(request):
-        streamed = await started(walks.stream(database, settings, name, **values))
+        streamed = await started(reads.stream(database, settings, name, **values))
         return StreamingResponse(chunked(_ndjson(streamed)), media_type=NDJSON)
     summary = walks.ImpactSummary()
     nodes: list[dict[str, Any]] = []
-    async for node in walks.stream(database, settings, name, **values):
+    async for node in reads.stream(database, settings, name, **values):
         if len(nodes) == settings.stream_threshold:
             raise BadParameter(
                 f"more than {settings.stream_threshold} records; ask for them as a stream "

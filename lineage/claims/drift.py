@@ -8,7 +8,7 @@ from typing import Any
 
 from lineage.claims.verify import _since, bucket_label, check_bucket
 from lineage.db.database import Database
-from lineage.services import walks
+from lineage.services import reads
 from lineage.settings import Settings
 
 __all__ = ["drift_report", "drift_table"]
@@ -25,7 +25,7 @@ async def drift_report(
     start = _since(since) if since else datetime.now(UTC) - timedelta(days=30)
     if start.tzinfo is None:
         start = start.replace(tzinfo=UTC)
-    return await walks.run(
+    return await reads.run(
         database,
         settings,
         "drift_by_produced_by",

@@ -43,7 +43,7 @@ from lineage.core.errors import BadParameter, NotFound
 from lineage.core.hashing import text_matches_hash
 from lineage.core.record import ContextRecord
 from lineage.db.database import Database, Transaction
-from lineage.services import walks
+from lineage.services import reads
 from lineage.services.privacy import text_hash_key
 from lineage.store.postgres import get_records
 
@@ -334,7 +334,7 @@ async def current_statement_verdicts(
     """The current verdict per (record, statement, judge), in statement order."""
     async with database.tenant(tenant_id) as tx:
         rows = await tx.fetch("statement_verdicts", context_ids=list(context_ids))
-    nodes = [walks.node_from_row(row) for row in rows]
+    nodes = [reads.node_from_row(row) for row in rows]
     return sorted(nodes, key=lambda n: (n["record_id"], n["statement"], n["judge"]))
 
 
@@ -344,7 +344,7 @@ async def verdict_history(
     """Every verdict on these records, current or not, newest first per record."""
     async with database.tenant(tenant_id) as tx:
         rows = await tx.fetch("verdict_history", context_ids=list(context_ids))
-    return [walks.node_from_row(row) for row in rows]
+    return [reads.node_from_row(row) for row in rows]
 
 
 async def record_kind(database: Database, tenant_id: str, context_id: str) -> str:

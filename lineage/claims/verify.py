@@ -42,7 +42,7 @@ from lineage.core.errors import BadParameter, NotFound
 from lineage.core.hashing import text_matches_hash
 from lineage.core.record import ContextRecord
 from lineage.db.database import Database
-from lineage.services import walks
+from lineage.services import reads
 from lineage.services.privacy import text_hash_key
 from lineage.settings import Settings
 from lineage.store.postgres import get_records
@@ -401,7 +401,7 @@ async def current_verdicts(
 ) -> list[dict[str, Any]]:
     """The current verdict per (claim, judge) for an answer's claims, or for one claim."""
     claims = await _claims_of(database, tenant_id, context_id)
-    return [walks.node_from_row(row) for row in await _verdict_rows(database, tenant_id, claims)]
+    return [reads.node_from_row(row) for row in await _verdict_rows(database, tenant_id, claims)]
 
 
 async def _verdict_rows(
@@ -475,7 +475,7 @@ async def claims_report(
     start = _since(since) if since else datetime.now(UTC) - timedelta(days=30)
     if start.tzinfo is None:
         start = start.replace(tzinfo=UTC)
-    return await walks.run(
+    return await reads.run(
         database,
         settings,
         "claims_by_produced_by",

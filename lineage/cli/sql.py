@@ -53,7 +53,7 @@ def sql_run(
     config: ConfigOption = None,
 ) -> None:
     """Run a named query with psql-style variables; one JSON object per row."""
-    from lineage.services import walks
+    from lineage.services import reads
 
     query = _query(name)
     given = dict(item.partition("=")[::2] for item in variables or [])
@@ -74,7 +74,7 @@ def sql_run(
             statement = await connection.prepare(query.sql)
             types = ["array" if t.kind == "array" else t.name for t in statement.get_parameters()]
         values = {p: _convert(given[p], t) for p, t in zip(query.parameters, types, strict=True)}
-        return await walks.run(database, settings, name, **values)
+        return await reads.run(database, settings, name, **values)
 
     for row in run(settings, work):
         print(json.dumps(row, default=str))

@@ -130,13 +130,13 @@ def _print_walked_nodes(
 ) -> None:
     """Run a walk that lists records (`query`, from the records `start` picks) with the options
     impact and freshness share, and print its rows in the chosen format."""
-    from lineage.services import walks
+    from lineage.services import reads, walks
 
     _check_format(output, NODE_FORMATS)
     settings = load(config)
 
     async def work(database: Database) -> list[dict[str, Any]]:
-        return await walks.run(
+        return await reads.run(
             database,
             settings,
             query,

@@ -21,7 +21,7 @@ from lineage.claims.verify import Verification, ensure_verified, mapping_resolve
 from lineage.core import DEFAULT_TENANT, telemetry
 from lineage.core.derive import Context, Derivation, derive_many
 from lineage.db.database import Database
-from lineage.services import walks
+from lineage.services import reads, walks
 from lineage.settings import Settings
 from lineage.store.base import Store
 
@@ -214,12 +214,12 @@ async def story(
     walk = await walks.walk_back(database, settings, tenant_id, ANSWER_ID, None)
     hops = await walks.suspicious_hops(database, settings, tenant_id, ANSWER_ID, None)
     depth = walks.check_depth(settings, None)
-    stale = await walks.run(
+    stale = await reads.run(
         database, settings, "stale_sources", tenant_id=tenant_id, source_uri="any", kind="any",
         max_depth=depth,
     )  # fmt: skip
     merged_at = [s for s in checks.summary.statements if s.verdict == "cross_source_merge"]
-    resting = await walks.run(
+    resting = await reads.run(
         database, settings, "blast_radius", tenant_id=tenant_id, context_ids=[SUMMARY_ID],
         kind="claim", max_depth=depth,
     ) if merged_at else []  # fmt: skip

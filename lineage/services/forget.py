@@ -34,7 +34,7 @@ from lineage.core.hashing import HmacSha256
 from lineage.core.progress import Progress, unwatched
 from lineage.core.record import MAX_PARENTS
 from lineage.db.database import Database, Transaction
-from lineage.services import audit, walks
+from lineage.services import audit, reads, walks
 from lineage.services.auth import Caller
 from lineage.services.privacy import text_hash_key
 from lineage.settings import Settings
@@ -161,7 +161,7 @@ async def _forget(
 ) -> Forgotten:
     progress("walk the blast radius")
     nodes = [
-        walks.node_from_row(row)
+        reads.node_from_row(row)
         for row in await tx.fetch(
             "blast_radius_by_source",
             source_uri=source_uri,

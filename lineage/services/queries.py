@@ -15,7 +15,7 @@ from lineage.core.errors import NotFound
 from lineage.core.hashing import content_hash
 from lineage.core.record import ID_PATTERN, ContextRecord, NewContext
 from lineage.db.database import Database, Transaction
-from lineage.services import signing, walks
+from lineage.services import reads, signing
 from lineage.services.spans import span_tree
 from lineage.settings import Settings
 from lineage.store.postgres import get_records
@@ -146,7 +146,7 @@ async def query_trace(
         if not records:
             raise NotFound(f"no query recorded with request_id {request_id}")
         rows = await tx.fetch("get_contexts", context_ids=[r.context_id for r in records])
-        nodes = {row["context_id"]: walks.node_from_row(row) for row in rows}
+        nodes = {row["context_id"]: reads.node_from_row(row) for row in rows}
         for record in records:
             check = await signing.verify_record(tx.connection, tenant_id, record, tx.signer)
             nodes[record.context_id]["signature"] = check.as_dict()

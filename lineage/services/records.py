@@ -4,7 +4,7 @@ from typing import Any
 
 from lineage.core.errors import NotFound
 from lineage.db.database import Database
-from lineage.services import signing, walks
+from lineage.services import reads, signing
 from lineage.store.postgres import record_from_row
 
 
@@ -17,7 +17,7 @@ async def record_node(
         rows = await tx.fetch("get_contexts", context_ids=[context_id])
         if not rows:
             raise NotFound(f"no context {context_id}")
-        node = walks.node_from_row(rows[0])
+        node = reads.node_from_row(rows[0])
         if verify:
             record = record_from_row(rows[0])
             check = await signing.verify_record(tx.connection, tenant_id, record, tx.signer)

@@ -15,7 +15,7 @@ from lineage.core import metrics
 from lineage.core.errors import InvalidRecord
 from lineage.core.telemetry import TRACE_ID
 from lineage.db.database import Database, Transaction
-from lineage.services import walks
+from lineage.services import reads
 from lineage.settings import Settings
 
 SPAN_ID = re.compile(r"^(?!0{16})[0-9a-f]{16}$")
@@ -127,7 +127,7 @@ async def store_spans(
 
 def _span_node(row: asyncpg.Record) -> dict[str, Any]:
     duration = row["end_time"] - row["start_time"]
-    node = walks.node_from_row(row)
+    node = reads.node_from_row(row)
     return node | {"duration_ms": duration / timedelta(milliseconds=1), "children": []}
 
 

@@ -15,7 +15,7 @@ from lineage.api.results import impact_response
 from lineage.core.errors import BadParameter, Forbidden, InvalidRecord
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextFields, NewContext, new_context_id
-from lineage.services import records, walks
+from lineage.services import reads, records, walks
 from lineage.store.base import Appended
 
 router = APIRouter(prefix="/v1/contexts", tags=["contexts"])
@@ -151,7 +151,7 @@ async def list_contexts(
 ) -> dict[str, Any]:
     """Records matching every filter, oldest first, a page at a time (follow `next`)."""
     after_created_at, after_context_id = _after(cursor)
-    rows = await walks.run(
+    rows = await reads.run(
         database,
         settings,
         "list_contexts",

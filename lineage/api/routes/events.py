@@ -21,14 +21,14 @@ from lineage.api import models
 from lineage.api.deps import AppSettings, Read, ReadDb
 from lineage.core import metrics
 from lineage.db.database import Database
-from lineage.services import walks
+from lineage.services import reads
 from lineage.services.events import EventListener, follow, newest_position, parse_position
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 
 
 def _message(row: asyncpg.Record) -> str:
-    record: dict[str, Any] = walks.node_from_row(row)
+    record: dict[str, Any] = reads.node_from_row(row)
     position = record.pop("position")
     del record["newest"]
     return f"id: {position}\ndata: {json.dumps(record)}\n\n"

@@ -6,7 +6,7 @@ from lineage.api import models
 from lineage.api.deps import AppSettings, Read, ReadDb
 from lineage.core.errors import NotFound
 from lineage.interop.otlp_lineage import LOCAL_ATTRIBUTE
-from lineage.services import walks
+from lineage.services import reads
 from lineage.services.spans import span_tree
 
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
@@ -17,7 +17,7 @@ async def get_trace(
     trace_id: str, database: ReadDb, caller: Read, settings: AppSettings
 ) -> dict[str, Any]:
     """Every record of one trace with its span tree: the jump from a trace into the graph."""
-    records = await walks.run(
+    records = await reads.run(
         database, settings, "trace_contexts", tenant_id=caller.tenant_id, trace_id=trace_id
     )
     spans, spans_truncated = await span_tree(database, settings, caller.tenant_id, trace_id)

@@ -27,7 +27,7 @@ from lineage.api.session import SESSION_COOKIE, issue_session
 from lineage.core.errors import BadParameter, Forbidden, NotFound, Unauthorized
 from lineage.core.record import BOOKKEEPING_KINDS
 from lineage.db.database import Database
-from lineage.services import auth, walks
+from lineage.services import auth, reads, walks
 from lineage.settings import Settings
 
 router = APIRouter(tags=["explorer"])
@@ -141,7 +141,7 @@ async def _impact_start(
     if context_id is not None:
         await walks.walk_back(database, settings, caller.tenant_id, context_id, 0)
         return walks.IMPACT_ID_QUERIES["context_ids"], {"context_ids": [context_id]}
-    first = await walks.run(
+    first = await reads.run(
         database, settings, "list_contexts",
         tenant_id=caller.tenant_id, kind="any", source_uri=source_uri, trace_id="any",
         produced_by="any", session_id="any", since=EARLIEST, until=LATEST,
@@ -177,7 +177,7 @@ async def get_impact_page(
     layers: defaultdict[int, Counter[str]] = defaultdict(Counter)
     page: list[dict[str, Any]] = []
     matching = 0
-    async for node in walks.stream(
+    async for node in reads.stream(
         database, settings, name,
         tenant_id=caller.tenant_id, kind=counted,
         max_depth=walks.check_depth(settings, max_depth), **start,
@@ -209,7 +209,7 @@ async def _with_records(
 ) -> list[dict[str, Any]]:
     """The page's records, each with its depth and truncated flag, in the page's order."""
     ids = [node["context_id"] for node in page]
-    found = await walks.run(
+    found = await reads.run(
         database, settings, "get_contexts", tenant_id=tenant_id, context_ids=ids
     )
     records = {record["context_id"]: record for record in found}
@@ -278,7 +278,7 @@ async def download_impact_ids(
         name, start = walks.IMPACT_ID_QUERIES[parameter], given
     else:
         name, start = await _impact_start(database, settings, caller, source_uri, context_id)
-    nodes = await started(walks.stream(
+    nodes = await started(reads.stream(
         database, settings, name,
         tenant_id=caller.tenant_id, kind=walks.check_kind(kind),
         max_depth=walks.check_depth(settings, max_depth), **start,
