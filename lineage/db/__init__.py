@@ -106,7 +106,16 @@ def app_role_url(url: str) -> str:
 
 
 async def _app_role_can_log_in(url: str) -> bool:
-    owner = await asyncpg.connect(url)
+    try:
+        owner = await asyncpg.connect(url)
+    except (OSError, asyncpg.PostgresError) as exc:
+        # A pool may start while the server is down (the SDK spools): it connects later.
+        log.warning(
+            "cannot reach the database to check role %s (%s): working as it by SET ROLE "
+            "from the URL's user once the database answers",
+            APP_ROLE, exc,
+        )  # fmt: skip
+        return False
     try:
         user, exists = await owner.fetchrow(
             "SELECT current_user, to_regrole($1) IS NOT NULL", APP_ROLE
