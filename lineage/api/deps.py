@@ -132,6 +132,14 @@ async def refuse_unknown_query_parameters(request: Request) -> None:
         )
 
 
+def exactly_one(**parameters: str | None) -> tuple[str, str]:
+    """The one query parameter given of several alternatives, or a 422 naming them all."""
+    given = [(name, value) for name, value in parameters.items() if value is not None]
+    if len(given) != 1:
+        raise BadParameter(f"give exactly one of {', '.join(parameters)}")
+    return given[0]
+
+
 async def identify(request: Request) -> Caller:
     """The caller named by `Authorization: Bearer <key>` or the explorer's session cookie."""
     caller = await caller_of(request.scope)
@@ -143,8 +151,9 @@ async def identify(request: Request) -> Caller:
     return caller
 
 
-def require(scope: Scope) -> object:
-    """A dependency that admits callers whose key grants `scope`; reads are audited."""
+def admit_and_audit(scope: Scope) -> object:
+    """A dependency that admits callers whose key grants `scope` and writes an audit row for
+    every request except an ingest (in the work's transaction when it can, alone otherwise)."""
 
     async def caller(request: Request) -> AsyncIterator[Caller]:
         found = await identify(request)
@@ -176,8 +185,8 @@ ReadDb = Annotated[Database, Depends(get_read_database)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 SentTraceId = Annotated[str | None, Depends(sent_trace_id)]
 # A route declares the scope it needs; the caller's tenant confines every query it runs.
-Ingest = Annotated[Caller, require("ingest")]
-Read = Annotated[Caller, require("read")]
+Ingest = Annotated[Caller, admit_and_audit("ingest")]
+Read = Annotated[Caller, admit_and_audit("read")]
 # Verdicts are what people act on: only a key that may run a judge records them.
-Verify = Annotated[Caller, require("verify")]
-Admin = Annotated[Caller, require("admin")]
+Verify = Annotated[Caller, admit_and_audit("verify")]
+Admin = Annotated[Caller, admit_and_audit("admin")]

@@ -40,7 +40,7 @@ T = TypeVar("T")
 class RequestAudit:
     """An HTTP request's audit row (the values of audit_append but the tenant's), to be
     written once: by the request's first transaction of the tenant on the primary, else on its
-    own when the request ends (lineage.api.deps.require)."""
+    own when the request ends (lineage.api.deps.admit_and_audit)."""
 
     tenant_id: str
     values: dict[str, Any]

@@ -4,9 +4,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Read, ReadDb
+from lineage.api.deps import AppSettings, Read, ReadDb, exactly_one
 from lineage.api.results import impact_response
-from lineage.core.errors import BadParameter
 from lineage.services import walks
 
 router = APIRouter(prefix="/v1", tags=["impact"])
@@ -26,18 +25,9 @@ async def get_impact(
 ) -> Response:
     """What depends on a document (source_uri), a transform version or an index snapshot:
     give exactly one. NDJSON (one record a line, then a summary) when asked."""
-    given = {
-        name: value
-        for name, value in {
-            "source_uri": source_uri,
-            "transform_version": transform_version,
-            "index_snapshot": index_snapshot,
-        }.items()
-        if value is not None
-    }
-    if len(given) != 1:
-        raise BadParameter("give exactly one of source_uri, transform_version, index_snapshot")
-    [(name, value)] = given.items()
+    name, value = exactly_one(
+        source_uri=source_uri, transform_version=transform_version, index_snapshot=index_snapshot
+    )
     return await impact_response(
         request,
         database,

@@ -20,11 +20,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Caller, Db, Read, ReadDb
+from lineage.api.deps import AppSettings, Caller, Db, Read, ReadDb, exactly_one
 from lineage.api.results import chunked, started
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.api.session import SESSION_COOKIE, issue_session
-from lineage.core.errors import BadParameter, Forbidden, NotFound, Unauthorized
+from lineage.core.errors import Forbidden, NotFound, Unauthorized
 from lineage.core.record import BOOKKEEPING_KINDS
 from lineage.db.database import Database
 from lineage.services import auth, reads, walks
@@ -136,8 +136,7 @@ async def _impact_start(
 ) -> tuple[str, dict[str, Any]]:
     """The impact query listing ids (kind, depth, truncated; records only where the walk reads
     them anyway) and the parameter that starts it; NotFound when nothing would."""
-    if (source_uri is None) == (context_id is None):
-        raise BadParameter("give exactly one of source_uri, context_id")
+    exactly_one(source_uri=source_uri, context_id=context_id)
     if context_id is not None:
         await walks.walk_back(database, settings, caller.tenant_id, context_id, 0)
         return walks.IMPACT_ID_QUERIES["context_ids"], {"context_ids": [context_id]}
@@ -270,11 +269,8 @@ async def download_impact_ids(
         "index_snapshot": index_snapshot,
     }
     given = {parameter: value for parameter, value in asked.items() if value is not None}
-    by_version_or_snapshot = given.keys() & {"transform_version", "index_snapshot"}
-    if by_version_or_snapshot and len(given) > 1:
-        raise BadParameter(f"give exactly one of {', '.join(asked)}")
-    if by_version_or_snapshot:
-        [parameter] = by_version_or_snapshot
+    if given.keys() & {"transform_version", "index_snapshot"}:
+        parameter, _ = exactly_one(**asked)
         name, start = walks.IMPACT_ID_QUERIES[parameter], given
     else:
         name, start = await _impact_start(database, settings, caller, source_uri, context_id)
