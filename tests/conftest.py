@@ -1,6 +1,7 @@
 """A real PostgreSQL for every test: the server named by LINEAGE_TEST_DATABASE_URL, else the
 embedded one. The schema is migrated once into a template; each test gets a fresh copy."""
 
+import asyncio
 import hashlib
 import os
 import tempfile
@@ -22,6 +23,7 @@ from lineage.api.app import create_app
 from lineage.db.database import Database
 from lineage.db.embedded import start_embedded
 from lineage.db.migrate import migrate
+from lineage.services.demo import load_incident
 from lineage.services.signing import Signer
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
@@ -81,6 +83,30 @@ def template_db() -> Iterator[tuple[str, str]]:
 @pytest.fixture
 def database_url(template_db: tuple[str, str]) -> Iterator[str]:
     base, template = template_db
+    name = f"lineage_test_{uuid.uuid4().hex[:12]}"
+    with janitor(base, name, template):
+        yield url_for(base, name)
+
+
+@pytest.fixture(scope="session")
+def demo_template(template_db: tuple[str, str]) -> Iterator[tuple[str, str]]:
+    """A migrated database with the demo incident loaded, once a session: a template to copy."""
+    base, template = template_db
+    name = f"lineage_demo_template_{os.getpid()}"
+    with janitor(base, name, template):
+        asyncio.run(load_demo(url_for(base, name)))
+        yield base, name
+
+
+async def load_demo(url: str) -> None:
+    async with database_at(url) as database:
+        await load_incident(PostgresStore(database))
+
+
+@pytest.fixture
+def demo_database(demo_template: tuple[str, str]) -> Iterator[str]:
+    """A fresh copy of a database holding the demo incident (copying beats loading it anew)."""
+    base, template = demo_template
     name = f"lineage_test_{uuid.uuid4().hex[:12]}"
     with janitor(base, name, template):
         yield url_for(base, name)

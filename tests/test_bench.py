@@ -79,6 +79,7 @@ def test_sizes_read_as_records_and_bad_sizes_say_what_to_use() -> None:
             parse_size(bad)
 
 
+@pytest.mark.slow
 def test_the_smoke_bench_reports_every_figure(tmp_path: Path) -> None:
     output = tmp_path / "RESULTS.md"
     plan = dataclasses.replace(smoke_plan(server_url(), output), startup=True)
@@ -133,6 +134,7 @@ def test_the_tutorial_dag_has_the_shape_it_promises_parents_first() -> None:
     assert set(kinds) == {"document", "chunk", "retrieval", "summary", "claim", "answer"}
 
 
+@pytest.mark.slow
 def test_the_bench_runs_every_figure_on_a_classic_table_it_did_not_make(tmp_path: Path) -> None:
     source = f"lineage_bench_classic_source_{uuid.uuid4().hex[:8]}"
     table = f"tutorial.t{uuid.uuid4().hex[:8]}"

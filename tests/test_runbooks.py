@@ -23,9 +23,7 @@ from typer.testing import CliRunner
 from lineage import cli
 from lineage.api.app import create_app
 from lineage.services import auth
-from lineage.services.demo import load_incident
 from lineage.settings import Settings
-from lineage.store.postgres import PostgresStore
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOKS = ROOT / "runbooks"
@@ -243,12 +241,6 @@ def flags(command: Command) -> list[tuple[str, str]]:
     unknown = [flag for flag, _ in pairs if flag not in {"-v", "-f"}]
     assert not unknown, f"{command.name}: the test does not model {unknown}"
     return pairs
-
-
-@pytest.fixture
-async def demo_database(store: PostgresStore, database_url: str) -> str:
-    await load_incident(store)
-    return database_url
 
 
 @pytest.mark.parametrize("command", PSQL_COMMANDS, ids=names(PSQL_COMMANDS))

@@ -89,6 +89,7 @@ def trace_id(step: int) -> str:
     return f"{step + 1:032x}"
 
 
+@pytest.mark.slow
 async def test_a_database_outage_mid_run_loses_nothing(
     private: PrivatePostgres,
     private_database: Database,
