@@ -261,10 +261,15 @@ async def _context(
             name: await connection.fetchval(f"SELECT current_setting('{name}')")
             for name in ("shared_buffers", "work_mem", "jit", "max_parallel_workers_per_gather")
         }
-        sizes = await connection.fetchrow(
-            "SELECT pg_size_pretty(pg_total_relation_size('provenance')) AS provenance, "
-            "pg_size_pretty(pg_total_relation_size('root_sources')) AS root_sources"
-        )
+        # A partitioned table's own size is 0: add up its partitions'.
+        sizes = {
+            table: await connection.fetchval(
+                "SELECT sum(pg_total_relation_size(relid))::bigint "
+                "FROM pg_partition_tree($1::regclass)",
+                table,
+            )
+            for table in db.PARTITIONED
+        }
     context = {
         **machine(),
         "PostgreSQL": f"{version['version'].split(' on ')[0]} ({plan.server_url.split('@')[-1]})",
@@ -272,13 +277,29 @@ async def _context(
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "size": f"{picks.records:,} records, {picks.answers:,} answers "
         + (f"of {plan.classic_table} (classic schema)" if plan.classic_table else f"({plan.size})"),
-        "table sizes": f"provenance {sizes['provenance']} (with indexes), root_sources "
-        f"{sizes['root_sources']}",
+        "table sizes": _table_sizes(sizes),
         "features on": features.describe(),
     }
     if generation:
         context["generation"] = ", ".join(f"{k} {v:.1f}" for k, v in generation.items())
     return Report(plan.command, context)
+
+
+def _table_sizes(sizes: dict[str, int]) -> str:
+    """Each table with its indexes, and the side tables beside provenance (target: <= 0.5x)."""
+    provenance = sizes["provenance"]
+    side = sum(size for table, size in sizes.items() if table != "provenance")
+    listed = ", ".join(f"{table} {_size(size)}" for table, size in sizes.items())
+    return f"{listed} (with indexes); side tables {side / provenance:.2f}x provenance"
+
+
+def _size(size: float) -> str:
+    """As pg_size_pretty writes it: below 10 of the next unit, the smaller one."""
+    for unit in ("bytes", "kB", "MB"):
+        if size < 10 * 1024:
+            return f"{size:,.0f} {unit}"
+        size /= 1024
+    return f"{size:,.0f} GB"
 
 
 async def _walk_back(

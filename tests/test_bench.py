@@ -4,6 +4,7 @@ asserted: figures belong in bench/RESULTS.md), and its generator makes the DAG i
 import asyncio
 import dataclasses
 import random
+import re
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -92,6 +93,10 @@ def test_the_smoke_bench_reports_every_figure(tmp_path: Path) -> None:
     text = output.read_text()
     for key in ("machine", "PostgreSQL", "date", "size", "features on"):
         assert f"**{key}**" in text
+    # The partitioned tables' sizes are their partitions' (the parent's own is 0 bytes).
+    sizes = re.search(r"\*\*table sizes\*\*: provenance ([\d,]+) (\w+),", text)
+    assert sizes and sizes.group(2) != "bytes", sizes
+    assert re.search(r"side tables \d+\.\d\dx provenance", text)
     for figure in report.figures:
         assert f"| {figure.name} |" in text
         assert figure.samples >= 1
