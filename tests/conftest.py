@@ -80,12 +80,16 @@ def template_db() -> Iterator[tuple[str, str]]:
         yield base, name
 
 
-@pytest.fixture
-def database_url(template_db: tuple[str, str]) -> Iterator[str]:
-    base, template = template_db
+def fresh_copy(base: str, template: str) -> Iterator[str]:
+    """A new database copied from `template`, dropped when the test ends."""
     name = f"lineage_test_{uuid.uuid4().hex[:12]}"
     with janitor(base, name, template):
         yield url_for(base, name)
+
+
+@pytest.fixture
+def database_url(template_db: tuple[str, str]) -> Iterator[str]:
+    yield from fresh_copy(*template_db)
 
 
 @pytest.fixture(scope="session")
@@ -106,10 +110,7 @@ async def load_demo(url: str) -> None:
 @pytest.fixture
 def demo_database(demo_template: tuple[str, str]) -> Iterator[str]:
     """A fresh copy of a database holding the demo incident (copying beats loading it anew)."""
-    base, template = demo_template
-    name = f"lineage_test_{uuid.uuid4().hex[:12]}"
-    with janitor(base, name, template):
-        yield url_for(base, name)
+    yield from fresh_copy(*demo_template)
 
 
 @pytest.fixture
