@@ -7,7 +7,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -81,8 +81,22 @@ def thread_cpu_ticks(pid: int) -> dict[int, int]:
     return ticks
 
 
+def polling_healthz(server: Server, work: Callable[[], None]) -> int:
+    """Runs `work` in a thread while /healthz is asked, a few times a second, to answer 200
+    (its own CPU on the loop stays small); how many times it answered."""
+    polls = 0
+    with ThreadPoolExecutor(1) as heavy, httpx.Client(timeout=600) as probe:
+        working = heavy.submit(work)
+        while not working.done():
+            assert probe.get(f"{server.base_url}/healthz").status_code == 200
+            polls += 1
+            time.sleep(0.05)
+        working.result()
+    return polls
+
+
 @pytest.mark.slow
-def test_the_event_loop_does_little_of_the_work_of_a_large_export_and_a_long_answer(
+def test_a_large_export_runs_off_the_loop_and_healthz_answers_through_a_long_answer(
     loaded_server: tuple[Server, str],
 ) -> None:
     """Where the CPU goes, not how long anything took (which a loaded machine changes): the
@@ -108,25 +122,13 @@ def test_the_event_loop_does_little_of_the_work_of_a_large_export_and_a_long_ans
         assert made.status_code == 201, made.text[:300]
 
     before = thread_cpu_ticks(server.process.pid)
-    polls = 0
-    with ThreadPoolExecutor(1) as heavy, httpx.Client(timeout=600) as probe:
-        exporting = heavy.submit(export)
-        while not exporting.done():
-            assert probe.get(f"{server.base_url}/healthz").status_code == 200
-            polls += 1
-            time.sleep(0.05)  # a few polls a second: their own CPU on the loop stays small
-        exporting.result()
+    polls = polling_healthz(server, export)
     after = thread_cpu_ticks(server.process.pid)
     on_loop = after[loop_thread] - before[loop_thread]
     off_loop = sum(spent - before.get(thread, 0) for thread, spent in after.items()) - on_loop
     assert polls >= 1
     assert on_loop < off_loop, (on_loop, off_loop)
-    # The long answer is split and recorded while /healthz goes on answering.
-    with ThreadPoolExecutor(1) as heavy, httpx.Client(timeout=600) as probe:
-        answering = heavy.submit(answer)
-        while not answering.done():
-            assert probe.get(f"{server.base_url}/healthz").status_code == 200
-        answering.result()
+    polling_healthz(server, answer)  # the long answer is split while /healthz goes on answering
 
 
 async def test_the_prov_export_is_written_off_the_event_loop(
