@@ -51,7 +51,11 @@ QUERIES: dict[str, list[dict[str, str]]] = {
     ],
     "/v1/freshness": [{"source_uri": CONTRACTOR_POLICY}, {"kind": "answer"}],
     "/v1/impact/page": [{"source_uri": CONTRACTOR_POLICY}, {"context_id": "chunk_42"}],
-    "/v1/impact/ids": [{"source_uri": CONTRACTOR_POLICY, "format": "json"}],
+    "/v1/impact/ids": [
+        {"source_uri": CONTRACTOR_POLICY, "format": "json"},
+        {"source_uri": CONTRACTOR_POLICY},  # CSV, copied out by the server
+        {"transform_version": "chunker@1.4"},
+    ],
     "/v1/contexts": [{"kind": "all", "limit": "200"}, {"kind": "chunk"}],
     "/v1/contexts/{context_id}/impact": [{}, {"kind": "answer"}],
     "/v1/contexts/{context_id}/lineage": [{}, {"max_depth": "2"}],

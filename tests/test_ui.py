@@ -323,6 +323,19 @@ async def test_the_ids_of_a_radius_download_as_csv_and_json(
     assert list(rows[0]) == ["context_id", "kind", "depth", "truncated"]
     assert {row["context_id"]: row["kind"] for row in rows} == expected
     assert len(rows) == len(expected)
+    # The server writes the CSV (COPY): the same rows, order and spelling as the JSON file's.
+    listed = (
+        await client.get("/v1/impact/ids", params={"source_uri": "s3://fan.md", "format": "json"})
+    ).json()["records"]
+    assert response.text.split("\r\n") == [
+        "context_id,kind,depth,truncated",
+        *(f"{r['context_id']},{r['kind']},{r['depth']},{r['truncated']}" for r in listed),
+        "",
+    ]
+    shallow = await client.get(
+        "/v1/impact/ids", params={"source_uri": "s3://fan.md", "max_depth": 1}
+    )
+    assert {row["truncated"] for row in csv.DictReader(io.StringIO(shallow.text))} == {"True"}
 
     response = await client.get(
         "/v1/impact/ids", params={"source_uri": "s3://fan.md", "kind": "answer", "format": "json"}

@@ -456,6 +456,28 @@ async def test_walks_past_the_statement_timeout_raise_and_answer_503(
             "/v1/impact", params={"source_uri": "s3://wide.md"}, headers={"Accept": NDJSON}
         )
         assert assert_problem(streamed, 503, "statement timeout")["title"] == "WalkTimeout"
+        # So is the ids file, which the server copies out (COPY) from its own task.
+        copied = await http.get("/v1/impact/ids", params={"context_id": "wide_doc"})
+        assert assert_problem(copied, 503, "statement timeout")["title"] == "WalkTimeout"
+    whole = [
+        chunk
+        async for chunk in reads.copy_id_file(
+            database, settings, "blast_radius",
+            tenant_id="default", context_ids=["wide_doc"], kind="all", max_depth=20,
+        )
+    ]  # fmt: skip
+    assert b"".join(whole).count(b"\r\n") == WIDE + WIDE // 1000 + 2
+    # A caller that stops reading midway leaves the pool usable: the COPY is cancelled.
+    copying = reads.copy_id_file(
+        database, settings, "blast_radius",
+        tenant_id="default", context_ids=["wide_doc"], kind="all", max_depth=20,
+    )  # fmt: skip
+    await anext(copying)
+    await copying.aclose()
+    assert (
+        await reads.run(database, settings, "trace_contexts", tenant_id="default", trace_id="x")
+        == []
+    )
 
 
 # --- 5. plans ----------------------------------------------------------------------------------

@@ -5,8 +5,6 @@ The page (lineage/ui/) is static, ships inside the package and reads everything 
 API: the marks it draws are the service's (sql/suspicious_hops.sql), never the browser's guess.
 """
 
-import csv
-import io
 import json
 import re
 from collections import Counter, defaultdict
@@ -219,16 +217,10 @@ async def _with_records(
     ]
 
 
-def _csv_line(*values: object) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer).writerow(values)
-    return buffer.getvalue()
-
-
-async def _csv_file(nodes: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
-    yield _csv_line(*walks.ID_FILE_COLUMNS)
-    async for node in nodes:
-        yield _csv_line(*(node[column] for column in walks.ID_FILE_COLUMNS))
+async def _csv_file(lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield (",".join(walks.ID_FILE_COLUMNS) + "\r\n").encode()
+    async for chunk in lines:
+        yield chunk
 
 
 async def _json_file(
@@ -274,19 +266,22 @@ async def download_impact_ids(
         name, start = walks.IMPACT_ID_QUERIES[parameter], given
     else:
         name, start = await _impact_start(database, settings, caller, source_uri, context_id)
-    nodes = await started(reads.stream(
-        database, settings, name,
-        tenant_id=caller.tenant_id, kind=walks.check_kind(kind),
-        max_depth=walks.check_depth(settings, max_depth), **start,
-    ))  # fmt: skip
+    walk = {
+        "tenant_id": caller.tenant_id,
+        "kind": walks.check_kind(kind),
+        "max_depth": walks.check_depth(settings, max_depth),
+        **start,
+    }
     label = re.sub(r"[^A-Za-z0-9._-]+", "_", next(iter(given.values()))).strip("_")[:80]
     disposition = f'attachment; filename="impact-{kind}-{label}.{file_format}"'
     if file_format == "csv":
+        lines = await started(reads.copy_id_file(database, settings, name, **walk))
         return StreamingResponse(
-            chunked(_csv_file(nodes)),
+            _csv_file(lines),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": disposition},
         )
+    nodes = await started(reads.stream(database, settings, name, **walk))
     return StreamingResponse(
         chunked(_json_file(given, kind, nodes)),
         media_type="application/json",
