@@ -146,7 +146,7 @@ def get_routes(
         "/v1/impact": {"source_uri": CONTRACTOR_POLICY},
         "/v1/freshness": {"source_uri": CONTRACTOR_POLICY},
         "/v1/impact/page": {"source_uri": CONTRACTOR_POLICY},
-        "/v1/impact/ids": {"source_uri": CONTRACTOR_POLICY, "format": "json"},
+        "/v1/impact/ids": {"source_uri": CONTRACTOR_POLICY},  # CSV: copied out (COPY)
         "/v1/log/proof/inclusion": {"context_id": ANSWER_ID, "tree_size": str(tree_size)},
         "/v1/log/proof/consistency": {"first": "1", "second": str(tree_size)},
     }
