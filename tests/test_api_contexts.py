@@ -1,5 +1,6 @@
 """The HTTP API for records: append, replay, conflict, batch, read, walk-back, bad input."""
 
+import asyncio
 from typing import Any
 
 import asyncpg
@@ -142,3 +143,49 @@ async def test_health_and_docs(client: httpx.AsyncClient) -> None:
     assert (await client.get("/docs")).status_code == 200
     paths = (await client.get("/openapi.json")).json()["paths"]
     assert {"/v1/contexts", "/v1/contexts/batch", "/v1/contexts/{context_id}/lineage"} <= set(paths)
+
+
+# --- single appends arriving together (lineage.services.coalesce) ------------------------------
+
+CONCURRENT = 12  # under the cap on requests in flight (16), past which they are shed
+
+
+async def test_single_appends_that_arrive_together_share_a_transaction(
+    client: httpx.AsyncClient, owner: asyncpg.Connection
+) -> None:
+    sent = [DOC | {"context_id": f"doc_{i}", "text": f"Policy {i}"} for i in range(CONCURRENT)]
+    answers = await asyncio.gather(*(client.post("/v1/contexts", json=doc) for doc in sent))
+    assert [a.status_code for a in answers] == [201] * CONCURRENT
+    assert [a.json()["context_id"] for a in answers] == [doc["context_id"] for doc in sent]
+    assert await count(owner) == CONCURRENT
+    # One transaction stamps its records with one time: fewer times than records, fewer
+    # transactions. Each record is signed and queued for the log as a batch's would be.
+    times = await owner.fetchval("SELECT count(DISTINCT created_at) FROM provenance")
+    assert times < CONCURRENT
+    assert await owner.fetchval("SELECT count(*) FROM record_signatures") == CONCURRENT
+    assert await owner.fetchval("SELECT count(*) FROM log_queue") == CONCURRENT
+    replays = await asyncio.gather(*(client.post("/v1/contexts", json=doc) for doc in sent))
+    assert [r.json() for r in replays] == [a.json() for a in answers]
+    assert {r.status_code for r in replays} == {200}
+
+
+async def test_a_bad_single_append_among_others_refuses_only_its_own_request(
+    client: httpx.AsyncClient, owner: asyncpg.Connection
+) -> None:
+    assert (await client.post("/v1/contexts", json=DOC | {"context_id": "doc_a"})).status_code
+    sent: list[dict[str, Any]] = [
+        {"kind": "chunk", "text": f"clause {i}", "parent_ids": ["doc_a"]} for i in range(10)
+    ]
+    sent[3] = {"kind": "chunk", "text": "orphan", "parent_ids": ["doc_missing"]}
+    sent[6] = DOC | {"context_id": "doc_a", "text": "other content"}  # a conflicting replay
+    sent[8] = sent[7] = {"kind": "chunk", "text": "twice", "context_id": "chunk_twice",
+                         "parent_ids": ["doc_a"]}  # fmt: skip
+    answers = await asyncio.gather(*(client.post("/v1/contexts", json=doc) for doc in sent))
+    statuses = [a.status_code for a in answers]
+    assert statuses[3] == 422 and "doc_missing" in answers[3].text
+    assert_problem(answers[6], 409, "already exists")
+    assert sorted(statuses[7:9]) == [200, 201]  # the same record twice: one made, one replay
+    assert [s for i, s in enumerate(statuses) if i not in {3, 6, 7, 8}] == [201] * 6
+    assert await count(owner) == 1 + 6 + 1
+    assert not await owner.fetchval("SELECT count(*) FROM provenance WHERE source_uri IS NULL "
+                                    "AND parent_ids = '{doc_missing}'")  # fmt: skip

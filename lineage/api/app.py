@@ -37,6 +37,7 @@ from lineage.core.metrics import process_ended
 from lineage.db.database import Database
 from lineage.db.migrate import migrate as upgrade
 from lineage.services import audit, retention, signing
+from lineage.services.coalesce import AppendCoalescer
 from lineage.services.events import EventListener
 from lineage.services.key_cache import KeyCache
 from lineage.settings import Settings, effective_auth
@@ -148,6 +149,7 @@ def create_app(
     )
     app.state.settings = chosen
     app.state.auth = auth
+    app.state.appends = AppendCoalescer()
     problems.install(app)
 
     # Each add_middleware wraps the ones before it: the last added sees a request first.

@@ -65,8 +65,7 @@ async def append_context(
     """Append one record: 201 when new, 200 for an identical replay, 409 for other content."""
     proposal = body.proposal(sent_trace_id)
     _may_write(caller, [proposal.kind])
-    async with database.tenant(caller.tenant_id) as tx:
-        [appended] = await tx.append([proposal])
+    appended = await request.app.state.appends.append(database, caller.tenant_id, proposal)
     _sample(request, caller, [appended])
     return JSONResponse(appended.record.api_dict(), status_code=201 if appended.created else 200)
 
