@@ -257,3 +257,90 @@ async def array_candidate(
     finally:
         await owner.execute("DROP TABLE IF EXISTS bench_root_source_sets")
         await owner.close()
+
+
+async def postings_candidate(
+    report: Report, pool: asyncpg.Pool, url: str, source_uri: str, tenant: str
+) -> None:
+    """A layout that would hold a source's descendants in a fraction of root_sources' size,
+    measured on the same data: each source's ids per kind in buckets of 1,000, in the order
+    the API lists them (depth, id), so a radius reads its buckets with no sort; beside it what
+    appends would still need, each record's root sources as numbers (the sources interned)."""
+    group = "every answer of the hottest document"
+    owner = await asyncpg.connect(url)
+    try:
+        await owner.execute("DROP TABLE IF EXISTS bench_root_postings, bench_record_roots")
+        started = time.perf_counter()
+        await owner.execute(
+            "CREATE TABLE bench_root_postings AS "
+            "SELECT tenant_id, source_uri, kind, n / 1000 AS bucket, "
+            "       array_agg(context_id ORDER BY n) AS ids, array_agg(depth ORDER BY n) AS depths "
+            "FROM (SELECT tenant_id, source_uri, kind, context_id, depth, row_number() OVER "
+            "      (PARTITION BY tenant_id, source_uri, kind ORDER BY depth, context_id) - 1 AS n"
+            "      FROM root_sources) AS numbered "
+            "GROUP BY tenant_id, source_uri, kind, n / 1000"
+        )
+        await owner.execute(
+            "CREATE UNIQUE INDEX ON bench_root_postings (tenant_id, source_uri, kind, bucket); "
+            "ALTER TABLE bench_root_postings ENABLE ROW LEVEL SECURITY; "
+            "ALTER TABLE bench_root_postings FORCE ROW LEVEL SECURITY; "
+            "CREATE POLICY bench_tenant ON bench_root_postings "
+            "USING (tenant_id = (SELECT lineage_session_tenant())); "
+            "GRANT SELECT ON bench_root_postings TO lineage_app"
+        )
+        build = time.perf_counter() - started
+        await owner.execute(
+            "CREATE TABLE bench_record_roots AS "
+            "SELECT r.tenant_id, r.context_id, array_agg(s.number) AS sources "
+            "FROM root_sources AS r JOIN ("
+            "    SELECT source_uri, row_number() OVER (ORDER BY source_uri)::int AS number "
+            "    FROM (SELECT DISTINCT source_uri FROM root_sources) AS distinct_sources"
+            ") AS s USING (source_uri) GROUP BY r.tenant_id, r.context_id; "
+            "CREATE UNIQUE INDEX ON bench_record_roots (tenant_id, context_id)"
+        )
+        await owner.execute("VACUUM (ANALYZE) bench_root_postings, bench_record_roots")
+        sizes = {
+            table: await owner.fetchval(
+                "SELECT coalesce(sum(pg_total_relation_size(relid)), "
+                "                pg_total_relation_size($1::regclass))::bigint "
+                "FROM pg_partition_tree($1::regclass) WHERE isleaf",
+                table,
+            )
+            for table in ("provenance", "root_sources", "bench_root_postings", "bench_record_roots")
+        }
+        query = (
+            "SELECT u.context_id, u.depth FROM bench_root_postings AS p "
+            "CROSS JOIN LATERAL unnest(p.ids, p.depths) AS u (context_id, depth) "
+            "WHERE p.tenant_id = $1 AND p.source_uri = $2 AND p.kind = 'answer' "
+            "ORDER BY p.bucket"
+        )
+        async with db.transaction(pool, tenant, statement_timeout_ms=120_000) as connection:
+            samples = []
+            for _ in range(4):
+                started = time.perf_counter()
+                rows = 0
+                async for _row in connection.cursor(query, tenant, source_uri, prefetch=1000):
+                    rows += 1
+                samples.append((time.perf_counter() - started) * 1000)
+        provenance = sizes["provenance"]
+        candidate = sizes["bench_root_postings"] + sizes["bench_record_roots"]
+        report.add(
+            Figure.timed(
+                group,
+                "candidate: root sources as id buckets per source and kind, app role, RLS on",
+                samples[1:],
+                note=f"{rows:,} answers to the last row; postings "
+                f"{_mb(sizes['bench_root_postings'])} + each record's sources "
+                f"{_mb(sizes['bench_record_roots'])} = "
+                f"{candidate / provenance:.2f}x provenance ({_mb(provenance)}), against "
+                f"root_sources' {sizes['root_sources'] / provenance:.2f}x; postings built in "
+                f"{build:.0f} s; bench only",
+            )
+        )
+    finally:
+        await owner.execute("DROP TABLE IF EXISTS bench_root_postings, bench_record_roots")
+        await owner.close()
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:,.0f} MB"

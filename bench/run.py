@@ -605,6 +605,7 @@ async def _hottest(
         )
     )
     await features.array_candidate(report, pool, url, hot, TENANT)
+    await features.postings_candidate(report, pool, url, hot, TENANT)
 
 
 async def _revisions(pool: asyncpg.Pool, source_uri: str) -> list[str]:

@@ -31,7 +31,7 @@ from tests.conftest import server_url
 FIGURE_GROUPS = {
     "walk-back of an answer": 6,
     "blast radius of a typical document (answers)": 4,
-    "every answer of the hottest document": 9,
+    "every answer of the hottest document": 10,
     "invalidation (answers)": 2,
     "ingest": 6,
     "load": 1,
