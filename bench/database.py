@@ -125,8 +125,8 @@ async def copy_dag(
         progress("generate and copy the DAG", copied, records)
         # The parent edges descendant walks probe, as append_contexts writes them.
         await connection.execute(
-            f"INSERT INTO provenance_children (tenant_id, parent_id, context_id{edge_time}) "
-            f"SELECT p.tenant_id, parent.id, p.context_id{edge_time} FROM provenance AS p "
+            f"INSERT INTO provenance_children (tenant_id, parent_id, context_id, kind{edge_time}) "
+            f"SELECT p.tenant_id, parent.id, p.context_id, p.kind{edge_time} FROM provenance AS p "
             "CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id) WHERE p.tenant_id = $1",
             tenant_id,
         )

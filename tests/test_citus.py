@@ -74,6 +74,22 @@ VALUES: dict[str, Any] = {
 }
 # Columns set by the clock of the server that ran the append, and signatures (which sign
 # created_at): they differ between the two loads.
+# 10 documents, 100 chunks (idx_up), 100 answers of 2 chunks each, and their 300 edges.
+UPGRADE_RECORDS = """
+INSERT INTO provenance (tenant_id, context_id, parent_ids, kind, content_hash, index_snapshot,
+                        created_at)
+SELECT 'default', 'up_doc_' || i, '{}', 'document', 'sha256:' || repeat(md5('d' || i), 2),
+       NULL, now() FROM generate_series(0, 9) AS i
+UNION ALL
+SELECT 'default', 'up_chunk_' || i, ARRAY['up_doc_' || i % 10], 'chunk',
+       'sha256:' || repeat(md5('c' || i), 2), 'idx_up', now() FROM generate_series(0, 99) AS i
+UNION ALL
+SELECT 'default', 'up_ans_' || i, ARRAY['up_chunk_' || i, 'up_chunk_' || (i + 1) % 100],
+       'answer', 'sha256:' || repeat(md5('a' || i), 2), NULL, now()
+FROM generate_series(0, 99) AS i;
+INSERT INTO provenance_children (tenant_id, parent_id, context_id, created_at)
+SELECT tenant_id, unnest(parent_ids), context_id, created_at FROM provenance;
+"""
 CLOCK_COLUMNS = {
     "created_at", "first_verdict_at", "at", "signed_at", "updated_at", "first_seen", "signature",
 }  # fmt: skip
@@ -310,6 +326,34 @@ def test_the_walks_find_the_demo_on_citus(loaded: tuple[str, str]) -> None:
     )
     assert {row["context_id"] for row in walked} >= {"answer_1", "chunk_42", "doc_contractors_v1"}
     assert {row["reason"] for row in hops} >= {"old_transform_version", "source_changed"}
+
+
+def test_a_distributed_database_upgrades_to_edges_with_kinds(citus: CitusCluster) -> None:
+    """Migration 0026 on a database distributed and holding records at 0025: every edge is
+    written anew with its child's kind on the shards, and invalidation answers from them."""
+    url = citus.create_database("lineage_citus_upgrade")
+    migrate(url, "0025")
+    distribute(url)
+    with psycopg.connect(url) as coordinator:  # records and edges as 0025's append wrote them
+        coordinator.execute(UPGRADE_RECORDS)
+    migrate(url)
+    edges = "SELECT tenant_id, parent_id, context_id, kind FROM provenance_children"
+    records = (
+        "SELECT p.tenant_id, parent.id, p.context_id, p.kind FROM provenance AS p "
+        "CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id)"
+    )
+    with psycopg.connect(url) as coordinator:
+        rewritten = sorted(coordinator.execute(edges).fetchall())
+        wanted = sorted(set(coordinator.execute(records).fetchall()))
+    assert len(rewritten) == 300
+    assert rewritten == wanted
+    name = "invalidate_ids_by_index_snapshot"
+    values = {"tenant_id": "default", "index_snapshot": "idx_up", "kind": "answer", "max_depth": 20}
+    answered = asyncio.run(
+        app_role_fetch(url, "default", QUERIES[name].sql, QUERIES[name].arguments(values))
+    )
+    answers = sorted(f"up_ans_{i}" for i in range(100))
+    assert sorted(row["context_id"] for row in answered) == answers
 
 
 def test_after_a_tenants_shards_move_every_read_still_runs_on_one_shard_and_answers_alike(

@@ -10,6 +10,8 @@ import pytest
 
 from lineage.db.migrate import downgrade, migrate
 from lineage.db.schema_dump import REGENERATE, SCHEMA_FILE, dump
+from lineage.services.demo import load_incident
+from lineage.store.postgres import PostgresStore
 
 
 def test_migrating_from_empty_gives_the_checked_in_schema(database_url: str) -> None:
@@ -73,3 +75,17 @@ def test_each_checkout_has_its_own_embedded_test_server(tmp_path: Path) -> None:
     assert embedded_test_dir(tmp_path / "a") != embedded_test_dir(tmp_path / "b")
     assert embedded_test_dir(Path(__file__).parent.parent) == EMBEDDED_TEST_DIR
     assert Path("/tmp/lineage-test-embedded") != EMBEDDED_TEST_DIR
+
+
+async def test_the_edges_rewritten_with_kinds_match_what_appends_write(
+    database_url: str, store: PostgresStore, owner: asyncpg.Connection
+) -> None:
+    """Migration 0026 writes every edge anew with its child's kind: the rows appends write."""
+    await load_incident(store)
+    query = "SELECT * FROM provenance_children ORDER BY tenant_id, parent_id, context_id"
+    appended = [dict(row) for row in await owner.fetch(query)]
+    assert {row["kind"] for row in appended} >= {"chunk", "answer"}
+    downgrade(database_url, "0025")
+    assert "kind" not in dict((await owner.fetch(query))[0])
+    migrate(database_url)
+    assert [dict(row) for row in await owner.fetch(query)] == appended

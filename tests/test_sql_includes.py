@@ -19,11 +19,6 @@ from tests.psql import run_psql
 
 INCLUDE = re.compile(r"^[ \t]*-- include: (\w+)$", re.MULTILINE)
 REGION = re.compile(r"^[ \t]*-- include: (\w+)\n.*?^[ \t]*-- end include: \1\n", re.M | re.S)
-# They carry their walk written out until they take the include.
-WRITTEN_OUT = {
-    "invalidate_by_index_snapshot.sql", "invalidate_by_transform_version.sql",
-    "invalidate_ids_by_index_snapshot.sql", "invalidate_ids_by_transform_version.sql",
-}  # fmt: skip
 # What each query with a walk is asked, on the demo incident, besides tenant and max_depth.
 ASKED: dict[str, dict[str, Any]] = {
     "walk_back": {"context_id": ANSWER_ID},
@@ -32,6 +27,12 @@ ASKED: dict[str, dict[str, Any]] = {
     "blast_radius_by_source": {"source_uri": CONTRACTOR_POLICY, "kind": "all"},
     "blast_radius_ids_by_source": {"source_uri": CONTRACTOR_POLICY, "kind": "all"},
     "stale_sources": {"source_uri": "any", "kind": "all"},
+}
+# The invalidations walk down with each child's kind (include/walk_down_kinds.sql).
+INVALIDATIONS: dict[str, dict[str, Any]] = {
+    f"invalidate{ids}_by_{start}": {start: value, "kind": "all"}
+    for start, value in (("index_snapshot", "idx_2026_08_01"), ("transform_version", "chunker@1.4"))
+    for ids in ("", "_ids")
 }
 
 
@@ -55,11 +56,10 @@ def test_each_walk_is_written_once() -> None:
     }
     assert users == {
         "walk_down": sorted(set(ASKED) - {"walk_back", "suspicious_hops"}),
+        "walk_down_kinds": sorted(INVALIDATIONS),
         "walk_up": ["suspicious_hops", "walk_back"],
     }
     for path in sql_files():
-        if path.name in WRITTEN_OUT:
-            continue
         outside = REGION.sub("", path.read_text())
         for name, text in shared.items():
             lines = {line.strip() for line in text.splitlines() if len(line.strip()) >= 30}
@@ -82,12 +82,12 @@ def psql_value(value: Any) -> str:
     return "{" + ",".join(value) + "}" if isinstance(value, list) else str(value)
 
 
-@pytest.mark.parametrize("name", sorted(ASKED))
+@pytest.mark.parametrize("name", sorted({**ASKED, **INVALIDATIONS}))
 async def test_each_walk_file_runs_under_psql_and_lists_what_the_service_answers(
     name: str, database_url: str, store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     await load_incident(store)
-    values = {"tenant_id": "default", "max_depth": 20, **ASKED[name]}
+    values = {"tenant_id": "default", "max_depth": 20, **{**ASKED, **INVALIDATIONS}[name]}
     served = [row["context_id"] for row in await reads.run(database, settings, name, **values)]
     printed = await run_psql(
         database_url, SQL_DIR / f"{name}.sql", {k: psql_value(v) for k, v in values.items()}, "-At"

@@ -7,7 +7,7 @@
 -- needed only where one_partition is false: one partition over all time is unique by its index,
 -- and no partition can join it while this insert holds provenance).
 -- The same statement notes each new record's parent edges (provenance_children, for descendant
--- walks) and queues it for the tenant's verifiable log, so no trigger is needed (Citus runs none
+-- walks, with the child's kind) and queues it for the tenant's verifiable log, so no trigger is needed (Citus runs none
 -- on a distributed table) and a record is never stored without them.
 WITH inserted AS (
     INSERT INTO provenance (tenant_id, context_id, parent_ids, kind, source_uri, content_hash,
@@ -29,11 +29,11 @@ WITH inserted AS (
         WHERE stored.tenant_id = :'tenant_id'
           AND stored.context_id = ANY (:'context_ids'::text[])))
     ON CONFLICT DO NOTHING
-    RETURNING context_id, parent_ids, created_at
+    RETURNING context_id, parent_ids, created_at, kind
 ),
 edges AS (
-    INSERT INTO provenance_children (tenant_id, parent_id, context_id, created_at)
-    SELECT DISTINCT :'tenant_id', parent.id, i.context_id, i.created_at
+    INSERT INTO provenance_children (tenant_id, parent_id, context_id, created_at, kind)
+    SELECT DISTINCT :'tenant_id', parent.id, i.context_id, i.created_at, i.kind
     FROM inserted AS i CROSS JOIN LATERAL unnest(i.parent_ids) AS parent (id)
     RETURNING context_id
 ),

@@ -4,41 +4,46 @@
 -- sql/invalidate_by_transform_version.sql (whose comment says how they are found).
 --   psql -v tenant_id=default -v transform_version=chunker@1.4 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_ids_by_transform_version.sql
-WITH RECURSIVE walk (depth, frontier, seen) AS (
-    SELECT 0, start.ids, start.ids
-    FROM (SELECT ARRAY(SELECT s.context_id FROM provenance AS s
-                       WHERE s.tenant_id = :'tenant_id'
-                         AND s.transform_version = :'transform_version') AS ids) AS start
+WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
+    SELECT 0, start.ids, start.kinds, start.ids, start.kinds
+    FROM (SELECT coalesce(array_agg(s.context_id), '{}') AS ids,
+                 coalesce(array_agg(s.kind), '{}') AS kinds
+          FROM provenance AS s
+          WHERE s.tenant_id = :'tenant_id' AND s.transform_version = :'transform_version') AS start
+  -- include: walk_down_kinds
   UNION ALL
-    SELECT w.depth + 1, step.ids, w.seen || step.ids
+    SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
     FROM walk AS w
     CROSS JOIN LATERAL (
-        SELECT ARRAY(
-            -- Downward: children of the frontier, joined to the tenant's edges at this level
-            -- so row security is checked once a level (a fenced probe per id re-checked it on
-            -- every partition: 0.5 ms an id); a join, never `= ANY (frontier)`, which stale
+        -- One aggregate, so the ids and kinds arrays keep one order.
+        SELECT coalesce(array_agg(child.id), '{}') AS ids,
+               coalesce(array_agg(child.kind), '{}') AS kinds
+        FROM (
+            -- Children of the frontier, joined to the tenant's edges at this level so row
+            -- security is checked once a level (a fenced probe per id re-checked it on every
+            -- partition: 0.5 ms an id); a join, never `= ANY (frontier)`, which stale
             -- statistics turn into a filter comparing every edge with the whole frontier.
-            SELECT x.context_id
+            SELECT x.context_id, x.kind
             FROM provenance_children AS x
             JOIN unnest(w.frontier) AS parent (id)
               ON x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
             EXCEPT
-            SELECT unnest(w.seen)
-        ) AS ids
+            SELECT * FROM unnest(w.seen, w.seen_kinds)
+        ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+  -- end include: walk_down_kinds
 )
-SELECT r.context_id, r.kind, w.depth,
+SELECT node.id AS context_id, node.kind, w.depth,
        coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
                  WHERE b.depth = :max_depth + 1), false) AS truncated,
        -- Retention dropped some of the tenant's records: what derived from them is not found.
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM walk AS w
-CROSS JOIN LATERAL unnest(w.frontier) AS node (id)
--- Each reached record read once, for its kind.
-JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
+CROSS JOIN LATERAL unnest(w.frontier, w.kinds) AS node (id, kind)
+-- No record is read: the kinds came with the edges.
 WHERE w.depth <= :max_depth
-  AND (r.kind = :'kind' OR :'kind' = 'all'
-       OR (:'kind' = 'any' AND r.kind NOT IN ('verdict', 'tombstone')))
-ORDER BY w.depth, r.context_id;
+  AND (node.kind = :'kind' OR :'kind' = 'all'
+       OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
+ORDER BY w.depth, node.id;

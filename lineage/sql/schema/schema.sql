@@ -664,7 +664,8 @@ CREATE TABLE public.provenance_children (
     tenant_id text NOT NULL,
     parent_id text NOT NULL,
     context_id text NOT NULL,
-    created_at timestamp with time zone NOT NULL
+    created_at timestamp with time zone NOT NULL,
+    kind text NOT NULL
 )
 PARTITION BY RANGE (created_at);
 
@@ -674,7 +675,8 @@ CREATE TABLE public.provenance_children_p_open (
     tenant_id text NOT NULL,
     parent_id text NOT NULL,
     context_id text NOT NULL,
-    created_at timestamp with time zone NOT NULL
+    created_at timestamp with time zone NOT NULL,
+    kind text NOT NULL
 );
 
 CREATE TABLE public.provenance_p_open (
@@ -873,10 +875,10 @@ ALTER TABLE ONLY public.operator_audit
     ADD CONSTRAINT operator_audit_pkey PRIMARY KEY (audit_id);
 
 ALTER TABLE ONLY public.provenance_children
-    ADD CONSTRAINT provenance_children_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
+    ADD CONSTRAINT provenance_children_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at) INCLUDE (kind);
 
 ALTER TABLE ONLY public.provenance_children_p_open
-    ADD CONSTRAINT provenance_children_p_open_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at);
+    ADD CONSTRAINT provenance_children_p_open_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at) INCLUDE (kind);
 
 ALTER TABLE ONLY public.record_signatures
     ADD CONSTRAINT record_signatures_pkey PRIMARY KEY (tenant_id, context_id, created_at);
