@@ -28,7 +28,7 @@ ASKED: dict[str, dict[str, Any]] = {
     "blast_radius_ids_by_source": {"source_uri": CONTRACTOR_POLICY, "kind": "all"},
     "stale_sources": {"source_uri": "any", "kind": "all"},
 }
-# The invalidations walk down with each child's kind (include/walk_down_kinds.sql).
+# The invalidations, asked what the demo's old chunker and first index snapshot reach.
 INVALIDATIONS: dict[str, dict[str, Any]] = {
     f"invalidate{ids}_by_{start}": {start: value, "kind": "all"}
     for start, value in (("index_snapshot", "idx_2026_08_01"), ("transform_version", "chunker@1.4"))
@@ -55,8 +55,7 @@ def test_each_walk_is_written_once() -> None:
         for name in shared
     }
     assert users == {
-        "walk_down": sorted(set(ASKED) - {"walk_back", "suspicious_hops"}),
-        "walk_down_kinds": sorted(INVALIDATIONS),
+        "walk_down": sorted({*ASKED, *INVALIDATIONS} - {"walk_back", "suspicious_hops"}),
         "walk_up": ["suspicious_hops", "walk_back"],
     }
     for path in sql_files():

@@ -8,56 +8,58 @@
 -- their paths.
 --   psql -v tenant_id=default -v context_ids='{ctx_...}' -v kind=answer -v max_depth=20 \
 --        -f sql/blast_radius.sql
-WITH RECURSIVE walk (depth, frontier, seen) AS (
-    SELECT 0, start.ids, start.ids
-    -- The stored ones, and those retention dropped (still leaves of the log): their edges to
-    -- the children kept are kept with the children.
-    FROM (SELECT ARRAY(SELECT wanted.id FROM unnest(:'context_ids'::text[]) AS wanted (id)
-                       WHERE EXISTS (SELECT 1 FROM provenance AS p
-                                     WHERE p.tenant_id = :'tenant_id' AND p.context_id = wanted.id)
-                          OR EXISTS (SELECT 1 FROM log_leaves AS l
-                                     WHERE l.tenant_id = :'tenant_id'
-                                       AND l.context_id = wanted.id)) AS ids) AS start
+WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
+    SELECT 0, start.ids, start.kinds, start.ids, start.kinds
+    -- The stored ones with their kinds, and those retention dropped (still leaves of the log;
+    -- no kind, as no record): their edges to the children kept are kept with the children.
+    FROM (SELECT coalesce(array_agg(wanted.id), '{}') AS ids,
+                 coalesce(array_agg(p.kind), '{}') AS kinds
+          FROM unnest(:'context_ids'::text[]) AS wanted (id)
+          LEFT JOIN provenance AS p ON p.tenant_id = :'tenant_id' AND p.context_id = wanted.id
+          WHERE p.context_id IS NOT NULL
+             OR EXISTS (SELECT 1 FROM log_leaves AS l
+                        WHERE l.tenant_id = :'tenant_id' AND l.context_id = wanted.id)) AS start
   -- include: walk_down
   UNION ALL
-    SELECT w.depth + 1, step.ids, w.seen || step.ids
+    SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
     FROM walk AS w
     CROSS JOIN LATERAL (
-        SELECT ARRAY(
+        -- One aggregate, so the ids and kinds arrays keep one order.
+        SELECT coalesce(array_agg(child.id), '{}') AS ids,
+               coalesce(array_agg(child.kind), '{}') AS kinds
+        FROM (
             -- Downward: children of the frontier, one probe of the tenant's edges per id
-            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE).
-            SELECT e.context_id
+            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE,
+            -- and a join over the frontier then became a scan of every edge of the tenant).
+            SELECT e.context_id, e.kind
             FROM unnest(w.frontier) AS parent (id)
             CROSS JOIN LATERAL (
-                SELECT x.context_id FROM provenance_children AS x
+                SELECT x.context_id, x.kind FROM provenance_children AS x
                 WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
                 OFFSET 0
             ) AS e
             EXCEPT
-            SELECT unnest(w.seen)
-        ) AS ids
+            SELECT * FROM unnest(w.seen, w.seen_kinds)
+        ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
   -- end include: walk_down
 )
-SELECT found.*
-FROM (
-    -- Joined, not left-joined, to the records, so row security is checked once, above the
-    -- join, not on every probe; expired: a record the walk reached was dropped by retention
-    -- (its month expired), so fewer records are found than ids reached.
-    SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash,
-           r.transform, r.transform_version, r.produced_by, r.index_snapshot, r.trace_id,
-           r.created_at, r.attributes,
-           coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
-                     WHERE b.depth = :max_depth + 1), false) AS truncated,
-           count(*) OVER () < (SELECT sum(cardinality(b.frontier)) FROM walk AS b
-                               WHERE b.depth <= :max_depth) AS expired
-    FROM walk AS d
-    CROSS JOIN LATERAL unnest(d.frontier) AS node (id)
-    JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
-    WHERE d.depth <= :max_depth
-) AS found
-WHERE found.kind = :'kind' OR :'kind' = 'all'
-   OR (:'kind' = 'any' AND found.kind NOT IN ('verdict', 'tombstone'))
-ORDER BY found.depth, found.context_id;
+SELECT r.context_id, w.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
+       r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
+       r.attributes,
+       coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
+                 WHERE b.depth = :max_depth + 1), false) AS truncated,
+       -- A record the walk started from was dropped by retention (its month expired): every
+       -- edge lives in its child's month, so a child reached is a child stored.
+       (SELECT array_position(b.kinds, NULL) IS NOT NULL FROM walk AS b
+        WHERE b.depth = 0) AS expired
+FROM walk AS w
+CROSS JOIN LATERAL unnest(w.frontier, w.kinds) AS node (id, kind)
+-- Only the records of the kind asked for are read, each once.
+JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
+WHERE w.depth <= :max_depth
+  AND (node.kind = :'kind' OR :'kind' = 'all'
+       OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
+ORDER BY w.depth, r.context_id;

@@ -6,7 +6,7 @@
 --        -v max_depth=20 -f sql/blast_radius_ids_by_source.sql
 WITH RECURSIVE start AS MATERIALIZED (
     -- Every record with the source, and whether it is a root known to root_sources.
-    SELECT s.context_id,
+    SELECT s.context_id, s.kind,
            s.parent_ids = '{}'
            AND EXISTS (SELECT 1 FROM root_sources AS own
                        WHERE own.tenant_id = :'tenant_id' AND own.source_uri = :'source_uri'
@@ -18,29 +18,34 @@ roots_only AS MATERIALIZED (
     -- No record with the source left (retention dropped them): the kept rows of root_sources.
     SELECT coalesce(bool_and(start.root), true) AS yes FROM start
 ),
-walk (depth, frontier, seen) AS (
+walk (depth, frontier, kinds, seen, seen_kinds) AS (
     -- Only when a record with the source is not a known root: the walk down the edges.
-    SELECT 0, ids.ids, ids.ids
-    FROM (SELECT ARRAY(SELECT start.context_id FROM start) AS ids) AS ids
+    SELECT 0, ids.ids, ids.kinds, ids.ids, ids.kinds
+    FROM (SELECT coalesce(array_agg(start.context_id), '{}') AS ids,
+                 coalesce(array_agg(start.kind), '{}') AS kinds FROM start) AS ids
     WHERE NOT (SELECT yes FROM roots_only)
   -- include: walk_down
   UNION ALL
-    SELECT w.depth + 1, step.ids, w.seen || step.ids
+    SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
     FROM walk AS w
     CROSS JOIN LATERAL (
-        SELECT ARRAY(
+        -- One aggregate, so the ids and kinds arrays keep one order.
+        SELECT coalesce(array_agg(child.id), '{}') AS ids,
+               coalesce(array_agg(child.kind), '{}') AS kinds
+        FROM (
             -- Downward: children of the frontier, one probe of the tenant's edges per id
-            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE).
-            SELECT e.context_id
+            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE,
+            -- and a join over the frontier then became a scan of every edge of the tenant).
+            SELECT e.context_id, e.kind
             FROM unnest(w.frontier) AS parent (id)
             CROSS JOIN LATERAL (
-                SELECT x.context_id FROM provenance_children AS x
+                SELECT x.context_id, x.kind FROM provenance_children AS x
                 WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
                 OFFSET 0
             ) AS e
             EXCEPT
-            SELECT unnest(w.seen)
-        ) AS ids
+            SELECT * FROM unnest(w.seen, w.seen_kinds)
+        ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
@@ -62,19 +67,14 @@ radius AS (
     ) AS listed
     WHERE listed.depth <= :max_depth
   UNION ALL
-    SELECT node.id, r.kind, w.depth,
+    SELECT node.id, node.kind, w.depth,
            coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
                      WHERE b.depth = :max_depth + 1), false)
     FROM walk AS w
-    CROSS JOIN LATERAL unnest(w.frontier) AS node (id)
-    CROSS JOIN LATERAL (
-        SELECT p.kind FROM provenance AS p
-        WHERE p.tenant_id = :'tenant_id' AND p.context_id = node.id
-        OFFSET 0  -- a primary-key probe per walked record, never a scan of the tenant
-    ) AS r
+    CROSS JOIN LATERAL unnest(w.frontier, w.kinds) AS node (id, kind)
     WHERE w.depth <= :max_depth
-      AND (r.kind = :'kind' OR :'kind' = 'all'
-           OR (:'kind' = 'any' AND r.kind NOT IN ('verdict', 'tombstone')))
+      AND (node.kind = :'kind' OR :'kind' = 'all'
+           OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
 )
 SELECT d.context_id, d.kind, d.depth, d.truncated,
        -- Retention dropped some of the tenant's records: those are not listed.

@@ -10,7 +10,7 @@ WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
                  coalesce(array_agg(s.kind), '{}') AS kinds
           FROM provenance AS s
           WHERE s.tenant_id = :'tenant_id' AND s.index_snapshot = :'index_snapshot') AS start
-  -- include: walk_down_kinds
+  -- include: walk_down
   UNION ALL
     SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
     FROM walk AS w
@@ -19,21 +19,23 @@ WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
         SELECT coalesce(array_agg(child.id), '{}') AS ids,
                coalesce(array_agg(child.kind), '{}') AS kinds
         FROM (
-            -- Children of the frontier, joined to the tenant's edges at this level so row
-            -- security is checked once a level (a fenced probe per id re-checked it on every
-            -- partition: 0.5 ms an id); a join, never `= ANY (frontier)`, which stale
-            -- statistics turn into a filter comparing every edge with the whole frontier.
-            SELECT x.context_id, x.kind
-            FROM provenance_children AS x
-            JOIN unnest(w.frontier) AS parent (id)
-              ON x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
+            -- Downward: children of the frontier, one probe of the tenant's edges per id
+            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE,
+            -- and a join over the frontier then became a scan of every edge of the tenant).
+            SELECT e.context_id, e.kind
+            FROM unnest(w.frontier) AS parent (id)
+            CROSS JOIN LATERAL (
+                SELECT x.context_id, x.kind FROM provenance_children AS x
+                WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
+                OFFSET 0
+            ) AS e
             EXCEPT
             SELECT * FROM unnest(w.seen, w.seen_kinds)
         ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
-  -- end include: walk_down_kinds
+  -- end include: walk_down
 )
 SELECT r.context_id, w.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,

@@ -5,53 +5,59 @@
 -- 'any' (all but verdict and tombstone) or 'all'. The stale revisions themselves are depth 0.
 --   psql -v tenant_id=default -v source_uri=any -v kind=answer -v max_depth=20 \
 --        -f sql/stale_sources.sql
-WITH RECURSIVE walk (depth, frontier, seen) AS (
-    SELECT 0, start.ids, start.ids
-    FROM (SELECT ARRAY(
-              SELECT old.context_id FROM provenance AS old
-              WHERE old.tenant_id = :'tenant_id' AND old.kind = 'document'
-                AND old.parent_ids = '{}' AND old.source_uri IS NOT NULL
-                AND (:'source_uri' = 'any' OR old.source_uri = :'source_uri')
-                AND EXISTS (SELECT 1 FROM provenance AS newer
-                            WHERE newer.tenant_id = :'tenant_id'
-                              AND newer.source_uri = old.source_uri
-                              AND newer.kind = 'document' AND newer.parent_ids = '{}'
-                              AND (newer.created_at, newer.context_id)
-                                  > (old.created_at, old.context_id))) AS ids) AS start
+WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
+    SELECT 0, start.ids, start.kinds, start.ids, start.kinds
+    FROM (SELECT coalesce(array_agg(old.context_id), '{}') AS ids,
+                 coalesce(array_agg(old.kind), '{}') AS kinds
+          FROM provenance AS old
+          WHERE old.tenant_id = :'tenant_id' AND old.kind = 'document'
+            AND old.parent_ids = '{}' AND old.source_uri IS NOT NULL
+            AND (:'source_uri' = 'any' OR old.source_uri = :'source_uri')
+            AND EXISTS (SELECT 1 FROM provenance AS newer
+                        WHERE newer.tenant_id = :'tenant_id'
+                          AND newer.source_uri = old.source_uri
+                          AND newer.kind = 'document' AND newer.parent_ids = '{}'
+                          AND (newer.created_at, newer.context_id)
+                              > (old.created_at, old.context_id))) AS start
   -- include: walk_down
   UNION ALL
-    SELECT w.depth + 1, step.ids, w.seen || step.ids
+    SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
     FROM walk AS w
     CROSS JOIN LATERAL (
-        SELECT ARRAY(
+        -- One aggregate, so the ids and kinds arrays keep one order.
+        SELECT coalesce(array_agg(child.id), '{}') AS ids,
+               coalesce(array_agg(child.kind), '{}') AS kinds
+        FROM (
             -- Downward: children of the frontier, one probe of the tenant's edges per id
-            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE).
-            SELECT e.context_id
+            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE,
+            -- and a join over the frontier then became a scan of every edge of the tenant).
+            SELECT e.context_id, e.kind
             FROM unnest(w.frontier) AS parent (id)
             CROSS JOIN LATERAL (
-                SELECT x.context_id FROM provenance_children AS x
+                SELECT x.context_id, x.kind FROM provenance_children AS x
                 WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
                 OFFSET 0
             ) AS e
             EXCEPT
-            SELECT unnest(w.seen)
-        ) AS ids
+            SELECT * FROM unnest(w.seen, w.seen_kinds)
+        ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
   -- end include: walk_down
 )
-SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
+SELECT r.context_id, w.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
        r.attributes,
        coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
                  WHERE b.depth = :max_depth + 1), false) AS truncated,
        -- Retention dropped some of the tenant's records: what derived from them is not found.
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
-FROM walk AS d
-CROSS JOIN LATERAL unnest(d.frontier) AS node (id)
+FROM walk AS w
+CROSS JOIN LATERAL unnest(w.frontier, w.kinds) AS node (id, kind)
+-- Only the records of the kind asked for are read, each once.
 JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
-WHERE d.depth <= :max_depth
-  AND (r.kind = :'kind' OR :'kind' = 'all'
-       OR (:'kind' = 'any' AND r.kind NOT IN ('verdict', 'tombstone')))
-ORDER BY d.depth, r.context_id;
+WHERE w.depth <= :max_depth
+  AND (node.kind = :'kind' OR :'kind' = 'all'
+       OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
+ORDER BY w.depth, r.context_id;

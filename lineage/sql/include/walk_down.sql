@@ -1,25 +1,32 @@
--- One step down the tenant's edges, for a walk `walk (depth, frontier, seen)` whose first row
--- is depth 0 with the records it starts from as both frontier and seen: each step expands only
--- the frontier and drops what was seen, so each descendant comes once, at its minimal depth,
--- and diamonds cost their nodes, not their paths. The walk goes one level past :max_depth, so
--- that a frontier left there says the answer was truncated. Takes :'tenant_id', :max_depth.
+-- One step down the tenant's edges, for a walk `walk (depth, frontier, kinds, seen,
+-- seen_kinds)` whose first row is depth 0 with the records it starts from, and their kinds, as
+-- both frontier and seen: each step expands only the frontier and drops what was seen, so each
+-- descendant comes once, at its minimal depth, and diamonds cost their nodes, not their paths.
+-- Each child's kind comes from the edge key's index (migration 0026), so a walk reads no record
+-- to learn it (a kind is its record's for good: an id seen is an (id, kind) seen). The walk
+-- goes one level past :max_depth, so that a frontier left there says the answer was truncated.
+-- Takes :'tenant_id', :max_depth.
   UNION ALL
-    SELECT w.depth + 1, step.ids, w.seen || step.ids
+    SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
     FROM walk AS w
     CROSS JOIN LATERAL (
-        SELECT ARRAY(
+        -- One aggregate, so the ids and kinds arrays keep one order.
+        SELECT coalesce(array_agg(child.id), '{}') AS ids,
+               coalesce(array_agg(child.kind), '{}') AS kinds
+        FROM (
             -- Downward: children of the frontier, one probe of the tenant's edges per id
-            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE).
-            SELECT e.context_id
+            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE,
+            -- and a join over the frontier then became a scan of every edge of the tenant).
+            SELECT e.context_id, e.kind
             FROM unnest(w.frontier) AS parent (id)
             CROSS JOIN LATERAL (
-                SELECT x.context_id FROM provenance_children AS x
+                SELECT x.context_id, x.kind FROM provenance_children AS x
                 WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
                 OFFSET 0
             ) AS e
             EXCEPT
-            SELECT unnest(w.seen)
-        ) AS ids
+            SELECT * FROM unnest(w.seen, w.seen_kinds)
+        ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
