@@ -1,6 +1,6 @@
 """Every answer of the hottest document as full records, next to its ids, in one run: the SQL
 to the last row (a cursor, as the service reads), the service's NDJSON lines in process, and
-HTTP NDJSON to the last line with the server process's CPU; optionally an earlier checkout's
+HTTP NDJSON and the ids as CSV to the last line, with the server process's CPU; optionally an earlier checkout's
 SQL and HTTP server beside this one's. The
 variants take turns each round, so drift on the shared machine falls on all of them.
 
@@ -57,8 +57,8 @@ async def _service(database: Database, settings: Settings, values: dict[str, Any
     return rows
 
 
-async def _http(server: Server, source_uri: str) -> int | None:
-    await _to_last_line(server, source_uri, ids=False)
+async def _http(server: Server, source_uri: str, ids: bool) -> int | None:
+    await _to_last_line(server, source_uri, ids=ids)
     return None  # the lines are not counted on the way
 
 
@@ -114,16 +114,19 @@ async def main(arguments: argparse.Namespace) -> Report:
     with contextlib.ExitStack() as servers:
         started = {name: servers.enter_context(serving(url, environment))
                    for name, environment in environments.items()}  # fmt: skip
-        for name, server in started.items():
-            variants[name] = lambda server=server: _http(server, hot)  # type: ignore[misc]
+        # Each server answers the records as NDJSON and the ids as CSV (/v1/impact/ids).
+        http = {name.replace("NDJSON", "CSV ids") if ids else name: (server, ids)
+                for name, server in started.items() for ids in (False, True)}  # fmt: skip
+        for name, (server, ids) in http.items():
+            variants[name] = lambda server=server, ids=ids: _http(server, hot, ids)  # type: ignore[misc]
         samples: dict[str, list[float]] = {name: [] for name in variants}
         rows: dict[str, int | None] = {}
-        server_cpu: dict[str, list[float]] = {name: [] for name in started}
+        server_cpu: dict[str, list[float]] = {name: [] for name in http}
         names = list(variants)
         for round_number in range(arguments.repeats + 1):  # round 0 warms caches and plans
             turn = round_number % len(names)
             for name in names[turn:] + names[:turn]:
-                running = started.get(name)
+                running = http[name][0] if name in http else None
                 cpu = _cpu_ms(running) if running else 0.0
                 began = time.perf_counter()
                 rows[name] = await variants[name]()
@@ -132,7 +135,7 @@ async def main(arguments: argparse.Namespace) -> Report:
                     if running:
                         server_cpu[name].append(_cpu_ms(running) - cpu)
         load_average = _load_average()
-        peaks = {name: server.peak_rss_bytes() for name, server in started.items()}
+        peaks = {name: server.peak_rss_bytes() for name, (server, _) in http.items()}
         if arguments.explain:
             for name in ("blast_radius_by_source", "blast_radius_ids_by_source"):
                 plan = await _explain(pool, ours[name].sql, ours[name].arguments(values))
