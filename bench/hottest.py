@@ -1,8 +1,8 @@
 """Every answer of the hottest document as full records, next to its ids, in one run: the SQL
 to the last row (a cursor, as the service reads), the service's NDJSON lines in process, and
-HTTP NDJSON and the ids as CSV to the last line, with the server process's CPU; optionally an earlier checkout's
-SQL and HTTP server beside this one's. The
-variants take turns each round, so drift on the shared machine falls on all of them.
+HTTP NDJSON and the ids as CSV to the last line, with the server process's CPU; optionally an
+earlier checkout's SQL and HTTP server beside this one's. The variants take turns each round,
+so drift on the shared machine falls on all of them.
 
     python -m bench.hottest --records 500000                        # loads the DAG anew
     python -m bench.hottest --records 500000 --reuse --before DIR   # DIR: git archive main | tar -x

@@ -77,18 +77,23 @@ VALUES: dict[str, Any] = {
 # 10 documents, 100 chunks (idx_up), 100 answers of 2 chunks each, and their 300 edges.
 UPGRADE_RECORDS = """
 INSERT INTO provenance (tenant_id, context_id, parent_ids, kind, content_hash, index_snapshot,
-                        created_at)
+                        created_at, source_uri)
 SELECT 'default', 'up_doc_' || i, '{}', 'document', 'sha256:' || repeat(md5('d' || i), 2),
-       NULL, now() FROM generate_series(0, 9) AS i
+       NULL, now(), 's3://up.md' FROM generate_series(0, 9) AS i
 UNION ALL
 SELECT 'default', 'up_chunk_' || i, ARRAY['up_doc_' || i % 10], 'chunk',
-       'sha256:' || repeat(md5('c' || i), 2), 'idx_up', now() FROM generate_series(0, 99) AS i
+       'sha256:' || repeat(md5('c' || i), 2), 'idx_up', now(), NULL
+FROM generate_series(0, 99) AS i
 UNION ALL
 SELECT 'default', 'up_ans_' || i, ARRAY['up_chunk_' || i, 'up_chunk_' || (i + 1) % 100],
-       'answer', 'sha256:' || repeat(md5('a' || i), 2), NULL, now()
+       'answer', 'sha256:' || repeat(md5('a' || i), 2), NULL, now(), NULL
 FROM generate_series(0, 99) AS i;
 INSERT INTO provenance_children (tenant_id, parent_id, context_id, created_at)
 SELECT tenant_id, unnest(parent_ids), context_id, created_at FROM provenance;
+INSERT INTO root_sources (tenant_id, source_uri, kind, context_id, depth, created_at)
+SELECT tenant_id, 's3://up.md', kind, context_id,
+       CASE kind WHEN 'document' THEN 0 WHEN 'chunk' THEN 1 ELSE 2 END, created_at
+FROM provenance;
 """
 CLOCK_COLUMNS = {
     "created_at", "first_verdict_at", "at", "signed_at", "updated_at", "first_seen", "signature",
@@ -328,9 +333,10 @@ def test_the_walks_find_the_demo_on_citus(loaded: tuple[str, str]) -> None:
     assert {row["reason"] for row in hops} >= {"old_transform_version", "source_changed"}
 
 
-def test_a_distributed_database_upgrades_to_edges_with_kinds(citus: CitusCluster) -> None:
-    """Migration 0026 on a database distributed and holding records at 0025: every edge is
-    written anew with its child's kind on the shards, and invalidation answers from them."""
+def test_a_distributed_database_upgrades_its_edges_and_root_sources(citus: CitusCluster) -> None:
+    """Migrations 0026 and 0027 on a database distributed and holding records at 0025: every
+    edge is written anew with its child's kind on the shards, and invalidation answers from them;
+    root_sources is keyed anew by depth, and a document's radius answers from it."""
     url = citus.create_database("lineage_citus_upgrade")
     migrate(url, "0025")
     distribute(url)
@@ -354,6 +360,11 @@ def test_a_distributed_database_upgrades_to_edges_with_kinds(citus: CitusCluster
     )
     answers = sorted(f"up_ans_{i}" for i in range(100))
     assert sorted(row["context_id"] for row in answered) == answers
+    name, values = "blast_radius_ids_by_source", {**values, "source_uri": "s3://up.md"}
+    listed = asyncio.run(
+        app_role_fetch(url, "default", QUERIES[name].sql, QUERIES[name].arguments(values))
+    )
+    assert [(row["depth"], row["context_id"]) for row in listed] == [(2, a) for a in answers]
 
 
 def test_after_a_tenants_shards_move_every_read_still_runs_on_one_shard_and_answers_alike(

@@ -654,6 +654,28 @@ async def test_walks_down_read_records_only_for_their_start_and_the_kind_asked_f
     assert sum(read_after) == read, read_after
 
 
+@pytest.mark.parametrize("name", ["blast_radius_ids_by_source", "blast_radius_by_source"])
+async def test_a_document_radius_is_listed_in_key_order_without_a_sort(
+    store: PostgresStore, owner: asyncpg.Connection, pool: asyncpg.Pool, name: str
+) -> None:
+    """root_sources' key holds a kind's rows nearest first (migration 0027): the answers come
+    from the index in the order listed, `truncated` is one probe past them; before, every row
+    was held for a window and sorted (180 of 354 ms for a document's 205k answers at 10M)."""
+    await derive_many(store, fan())
+    await owner.execute("VACUUM ANALYZE provenance, root_sources")
+    values = {"tenant_id": "default", "source_uri": "s3://big.md", "kind": "answer"}
+    plan = await explain_as_app(pool, name, max_depth=20, **values)
+    held = [n for n in plan if n["Node Type"] in {"Sort", "Incremental Sort", "WindowAgg"}]
+    assert sum(node["Actual Rows"] for node in held) == 0, held  # the walk's sort stays empty
+    async with db.transaction(pool, "default") as connection:
+        listed = await db.fetch(connection, name, max_depth=20, **values)
+        shallow = await db.fetch(connection, name, **{**values, "kind": "all", "max_depth": 2})
+    assert len(listed) == FAN_ANSWERS and not any(r["truncated"] for r in listed)
+    order = [(r["depth"], r["context_id"]) for r in shallow]
+    assert order == sorted(order) and len(order) == FAN_TOTAL - FAN_ANSWERS
+    assert all(r["truncated"] for r in shallow)  # the answers lie at depth 3
+
+
 async def test_plans_use_the_tenant_edges_down_and_the_primary_key_up(
     store: PostgresStore, owner: asyncpg.Connection
 ) -> None:

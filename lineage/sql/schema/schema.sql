@@ -890,10 +890,10 @@ ALTER TABLE ONLY public.retention_policy
     ADD CONSTRAINT retention_policy_pkey PRIMARY KEY (only_row);
 
 ALTER TABLE ONLY public.root_sources
-    ADD CONSTRAINT root_sources_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
+    ADD CONSTRAINT root_sources_pkey PRIMARY KEY (tenant_id, source_uri, kind, depth, context_id, created_at);
 
 ALTER TABLE ONLY public.root_sources_p_open
-    ADD CONSTRAINT root_sources_p_open_pkey PRIMARY KEY (tenant_id, source_uri, kind, context_id, created_at) INCLUDE (depth);
+    ADD CONSTRAINT root_sources_p_open_pkey PRIMARY KEY (tenant_id, source_uri, kind, depth, context_id, created_at);
 
 ALTER TABLE ONLY public.spans
     ADD CONSTRAINT spans_pkey PRIMARY KEY (tenant_id, trace_id, span_id);
