@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from lineage.db.database import Database
-from lineage.db.queries import QUERIES, SQL_DIR, expand, fragments
+from lineage.db.queries import INCLUDE_DIR, QUERIES, SQL_DIR, expand, fragments
 from lineage.services import reads
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, load_incident
 from lineage.settings import Settings
@@ -41,7 +41,13 @@ def sql_files() -> list[Path]:
 
 
 def test_every_file_is_what_the_service_runs() -> None:
+    shared = fragments()
     differ = [path.name for path in sql_files() if path.read_text() != QUERIES[path.stem].text]
+    differ += [  # a fragment that includes another holds it as the queries do
+        path.name
+        for path in sorted(INCLUDE_DIR.glob("*.sql"))
+        if expand(path.read_text(), shared, path.name) != path.read_text()
+    ]
     assert differ == [], (
         f"{differ}: an include region differs from its fragment in lineage/sql/include/; "
         "run python -m lineage.db.include_sql"
@@ -55,13 +61,14 @@ def test_each_walk_is_written_once() -> None:
         for name in shared
     }
     assert users == {
+        "source_radius": ["blast_radius_by_source", "blast_radius_ids_by_source"],
         "walk_down": sorted({*ASKED, *INVALIDATIONS} - {"walk_back", "suspicious_hops"}),
         "walk_up": ["suspicious_hops", "walk_back"],
     }
     for path in sql_files():
         outside = REGION.sub("", path.read_text())
-        for name, text in shared.items():
-            lines = {line.strip() for line in text.splitlines() if len(line.strip()) >= 30}
+        for name in ("walk_down", "walk_up"):  # the steps; a radius reads its walk as others do
+            lines = {line.strip() for line in shared[name].splitlines() if len(line.strip()) >= 30}
             written_out = sorted(line for line in lines if line in outside)
             assert written_out == [], f"{path.name} writes out lines of include/{name}.sql"
 
@@ -75,6 +82,12 @@ def test_a_region_holds_its_fragment_whatever_it_held() -> None:
         expand("  -- include: step\n  SELECT 1\n", shared, "made-up.sql")
     with pytest.raises(ValueError, match=r"there is no include/other\.sql"):
         expand("  -- include: other\n  -- end include: other\n", shared, "made-up.sql")
+    # A region inside another's copy is the outer fragment's to fill.
+    nested = "-- include: outer\nold\n  -- include: step\n  old\n  -- end include: step\n"
+    outer = {"outer": "new\n  -- include: step\n  UNION ALL SELECT 1\n  -- end include: step\n"}
+    assert expand(nested + "-- end include: outer\n", outer, "made-up.sql") == (
+        "-- include: outer\n" + outer["outer"] + "-- end include: outer\n"
+    )
 
 
 def psql_value(value: Any) -> str:

@@ -1,12 +1,13 @@
-"""Fill each include region in lineage/sql with its fragment from lineage/sql/include/, so that
-psql runs what the service runs: `python -m lineage.db.include_sql` after changing a fragment."""
+"""Fill each include region in lineage/sql (and in the fragments of lineage/sql/include/ that
+include another) with its fragment, so that psql runs what the service runs:
+`python -m lineage.db.include_sql` after changing a fragment."""
 
-from lineage.db.queries import SQL_DIR, expand, fragments
+from lineage.db.queries import INCLUDE_DIR, SQL_DIR, expand, fragments
 
 
 def main() -> None:
     shared = fragments()
-    for path in sorted(SQL_DIR.glob("*.sql")):
+    for path in [*sorted(INCLUDE_DIR.glob("*.sql")), *sorted(SQL_DIR.glob("*.sql"))]:
         text = path.read_text()
         filled = expand(text, shared, path.name)
         if filled != text:

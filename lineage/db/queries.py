@@ -4,9 +4,10 @@ Each file runs as-is with `psql -v name=value -f sql/NAME.sql`; here its psql va
 (`:'name'` quoted, `:name` bare) become positional bind parameters, so no value is ever
 spliced into SQL text.
 
-SQL that several queries share (the step of a walk up or down the graph) is written once, in
-`sql/include/NAME.sql`. A query takes it in an include region, which the loader fills with the
-fragment, so that every query runs the one text; the copy in the file is what psql runs:
+SQL that several queries share (the step of a walk up or down the graph, a document's radius)
+is written once, in `sql/include/NAME.sql`. A query, or another fragment, takes it in an include
+region, which the loader fills with the fragment, so that every query runs the one text; the
+copy in the file is what psql runs:
 
     -- include: walk_down
     ...
@@ -74,13 +75,16 @@ def parse(text: str, fallback_name: str) -> NamedQuery:
 
 
 def fragments(directory: Path = INCLUDE_DIR) -> dict[str, str]:
-    """Each shared fragment's SQL by name: its file without the comment lines heading it."""
+    """Each shared fragment's SQL by name: its file without the comment lines heading it, its
+    own include regions filled (one level: a fragment that includes one includes no other)."""
     found: dict[str, str] = {}
     for path in sorted(directory.glob("*.sql")):
         lines = path.read_text().splitlines(keepends=True)
         first = next((i for i, line in enumerate(lines) if not line.startswith("--")), len(lines))
         found[path.stem] = "".join(lines[first:])
-    return found
+    return {
+        name: expand(text, found, f"{directory.name}/{name}.sql") for name, text in found.items()
+    }
 
 
 def expand(text: str, includes: dict[str, str], where: str) -> str:
@@ -91,10 +95,9 @@ def expand(text: str, includes: dict[str, str], where: str) -> str:
             raise ValueError(f"{where}: there is no {INCLUDE_DIR.name}/{region['name']}.sql")
         return region["open"] + includes[region["name"]] + region["close"]
 
-    expanded, filled = _REGION.subn(fill, text)
-    if filled != len(_INCLUDE.findall(text)):
+    if _INCLUDE.search(_REGION.sub("", text)):  # an include line outside every region
         raise ValueError(f"{where}: an `-- include: NAME` line needs its `-- end include: NAME`")
-    return expanded
+    return _REGION.sub(fill, text)
 
 
 def load(directory: Path = SQL_DIR) -> dict[str, NamedQuery]:

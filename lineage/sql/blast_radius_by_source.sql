@@ -1,14 +1,14 @@
 -- name: blast_radius_by_source
 -- The blast radius of a document: every record with :source_uri (all its revisions) and
 -- everything derived from them, each once, as records. For right-to-be-forgotten deletes and
--- cache invalidation. :kind is a kind, 'any' (all but verdict and tombstone) or 'all'. When
--- every record with the source is a root known to root_sources, the answer is one index range
--- of root_sources; otherwise (a derived record carries the source_uri too, or the roots were
--- inserted around append_contexts) it is the walk down the edges. Both give the same rows.
--- Reading each record is most of the time; sql/blast_radius_ids_by_source.sql lists the ids.
+-- cache invalidation. :kind is a kind, 'any' (all but verdict and tombstone) or 'all'. The ids
+-- come from sql/include/source_radius.sql, which says how they are found; reading each record
+-- is most of the time, and sql/blast_radius_ids_by_source.sql lists the ids alone.
 --   psql -v tenant_id=default -v source_uri=s3://policies/contractors.md -v kind=any \
 --        -v max_depth=20 -f sql/blast_radius_by_source.sql
-WITH RECURSIVE start AS MATERIALIZED (
+WITH RECURSIVE
+-- include: source_radius
+start AS MATERIALIZED (
     -- Every record with the source, and whether it is a root known to root_sources.
     SELECT s.context_id, s.kind,
            s.parent_ids = '{}'
@@ -87,6 +87,7 @@ radius AS (
             OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
      ORDER BY w.depth, node.id)
 )
+-- end include: source_radius
 SELECT r.context_id, d.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
        r.attributes, d.truncated,

@@ -1,10 +1,13 @@
 -- name: blast_radius_ids_by_source
 -- The ids in the blast radius of a document, with kind and depth, without reading a record:
 -- the listing a deletion or cache-invalidation job needs, and counts by kind. The same rows,
--- in the same order, as sql/blast_radius_by_source.sql (whose comment says how they are found).
+-- in the same order, as sql/blast_radius_by_source.sql (sql/include/source_radius.sql says how
+-- they are found).
 --   psql -v tenant_id=default -v source_uri=s3://policies/contractors.md -v kind=answer \
 --        -v max_depth=20 -f sql/blast_radius_ids_by_source.sql
-WITH RECURSIVE start AS MATERIALIZED (
+WITH RECURSIVE
+-- include: source_radius
+start AS MATERIALIZED (
     -- Every record with the source, and whether it is a root known to root_sources.
     SELECT s.context_id, s.kind,
            s.parent_ids = '{}'
@@ -83,6 +86,7 @@ radius AS (
             OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
      ORDER BY w.depth, node.id)
 )
+-- end include: source_radius
 -- In radius's order.
 SELECT d.context_id, d.kind, d.depth, d.truncated,
        -- Retention dropped some of the tenant's records: those are not listed.

@@ -1,0 +1,86 @@
+-- A document's blast radius as ids, for `WITH RECURSIVE ... radius (context_id, kind, depth,
+-- truncated)`: every record with :'source_uri' (all its revisions) and everything derived from
+-- them, each once, of :'kind' (a kind, 'any' for all but verdict and tombstone, or 'all'), down
+-- to :max_depth, nearest first. When every record with the source is a root known to
+-- root_sources, it is one index range of root_sources; otherwise (a derived record carries the
+-- source_uri too, or the roots were inserted around append_contexts) it is the walk down the
+-- edges. Both give the same rows. Takes :'tenant_id', :'source_uri', :'kind', :max_depth.
+start AS MATERIALIZED (
+    -- Every record with the source, and whether it is a root known to root_sources.
+    SELECT s.context_id, s.kind,
+           s.parent_ids = '{}'
+           AND EXISTS (SELECT 1 FROM root_sources AS own
+                       WHERE own.tenant_id = :'tenant_id' AND own.source_uri = :'source_uri'
+                         AND own.kind = s.kind AND own.depth = 0
+                         AND own.context_id = s.context_id) AS root
+    FROM provenance AS s
+    WHERE s.tenant_id = :'tenant_id' AND s.source_uri = :'source_uri'
+),
+roots_only AS MATERIALIZED (
+    -- No record with the source left (retention dropped them): the kept rows of root_sources.
+    SELECT coalesce(bool_and(start.root), true) AS yes FROM start
+),
+walk (depth, frontier, kinds, seen, seen_kinds) AS (
+    -- Only when a record with the source is not a known root: the walk down the edges.
+    SELECT 0, ids.ids, ids.kinds, ids.ids, ids.kinds
+    FROM (SELECT coalesce(array_agg(start.context_id), '{}') AS ids,
+                 coalesce(array_agg(start.kind), '{}') AS kinds FROM start) AS ids
+    WHERE NOT (SELECT yes FROM roots_only)
+  -- include: walk_down
+  UNION ALL
+    SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
+    FROM walk AS w
+    CROSS JOIN LATERAL (
+        -- One aggregate, so the ids and kinds arrays keep one order.
+        SELECT coalesce(array_agg(child.id), '{}') AS ids,
+               coalesce(array_agg(child.kind), '{}') AS kinds
+        FROM (
+            -- Downward: children of the frontier, one probe of the tenant's edges per id
+            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE,
+            -- and a join over the frontier then became a scan of every edge of the tenant).
+            SELECT e.context_id, e.kind
+            FROM unnest(w.frontier) AS parent (id)
+            CROSS JOIN LATERAL (
+                SELECT x.context_id, x.kind FROM provenance_children AS x
+                WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
+                OFFSET 0
+            ) AS e
+            EXCEPT
+            SELECT * FROM unnest(w.seen, w.seen_kinds)
+        ) AS child (id, kind)
+        OFFSET 0  -- evaluate the step once, not once per use of its result
+    ) AS step
+    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+  -- end include: walk_down
+),
+radius AS (
+    -- Each branch lists its rows in order, and only one of them has rows, so no sort of the
+    -- whole: the key (source, kind, depth, context_id) holds a kind's rows in the order listed,
+    -- so a hot document's answers stream from the index (migration 0027). A sort over both
+    -- branches read all 205k answers of the hottest document at 10M before the first went out.
+    (SELECT rs.context_id, rs.kind, rs.depth,
+            -- Truncated when records of the kinds asked for lie deeper than :max_depth: one
+            -- probe past the listed range, evaluated once.
+            EXISTS (SELECT 1 FROM root_sources AS deeper
+                    WHERE deeper.tenant_id = :'tenant_id' AND deeper.source_uri = :'source_uri'
+                      AND (deeper.kind = :'kind' OR :'kind' = 'all'
+                           OR (:'kind' = 'any' AND deeper.kind NOT IN ('verdict', 'tombstone')))
+                      AND deeper.depth > :max_depth) AS truncated
+     FROM root_sources AS rs
+     WHERE (SELECT yes FROM roots_only)
+       AND rs.tenant_id = :'tenant_id' AND rs.source_uri = :'source_uri'
+       AND (rs.kind = :'kind' OR :'kind' = 'all'
+            OR (:'kind' = 'any' AND rs.kind NOT IN ('verdict', 'tombstone')))
+       AND rs.depth <= :max_depth
+     ORDER BY rs.depth, rs.context_id)
+  UNION ALL
+    (SELECT node.id, node.kind, w.depth,
+            coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
+                      WHERE b.depth = :max_depth + 1), false)
+     FROM walk AS w
+     CROSS JOIN LATERAL unnest(w.frontier, w.kinds) AS node (id, kind)
+     WHERE w.depth <= :max_depth
+       AND (node.kind = :'kind' OR :'kind' = 'all'
+            OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
+     ORDER BY w.depth, node.id)
+)
