@@ -15,7 +15,6 @@ are medians of --repeats rounds after one untimed warm-up round.
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import statistics
 import time
@@ -30,6 +29,7 @@ from bench.figures import Figure, Report, ratio
 from bench.run import HTTP_ENV, TENANT, _to_last_line, machine
 from bench.server import Server, serving
 from lineage import db
+from lineage.api.results import json_line
 from lineage.db import queries
 from lineage.db.database import Database
 from lineage.services import reads
@@ -52,7 +52,7 @@ async def _service(database: Database, settings: Settings, values: dict[str, Any
     """The records as the NDJSON stream has them: reads.stream's nodes, dumped a line each."""
     rows = 0
     async for node in reads.stream(database, settings, "blast_radius_by_source", **values):
-        json.dumps(node)
+        json_line(node)
         rows += 1
     return rows
 
@@ -100,7 +100,7 @@ async def main(arguments: argparse.Namespace) -> Report:
         "SQL records (blast_radius_by_source, cursor)": lambda: _cursor(
             pool, ours["blast_radius_by_source"].sql,
             ours["blast_radius_by_source"].arguments(values)),
-        "service NDJSON lines (reads.stream, json.dumps)": lambda: _service(
+        "service NDJSON lines (reads.stream, json_line)": lambda: _service(
             database, settings, values),
     }  # fmt: skip
     if arguments.before:

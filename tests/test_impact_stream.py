@@ -1,6 +1,6 @@
 """The full records of a blast radius by source: the NDJSON stream holds the records
 sql/blast_radius_by_source.sql lists, in its order, and the file reads each record by primary
-key after sorting the ids, whatever the statistics."""
+key in the ids' order, whatever the statistics."""
 
 from typing import Any
 
@@ -14,7 +14,19 @@ from lineage.services import reads
 from lineage.store.postgres import PostgresStore
 from tests.test_walks import NDJSON, explain_as_app, fan, ndjson_lines, seq_scans_of_the_records
 
-ODD = {"name": "café ☕", "nested": {"list": [1, 2.5, None, True], "quote": 'a "b" \\ c\n'}}
+
+def _nested(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+# Past 254 levels, `deep` is what orjson refuses: its line is json's.
+ODD = {
+    "name": "café ☕",
+    "nested": {"list": [1, 2.5, None, True], "quote": 'a "b" \\ c\n', "deep": _nested(300)},
+}
 
 
 async def the_sql_file(pool: asyncpg.Pool, **values: Any) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
+import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -20,18 +21,28 @@ CHUNK_BYTES = 64 * 1024
 T = TypeVar("T")
 
 
-async def chunked(lines: AsyncIterator[str]) -> AsyncIterator[bytes]:
-    """The lines joined into pieces of about CHUNK_BYTES, so memory stays bounded."""
-    pending: list[str] = []
+def json_line(value: Any) -> bytes:
+    """One NDJSON line. orjson writes a record's line in a tenth of json's time (a large
+    radius's stream spent more on its lines than on its SQL); json writes what orjson refuses,
+    attributes nested past 254 levels."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return (json.dumps(value) + "\n").encode()
+
+
+async def chunked(pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The pieces joined into chunks of about CHUNK_BYTES, so memory stays bounded."""
+    pending: list[bytes] = []
     size = 0
-    async for line in lines:
-        pending.append(line)
-        size += len(line)
+    async for piece in pieces:
+        pending.append(piece)
+        size += len(piece)
         if size >= CHUNK_BYTES:
-            yield "".join(pending).encode()
+            yield b"".join(pending)
             pending, size = [], 0
     if pending:
-        yield "".join(pending).encode()
+        yield b"".join(pending)
 
 
 def wants_stream(request: Request) -> bool:
@@ -78,14 +89,14 @@ async def _none() -> AsyncIterator[T]:
     yield  # an async generator that yields nothing
 
 
-async def _ndjson(nodes: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+async def _ndjson(nodes: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
     summary = walks.ImpactSummary()
     try:
         async for node in nodes:
             summary.add(node)
-            yield json.dumps(node) + "\n"
+            yield json_line(node)
     except LineageError as exc:
         # The status line is long gone; the last line says the stream is incomplete.
-        yield json.dumps({"error": str(exc), "summary": summary.as_dict()}) + "\n"
+        yield json_line({"error": str(exc), "summary": summary.as_dict()})
         return
-    yield json.dumps({"summary": summary.as_dict()}) + "\n"
+    yield json_line({"summary": summary.as_dict()})

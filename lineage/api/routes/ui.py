@@ -13,6 +13,7 @@ from importlib.resources import files
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
+import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -225,16 +226,15 @@ async def _csv_file(lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 
 async def _json_file(
     start: dict[str, Any], kind: str, nodes: AsyncIterator[dict[str, Any]]
-) -> AsyncIterator[str]:
+) -> AsyncIterator[bytes]:
     summary = walks.ImpactSummary()
-    yield f'{{"start": {json.dumps(start)}, "kind": {json.dumps(kind)}, "records": ['
-    separator = ""
+    yield f'{{"start": {json.dumps(start)}, "kind": {json.dumps(kind)}, "records": ['.encode()
+    separator = b""
     async for node in nodes:
         summary.add(node)
-        record = {key: node[key] for key in walks.ID_FILE_COLUMNS}
-        yield separator + json.dumps(record)
-        separator = ", "
-    yield f'], "summary": {json.dumps(summary.as_dict())}}}'
+        yield separator + orjson.dumps({key: node[key] for key in walks.ID_FILE_COLUMNS})
+        separator = b", "
+    yield f'], "summary": {json.dumps(summary.as_dict())}}}'.encode()
 
 
 @router.get("/v1/impact/ids", responses=models.IMPACT_FILES)
