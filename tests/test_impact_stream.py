@@ -9,9 +9,13 @@ import httpx
 import pytest
 
 from lineage import db
+from lineage.api import results
+from lineage.api.app import create_app
 from lineage.core.derive import Derivation, derive_many
 from lineage.services import reads
+from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
+from tests import live_server
 from tests.test_walks import NDJSON, explain_as_app, fan, ndjson_lines, seq_scans_of_the_records
 
 
@@ -73,6 +77,47 @@ async def test_an_empty_radius_streams_its_summary_alone(client: httpx.AsyncClie
     assert response.status_code == 200, response.text
     streamed, summary = ndjson_lines(response.text)
     assert streamed == [] and summary["total"] == 0
+
+
+OPEN_TRANSACTIONS = """
+SELECT count(*) FROM pg_stat_activity
+ WHERE datname = current_database() AND state LIKE 'idle in transaction%'
+"""
+
+
+async def test_a_stream_that_fails_midway_is_cut_off_and_gives_its_connection_back(
+    store: PostgresStore,
+    owner: asyncpg.Connection,
+    database_url: str,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unexpected failure after the 200 (here the line encoder's) does not end the stream
+    with a summary line: the client sees an incomplete body. The walk's transaction ends with
+    it (it was left open, its pooled connection held, until the garbage collector came), and
+    the server goes on serving."""
+    await derive_many(store, fan())
+    lines = 0
+    encode = results.json_line
+
+    def failing_at_the_tenth(value: Any) -> bytes:
+        nonlocal lines
+        lines += 1
+        if lines == 10:
+            raise TypeError("cannot encode")
+        return encode(value)
+
+    monkeypatch.setattr(results, "json_line", failing_at_the_tenth)
+    radius = {"source_uri": "s3://big.md"}
+    with live_server.serve(create_app(settings, database_url=database_url)) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            with pytest.raises(httpx.RemoteProtocolError):
+                await http.get("/v1/impact", params=radius, headers={"Accept": NDJSON})
+            assert await owner.fetchval(OPEN_TRANSACTIONS) == 0
+            response = await http.get("/v1/impact", params=radius, headers={"Accept": NDJSON})
+    assert response.status_code == 200
+    streamed, summary = ndjson_lines(response.text)
+    assert summary["total"] == len(streamed) >= 500
 
 
 async def test_the_records_are_read_by_primary_key_never_by_a_scan(

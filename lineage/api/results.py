@@ -2,12 +2,14 @@
 stream of one record per line and a closing summary line, with bounded server memory."""
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Send
 
 from lineage.core.errors import BadParameter, LineageError
 from lineage.db.database import Database
@@ -31,16 +33,29 @@ def json_line(value: Any) -> bytes:
         return (json.dumps(value) + "\n").encode()
 
 
-async def chunked(pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+class Stream(StreamingResponse):
+    """A streamed response whose body is closed however the response ends (finished, failed
+    midway, the caller gone): a walk's generator holds a pooled connection in an open
+    transaction until it is closed, and left to the garbage collector it held it for minutes."""
+
+    body_iterator: AsyncGenerator[bytes | str, None]
+
+    async def stream_response(self, send: Send) -> None:
+        async with aclosing(self.body_iterator):
+            await super().stream_response(send)
+
+
+async def chunked(pieces: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
     """The pieces joined into chunks of about CHUNK_BYTES, so memory stays bounded."""
     pending: list[bytes] = []
     size = 0
-    async for piece in pieces:
-        pending.append(piece)
-        size += len(piece)
-        if size >= CHUNK_BYTES:
-            yield b"".join(pending)
-            pending, size = [], 0
+    async with aclosing(pieces):
+        async for piece in pieces:
+            pending.append(piece)
+            size += len(piece)
+            if size >= CHUNK_BYTES:
+                yield b"".join(pending)
+                pending, size = [], 0
     if pending:
         yield b"".join(pending)
 
@@ -54,7 +69,7 @@ async def impact_response(
 ) -> Response:
     if wants_stream(request):
         streamed = await started(reads.stream(database, settings, name, **values))
-        return StreamingResponse(chunked(_ndjson(streamed)), media_type=NDJSON)
+        return Stream(chunked(_ndjson(streamed)), media_type=NDJSON)
     summary = walks.ImpactSummary()
     nodes: list[dict[str, Any]] = []
     async for node in reads.stream(database, settings, name, **values):
@@ -68,7 +83,7 @@ async def impact_response(
     return JSONResponse({"nodes": nodes, "summary": summary.as_dict()})
 
 
-async def started(nodes: AsyncIterator[T]) -> AsyncIterator[T]:
+async def started(nodes: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
     """The same items with the first one already read, so that a walk failing at its start (bad
     input, the database) fails before the 200 is sent, as an answer the caller can read."""
     try:
@@ -76,25 +91,27 @@ async def started(nodes: AsyncIterator[T]) -> AsyncIterator[T]:
     except StopAsyncIteration:
         return _none()
 
-    async def resumed() -> AsyncIterator[T]:
-        yield first
-        async for node in nodes:
-            yield node
+    async def resumed() -> AsyncGenerator[T, None]:
+        async with aclosing(nodes):
+            yield first
+            async for node in nodes:
+                yield node
 
     return resumed()
 
 
-async def _none() -> AsyncIterator[T]:
+async def _none() -> AsyncGenerator[T, None]:
     return
     yield  # an async generator that yields nothing
 
 
-async def _ndjson(nodes: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+async def _ndjson(nodes: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
     summary = walks.ImpactSummary()
     try:
-        async for node in nodes:
-            summary.add(node)
-            yield json_line(node)
+        async with aclosing(nodes):
+            async for node in nodes:
+                summary.add(node)
+                yield json_line(node)
     except LineageError as exc:
         # The status line is long gone; the last line says the stream is incomplete.
         yield json_line({"error": str(exc), "summary": summary.as_dict()})

@@ -3,7 +3,7 @@ settings: the statement timeout, and a WalkTimeout that says which setting to ra
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import Any
 
@@ -53,7 +53,7 @@ async def run(
 
 async def stream(
     database: Database, settings: Settings, name: str, **values: Any
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any], None]:
     """The same, row by row through a server-side cursor, so memory stays bounded."""
     query = QUERIES[name]
     try:

@@ -10,7 +10,7 @@ again shortly until the replica has replayed that far.
 """
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Annotated, Any
 
 import asyncpg
@@ -19,6 +19,7 @@ from fastapi.responses import StreamingResponse
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Read, ReadDb
+from lineage.api.results import Stream
 from lineage.core import metrics
 from lineage.db.database import Database
 from lineage.services import reads
@@ -42,7 +43,7 @@ async def _sse(
     start: int,
     trace_id: str,
     session_id: str,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     metrics.EVENT_STREAMS.inc()
     opened = False
     try:
@@ -85,7 +86,7 @@ async def stream_events(
         start = await newest_position(database, caller.tenant_id)
     listener: EventListener = request.app.state.events
     await listener.listen()
-    return StreamingResponse(
+    return Stream(
         _sse(
             database,
             listener,

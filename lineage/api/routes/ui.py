@@ -8,7 +8,8 @@ API: the marks it draws are the service's (sql/suspicious_hops.sql), never the b
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from importlib.resources import files
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Caller, Db, Read, ReadDb, exactly_one
-from lineage.api.results import chunked, started
+from lineage.api.results import Stream, chunked, started
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.api.session import SESSION_COOKIE, issue_session
 from lineage.core.errors import Forbidden, NotFound, Unauthorized
@@ -218,22 +219,24 @@ async def _with_records(
     ]
 
 
-async def _csv_file(lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    yield (",".join(walks.ID_FILE_COLUMNS) + "\r\n").encode()
-    async for chunk in lines:
-        yield chunk
+async def _csv_file(lines: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    async with aclosing(lines):
+        yield (",".join(walks.ID_FILE_COLUMNS) + "\r\n").encode()
+        async for chunk in lines:
+            yield chunk
 
 
 async def _json_file(
-    start: dict[str, Any], kind: str, nodes: AsyncIterator[dict[str, Any]]
-) -> AsyncIterator[bytes]:
+    start: dict[str, Any], kind: str, nodes: AsyncGenerator[dict[str, Any], None]
+) -> AsyncGenerator[bytes, None]:
     summary = walks.ImpactSummary()
     yield f'{{"start": {json.dumps(start)}, "kind": {json.dumps(kind)}, "records": ['.encode()
     separator = b""
-    async for node in nodes:
-        summary.add(node)
-        yield separator + orjson.dumps({key: node[key] for key in walks.ID_FILE_COLUMNS})
-        separator = b", "
+    async with aclosing(nodes):
+        async for node in nodes:
+            summary.add(node)
+            yield separator + orjson.dumps({key: node[key] for key in walks.ID_FILE_COLUMNS})
+            separator = b", "
     yield f'], "summary": {json.dumps(summary.as_dict())}}}'.encode()
 
 
@@ -276,13 +279,13 @@ async def download_impact_ids(
     disposition = f'attachment; filename="impact-{kind}-{label}.{file_format}"'
     if file_format == "csv":
         lines = await started(reads.copy_id_file(database, settings, name, **walk))
-        return StreamingResponse(
+        return Stream(
             _csv_file(lines),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": disposition},
         )
     nodes = await started(reads.stream(database, settings, name, **walk))
-    return StreamingResponse(
+    return Stream(
         chunked(_json_file(given, kind, nodes)),
         media_type="application/json",
         headers={"Content-Disposition": disposition},
