@@ -55,6 +55,8 @@ def serving(
     command = [
         sys.executable, "-m", "uvicorn", "--factory", "lineage.api.app:create_app",
         "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level", "warning",
+        # BENCH_UVICORN="--loop asyncio --http h11" measures the pure-Python event loop and parser
+        *os.environ.get("BENCH_UVICORN", "").split(),
     ]  # fmt: skip
     environment = os.environ | {"LINEAGE_DATABASE_URL": database_url} | (env or {})
     started = time.perf_counter()
