@@ -388,10 +388,10 @@ async def _walk_back(
     )
     figure = report.add(
         Figure.timed(
-            group, "lineage HTTP GET /v1/contexts/{id}/lineage", http, target="p99 <= 5 ms"
+            group, "lineage HTTP GET /v1/contexts/{id}/lineage", http, target="p99 <= 3 ms"
         )
     )
-    figure.met = (figure.p99 or 0) <= 5
+    figure.met = (figure.p99 or 0) <= 3
     report.add(
         Figure(
             "start-up",
