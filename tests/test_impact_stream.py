@@ -2,6 +2,7 @@
 sql/blast_radius_by_source.sql lists, in its order, and the file reads each record by primary
 key in the ids' order, whatever the statistics."""
 
+import json
 from typing import Any
 
 import asyncpg
@@ -12,6 +13,7 @@ from lineage import db
 from lineage.api import results
 from lineage.api.app import create_app
 from lineage.core.derive import Derivation, derive_many
+from lineage.core.record import MAX_ATTRIBUTES_DEPTH
 from lineage.services import reads
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
@@ -26,10 +28,14 @@ def _nested(levels: int) -> list[Any]:
     return value
 
 
-# Past 254 levels, `deep` is what orjson refuses: its line is json's.
+# As deep as a record's attributes may nest.
 ODD = {
     "name": "café ☕",
-    "nested": {"list": [1, 2.5, None, True], "quote": 'a "b" \\ c\n', "deep": _nested(300)},
+    "nested": {
+        "list": [1, 2.5, None, True],
+        "quote": 'a "b" \\ c\n',
+        "deep": _nested(MAX_ATTRIBUTES_DEPTH - 2),
+    },
 }
 
 
@@ -68,6 +74,38 @@ async def test_the_stream_is_the_records_of_the_sql_file_in_its_order(
     for node in expected:
         counts[node["kind"]] = counts.get(node["kind"], 0) + 1
     assert summary["counts_by_kind"] == dict(sorted(counts.items()))
+
+
+async def test_odd_attributes_come_back_whole_in_every_json_answer(
+    store: PostgresStore, client: httpx.AsyncClient
+) -> None:
+    """The record, its walk-back and a radius give the attributes back as they were stored."""
+    document = Derivation([], "odd doc", "document", source_uri="s3://odd.md", context_id="o_doc")
+    odd = Derivation(["o_doc"], "odd", "summary", context_id="o_sum", attributes=ODD)
+    plain = Derivation(["o_doc"], "plain", "summary", context_id="o_plain", attributes={"a": "é"})
+    await derive_many(store, [document, odd, plain])
+    for context_id, attributes in (("o_sum", ODD), ("o_plain", {"a": "é"})):
+        record = await client.get(f"/v1/contexts/{context_id}")
+        assert record.status_code == 200, record.text
+        assert record.json()["attributes"] == attributes
+        walk = await client.get(f"/v1/contexts/{context_id}/lineage")
+        assert walk.status_code == 200, walk.text
+        nodes = {node["context_id"]: node for node in walk.json()["nodes"]}
+        assert nodes[context_id]["attributes"] == attributes
+    radius = await client.get("/v1/impact", params={"source_uri": "s3://odd.md", "kind": "all"})
+    assert radius.status_code == 200, radius.text
+    by_id = {node["context_id"]: node for node in radius.json()["nodes"]}
+    assert by_id["o_sum"]["attributes"] == ODD and by_id["o_plain"]["attributes"] == {"a": "é"}
+
+
+def test_what_orjson_refuses_json_writes() -> None:
+    """Records stored before attributes were held to MAX_ATTRIBUTES_DEPTH may nest past the 254
+    levels orjson writes: json writes those, in the same compact form."""
+    value = {"deep": _nested(300), "name": "café"}
+    assert (
+        results.json_bytes(value) == json.dumps(value, ensure_ascii=False).replace(" ", "").encode()
+    )
+    assert json.loads(results.json_line(value)) == value and results.json_line(value)[-1:] == b"\n"
 
 
 async def test_an_empty_radius_streams_its_summary_alone(client: httpx.AsyncClient) -> None:

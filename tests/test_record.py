@@ -14,6 +14,7 @@ from lineage.core.errors import InvalidRecord
 from lineage.core.hashing import content_hash
 from lineage.core.record import (
     MAX_ATTRIBUTES_BYTES,
+    MAX_ATTRIBUTES_DEPTH,
     MAX_PARENTS,
     ContextRecord,
     NewContext,
@@ -35,6 +36,14 @@ def proposal(**fields: object) -> NewContext:
         "content_hash": HASH,
     }
     return NewContext.model_validate(base | fields)
+
+
+def nested(levels: int) -> list[Any]:
+    """Arrays `levels` deep: [[[...]]]."""
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
 
 
 @pytest.mark.parametrize(
@@ -59,6 +68,8 @@ def proposal(**fields: object) -> NewContext:
         ({"attributes": {"n": 2**60}}, "bad_attributes"),
         ({"attributes": {"n": 1e20}}, "number_out_of_range"),
         ({"attributes": {"deep": [{"n": -(2.0**53)}]}}, "number_out_of_range"),
+        ({"attributes": {"deep": nested(MAX_ATTRIBUTES_DEPTH)}}, "attributes_too_deep"),
+        ({"attributes": {"deep": nested(5000)}}, "bad_attributes"),
         ({"source_uri": ""}, "bad_field"),
     ],
 )
@@ -71,6 +82,7 @@ def test_each_rule_is_named(fields: dict[str, object], rule: str) -> None:
 
 def test_valid_records_pass() -> None:
     validate(proposal())
+    validate(proposal(attributes={"deep": nested(MAX_ATTRIBUTES_DEPTH - 1)}))
     validate(proposal(kind="document", parent_ids=[], source_uri="s3://a"))
     validate(proposal(transform="chunker", transform_version="chunker@2.3.1"))
 

@@ -8,10 +8,10 @@ from typing import Any
 import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from lineage.api.models import Problem
+from lineage.api.results import Json
 from lineage.core import telemetry
 from lineage.core.errors import InvalidRequest, LineageError, StoreUnavailable
 from lineage.db.errors import OUTAGE_ERRORS, is_outage
@@ -21,15 +21,15 @@ PROBLEM = "application/problem+json"
 
 def problem(
     status: int, title: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
-) -> JSONResponse:
+) -> Json:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
     # The request's trace id (lineage.api.logs), so a reported error can be found in the logs.
     if (trace_id := telemetry.current_trace_id()) is not None:
         body.setdefault("trace_id", trace_id)
-    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+    return Json(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
-def answer(exc: LineageError, headers: dict[str, str] | None = None) -> JSONResponse:
+def answer(exc: LineageError, headers: dict[str, str] | None = None) -> Json:
     """The problem for an error; `headers` add to the class's own (a Retry-After, a close)."""
     return problem(
         exc.status,
@@ -40,12 +40,12 @@ def answer(exc: LineageError, headers: dict[str, str] | None = None) -> JSONResp
     )
 
 
-async def lineage_error(request: Request, exc: Exception) -> JSONResponse:
+async def lineage_error(request: Request, exc: Exception) -> Json:
     assert isinstance(exc, LineageError)
     return answer(exc)
 
 
-async def database_outage(request: Request, exc: Exception) -> JSONResponse:
+async def database_outage(request: Request, exc: Exception) -> Json:
     """The database is down or restarting: a 503 the client may retry, never a 500."""
     if not is_outage(exc):
         raise exc  # a bug, not an outage: the server's own 500, logged
@@ -57,7 +57,7 @@ async def database_outage(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+async def validation_error(request: Request, exc: Exception) -> Json:
     assert isinstance(exc, RequestValidationError)
     where = "; ".join(
         f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
@@ -65,7 +65,7 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     return answer(InvalidRequest("bad_request", where or "the request is malformed"))
 
 
-async def no_route(request: Request, exc: Exception) -> JSONResponse:
+async def no_route(request: Request, exc: Exception) -> Json:
     """A path or method the API does not have (the router's own 404 and 405)."""
     assert isinstance(exc, HTTPException)
     phrase = HTTPStatus(exc.status_code).phrase
@@ -78,7 +78,7 @@ async def no_route(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def unstorable_text(request: Request, exc: Exception) -> JSONResponse:
+async def unstorable_text(request: Request, exc: Exception) -> Json:
     """A NUL (or a character the database encoding lacks) in a parameter: the caller's to fix."""
     detail = "a parameter holds a character PostgreSQL cannot store (such as \\u0000): remove it"
     return answer(InvalidRequest("unstorable_character", detail))
@@ -101,12 +101,12 @@ INPUT_ERRORS: dict[type[Exception], tuple[str, str]] = {
 }
 
 
-async def unusable_input(request: Request, exc: Exception) -> JSONResponse:
+async def unusable_input(request: Request, exc: Exception) -> Json:
     rule, detail = next(found for cls, found in INPUT_ERRORS.items() if isinstance(exc, cls))
     return answer(InvalidRequest(rule, detail))
 
 
-async def unencodable_argument(request: Request, exc: Exception) -> JSONResponse:
+async def unencodable_argument(request: Request, exc: Exception) -> Json:
     """A value the database driver could not send (asyncpg's DataError: a lone surrogate, a
     date past the year 9999 or before 1 once in UTC, ...): the caller's to fix."""
     cause = exc.__cause__ or exc.__context__

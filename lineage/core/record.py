@@ -70,6 +70,8 @@ SAFE_TRACE_ID_RULE = (
 HASH_PATTERN = re.compile(r"^[a-z0-9]+:[0-9a-f]{16,128}$")
 MAX_PARENTS = 1000
 MAX_ATTRIBUTES_BYTES = 16 * 1024
+# Well inside what the API's JSON writers take (orjson and pydantic stop near 255 levels).
+MAX_ATTRIBUTES_DEPTH = 64
 MAX_FIELD_CHARS = 2048
 # Agent steps: attributes.session_id groups them; a tool_call says how much its tool could tell.
 SESSION_ID = "session_id"
@@ -263,7 +265,7 @@ def validate(record: NewContext) -> None:
             )
     try:
         size = len(canonical_json(record.attributes))
-    except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
+    except (rfc8785.CanonicalizationError, TypeError, ValueError, RecursionError) as exc:
         raise InvalidRecord(
             "bad_attributes", f"attributes must be plain JSON (RFC 8785 canonicalisable): {exc}"
         ) from exc
@@ -271,18 +273,25 @@ def validate(record: NewContext) -> None:
         raise InvalidRecord(
             "attributes_too_large", f"attributes are {size} bytes; at most {MAX_ATTRIBUTES_BYTES}"
         )
-    _check_numbers(record.attributes)
+    _check_values(record.attributes)
 
 
-def _check_numbers(value: Any) -> None:
-    """Numbers must read back from jsonb as they were signed: jsonb keeps 1e20 as an integer,
-    whose canonical form differs, so magnitudes from 2**53 on are refused."""
+def _check_values(value: Any, depth: int = 1) -> None:
+    """Nesting ends within MAX_ATTRIBUTES_DEPTH levels, so every answer can be written. Numbers
+    must read back from jsonb as they were signed: jsonb keeps 1e20 as an integer, whose
+    canonical form differs, so magnitudes from 2**53 on are refused."""
+    if isinstance(value, dict | list) and depth > MAX_ATTRIBUTES_DEPTH:
+        raise InvalidRecord(
+            "attributes_too_deep",
+            f"attributes nest objects or arrays more than {MAX_ATTRIBUTES_DEPTH} levels deep; "
+            "flatten them or send the deep part as a string",
+        )
     if isinstance(value, dict):
         for item in value.values():
-            _check_numbers(item)
+            _check_values(item, depth + 1)
     elif isinstance(value, list):
         for item in value:
-            _check_numbers(item)
+            _check_values(item, depth + 1)
     elif isinstance(value, int | float) and not isinstance(value, bool) and abs(value) >= 2**53:
         raise InvalidRecord(
             "number_out_of_range",

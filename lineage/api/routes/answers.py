@@ -11,11 +11,11 @@ from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Db, Ingest, Read, ReadDb, SentTraceId, Verify
+from lineage.api.results import Json
 from lineage.claims.answers import record_answer
 from lineage.claims.drift import drift_report
 from lineage.claims.handoffs import (
@@ -109,7 +109,7 @@ class VerifyIn(BaseModel):
 )
 async def post_answer(
     body: AnswerIn, request: Request, database: Db, caller: Ingest, sent_trace_id: SentTraceId
-) -> JSONResponse:
+) -> Json:
     """Record one claim per claim and an answer over them, in one transaction. Cited ids not in
     the prompt are kept in the claim's `cited_ids` and never become edges. 404 for an unknown
     prompt."""
@@ -127,7 +127,7 @@ async def post_answer(
         )
     if recorded.created:
         request.app.state.sampler.offer(caller.tenant_id, [(recorded.answer.context_id, "answer")])
-    return JSONResponse(recorded.as_dict(), status_code=201 if recorded.created else 200)
+    return Json(recorded.as_dict(), status_code=201 if recorded.created else 200)
 
 
 @router.post(

@@ -6,12 +6,12 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Caller, Db, Ingest, Read, ReadDb, SentTraceId
-from lineage.api.results import impact_response
+from lineage.api.results import Json, impact_response
 from lineage.core.errors import BadParameter, Forbidden, InvalidRecord
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextFields, NewContext, new_context_id
@@ -61,13 +61,13 @@ async def append_context(
     database: Db,
     caller: Ingest,
     sent_trace_id: SentTraceId,
-) -> JSONResponse:
+) -> Json:
     """Append one record: 201 when new, 200 for an identical replay, 409 for other content."""
     proposal = body.proposal(sent_trace_id)
     _may_write(caller, [proposal.kind])
     appended = await request.app.state.appends.append(database, caller.tenant_id, proposal)
     _sample(request, caller, [appended])
-    return JSONResponse(appended.record.api_dict(), status_code=201 if appended.created else 200)
+    return Json(appended.record.api_dict(), status_code=201 if appended.created else 200)
 
 
 @router.post(
@@ -85,7 +85,7 @@ async def append_batch(
     caller: Ingest,
     settings: AppSettings,
     sent_trace_id: SentTraceId,
-) -> JSONResponse:
+) -> Json:
     """Append many in one transaction, all or nothing; parents may come earlier in the batch."""
     if len(body.records) > settings.max_batch_records:
         raise InvalidRecord(
@@ -99,7 +99,7 @@ async def append_batch(
     _sample(request, caller, appended)
     results = [{"created": a.created, "record": a.record.api_dict()} for a in appended]
     status = 201 if any(a.created for a in appended) else 200
-    return JSONResponse({"results": results}, status_code=status)
+    return Json({"results": results}, status_code=status)
 
 
 def _sample(request: Request, caller: Caller, appended: Sequence[Appended]) -> None:
@@ -194,14 +194,14 @@ async def get_lineage(
     caller: Read,
     settings: AppSettings,
     max_depth: int | None = None,
-) -> JSONResponse:
+) -> Json:
     """Walk-back: every ancestor once with its depth (the start is 0), the edges, and whether
     the walk is cut short (truncated_reason: max_depth, or retention when it reached records
     the retention period dropped)."""
     walk = await walks.walk_back(database, settings, caller.tenant_id, context_id, max_depth)
     # Sent as built: checking each node against its model cost more server time than the
     # walk's SQL (tests/test_request_cost.py checks the body against models.WalkBack).
-    return JSONResponse(
+    return Json(
         {
             "context_id": context_id,
             "nodes": walk.nodes,

@@ -4,10 +4,11 @@ import asyncio
 from typing import Literal
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Read, ReadDb
+from lineage.api.results import Json
 from lineage.interop import headers, prov
 from lineage.services import walks
 
@@ -50,4 +51,4 @@ async def get_header(
     header = await headers.provenance_header(database, caller.tenant_id, context_id)
     if format == "yaml":
         return Response(headers.front_matter(header), media_type="application/yaml")
-    return JSONResponse(headers.envelope(header))
+    return Json(headers.envelope(header))

@@ -1,10 +1,10 @@
 """OpenLineage in: the endpoint openlineage-python's HTTP transport posts to by default."""
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Db, Ingest
+from lineage.api.results import Json
 from lineage.interop.openlineage import decode_body, parse_run_event, record_run_event
 
 router = APIRouter(prefix="/api/v1", tags=["openlineage"])
@@ -13,7 +13,7 @@ router = APIRouter(prefix="/api/v1", tags=["openlineage"])
 @router.post("/lineage", response_model=models.RunEventRecorded)
 async def post_lineage(
     request: Request, database: Db, caller: Ingest, settings: AppSettings
-) -> JSONResponse:
+) -> Json:
     """Record one OpenLineage RunEvent (JSON, optionally `Content-Encoding: gzip`): each dataset
     becomes a record, outputs derived from inputs (see lineage/interop/openlineage.py). Replays
     record nothing new. Returns which record each dataset is."""
@@ -23,4 +23,4 @@ async def post_lineage(
     event = parse_run_event(body)
     async with database.tenant(caller.tenant_id) as tx:
         recorded = await record_run_event(tx, event)
-    return JSONResponse(recorded.as_dict())
+    return Json(recorded.as_dict())

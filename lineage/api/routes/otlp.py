@@ -5,10 +5,11 @@ from them in the same transaction (lineage.interop.otlp_lineage)."""
 import json
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Db, Ingest
+from lineage.api.results import Json
 from lineage.core.errors import UnsupportedMediaType
 from lineage.interop import otlp
 from lineage.interop.openlineage import decode_body
@@ -55,5 +56,5 @@ async def export_traces(
     )
     content = otlp.export_response(kind, warning)
     if kind == otlp.JSON:  # curl users get the report too; exporters ignore the extra field
-        return JSONResponse(json.loads(content) | {"lineage": report})
+        return Json(json.loads(content) | {"lineage": report})
     return Response(content, media_type=otlp.PROTOBUF)

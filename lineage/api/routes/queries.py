@@ -3,10 +3,10 @@
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Db, Ingest, Read, ReadDb, SentTraceId
+from lineage.api.results import Json
 from lineage.services.queries import QueryIn, query_trace, record_query
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
@@ -20,14 +20,14 @@ router = APIRouter(prefix="/v1/queries", tags=["queries"])
 )
 async def post_query(
     body: QueryIn, database: Db, caller: Ingest, sent_trace_id: SentTraceId
-) -> JSONResponse:
+) -> Json:
     """Record a query, its retrieval (evidence with scores, routing, backends) and its answer in
     one transaction, signed. 201 when new, 200 for an identical replay, 409 for a request id
     already recorded with other content. Evidence ids the tenant does not know are listed in
     `unknown_ids` (and on the retrieval), never made into edges."""
     async with database.tenant(caller.tenant_id) as tx:
         recorded = await record_query(tx, body, sent_trace_id)
-    return JSONResponse(recorded, status_code=201 if recorded["created"] else 200)
+    return Json(recorded, status_code=201 if recorded["created"] else 200)
 
 
 @router.get("/{request_id}/trace", response_model=models.QueryTrace)

@@ -16,12 +16,12 @@ from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Caller, Db, Read, ReadDb, exactly_one
-from lineage.api.results import Stream, chunked, started
+from lineage.api.results import Json, Stream, chunked, started
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.api.session import SESSION_COOKIE, issue_session
 from lineage.core.errors import Forbidden, NotFound, Unauthorized
@@ -86,7 +86,7 @@ class SessionIn(BaseModel):
 @router.post("/v1/session", response_model=models.Session)
 async def open_session(
     body: SessionIn, request: Request, database: Db, settings: AppSettings
-) -> JSONResponse:
+) -> Json:
     """Exchange a key for the `lineage_session` cookie (HttpOnly, SameSite=Strict) that the
     explorer's requests, downloads and streams carry. The session can read, nothing more,
     whatever the key's scope, and ends after `LINEAGE_SESSION_TTL_SECONDS`. With
@@ -100,7 +100,7 @@ async def open_session(
     if not caller.may("read"):
         raise Forbidden(f"a key of scope {caller.scope} cannot read: use a read or admin key")
     session = Caller(caller.tenant_id, caller.key_id, "read")
-    response = JSONResponse(
+    response = Json(
         {"tenant_id": session.tenant_id, "scope": session.scope,
          "expires_in": settings.session_ttl_seconds}
     )  # fmt: skip
