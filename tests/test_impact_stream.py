@@ -18,7 +18,14 @@ from lineage.services import reads
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests import live_server
-from tests.test_walks import NDJSON, explain_as_app, fan, ndjson_lines, seq_scans_of_the_records
+from tests.test_walks import (
+    NDJSON,
+    OPEN_TRANSACTIONS,
+    explain_as_app,
+    fan,
+    ndjson_lines,
+    seq_scans_of_the_records,
+)
 
 
 def _nested(levels: int) -> list[Any]:
@@ -115,12 +122,6 @@ async def test_an_empty_radius_streams_its_summary_alone(client: httpx.AsyncClie
     assert response.status_code == 200, response.text
     streamed, summary = ndjson_lines(response.text)
     assert streamed == [] and summary["total"] == 0
-
-
-OPEN_TRANSACTIONS = """
-SELECT count(*) FROM pg_stat_activity
- WHERE datname = current_database() AND state LIKE 'idle in transaction%'
-"""
 
 
 async def test_a_stream_that_fails_midway_is_cut_off_and_gives_its_connection_back(

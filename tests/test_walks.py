@@ -326,8 +326,15 @@ async def test_big_blast_radius_as_json_is_refused_past_the_stream_threshold(
     assert body["summary"]["counts_by_kind"] == {"summary": FAN_SUMMARIES}
 
 
+# Connections of the database under test left inside a transaction.
+OPEN_TRANSACTIONS = """
+SELECT count(*) FROM pg_stat_activity
+ WHERE datname = current_database() AND state LIKE 'idle in transaction%'
+"""
+
+
 async def test_refused_json_impacts_do_not_strand_pooled_connections(
-    store: PostgresStore, database_url: str
+    store: PostgresStore, owner: asyncpg.Connection, database_url: str
 ) -> None:
     await load_incident(store)
     # A refusal leaves the walk's cursor half read; more refusals than the pool holds (10).
@@ -335,6 +342,8 @@ async def test_refused_json_impacts_do_not_strand_pooled_connections(
         for _ in range(12):
             response = await http.get("/v1/impact", params={"source_uri": CONTRACTOR_POLICY})
             assert_problem(response, 422, "more than 3 records", NDJSON)
+            # The walk's transaction ended with the refusal, not when the collector came.
+            assert await owner.fetchval(OPEN_TRANSACTIONS) == 0
         streamed = await http.get(
             "/v1/impact", params={"source_uri": CONTRACTOR_POLICY}, headers={"Accept": NDJSON}
         )

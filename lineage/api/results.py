@@ -87,14 +87,15 @@ async def impact_response(
         return Stream(chunked(_ndjson(streamed)), media_type=NDJSON)
     summary = walks.ImpactSummary()
     nodes: list[dict[str, Any]] = []
-    async for node in reads.stream(database, settings, name, **values):
-        if len(nodes) == settings.stream_threshold:
-            raise BadParameter(
-                f"more than {settings.stream_threshold} records; ask for them as a stream "
-                f"(Accept: {NDJSON}) or narrow with kind"
-            )
-        summary.add(node)
-        nodes.append(node)
+    async with aclosing(reads.stream(database, settings, name, **values)) as walk:
+        async for node in walk:
+            if len(nodes) == settings.stream_threshold:  # the refusal ends the walk's transaction
+                raise BadParameter(
+                    f"more than {settings.stream_threshold} records; ask for them as a stream "
+                    f"(Accept: {NDJSON}) or narrow with kind"
+                )
+            summary.add(node)
+            nodes.append(node)
     return Json({"nodes": nodes, "summary": summary.as_dict()})
 
 
