@@ -14,7 +14,7 @@ import logging
 import re
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import asyncpg
@@ -159,7 +159,7 @@ async def follow(
     start: int,
     trace_id: str,
     session_id: str,
-) -> AsyncIterator[asyncpg.Record | None]:
+) -> AsyncGenerator[asyncpg.Record | None, None]:
     """Every record of the tenant after position `start`, in order, as it commits; forever.
 
     None when there is nothing to send: first once subscribed (a record committed from then on

@@ -11,6 +11,7 @@ again shortly until the replica has replayed that far.
 
 import json
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Annotated, Any
 
 import asyncpg
@@ -46,15 +47,17 @@ async def _sse(
 ) -> AsyncGenerator[str, None]:
     metrics.EVENT_STREAMS.inc()
     opened = False
+    rows = follow(database, listener, poll_s, tenant_id, start, trace_id, session_id)
     try:
-        async for row in follow(database, listener, poll_s, tenant_id, start, trace_id, session_id):
-            if row is not None:
-                yield _message(row)
-            elif opened:
-                yield ": keep-alive\n\n"
-            else:
-                yield f": stream open after {start}\n\n"
-                opened = True
+        async with aclosing(rows):  # the caller gone, the subscription ends with the stream
+            async for row in rows:
+                if row is not None:
+                    yield _message(row)
+                elif opened:
+                    yield ": keep-alive\n\n"
+                else:
+                    yield f": stream open after {start}\n\n"
+                    opened = True
     finally:
         metrics.EVENT_STREAMS.dec()
 
