@@ -12,6 +12,7 @@ import pytest
 from lineage import db
 from lineage.api import results
 from lineage.api.app import create_app
+from lineage.core import record
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.record import MAX_ATTRIBUTES_DEPTH
 from lineage.services import reads
@@ -103,6 +104,33 @@ async def test_odd_attributes_come_back_whole_in_every_json_answer(
     assert radius.status_code == 200, radius.text
     by_id = {node["context_id"]: node for node in radius.json()["nodes"]}
     assert by_id["o_sum"]["attributes"] == ODD and by_id["o_plain"]["attributes"] == {"a": "é"}
+
+
+async def test_a_record_stored_deeper_than_the_rule_allows_still_reads(
+    store: PostgresStore, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records stored before attributes were held to MAX_ATTRIBUTES_DEPTH may nest past the 255
+    levels orjson and pydantic write: the record, its walk-back and its radius still read."""
+    deep = {"deep": _nested(300)}
+    monkeypatch.setattr(record, "MAX_ATTRIBUTES_DEPTH", 400)  # the rule as it was
+    await derive_many(
+        store,
+        [
+            Derivation([], "d", "document", source_uri="s3://deep.md", context_id="deep_doc"),
+            Derivation(["deep_doc"], "s", "summary", context_id="deep_sum", attributes=deep),
+        ],
+    )
+    read = await client.get("/v1/contexts/deep_sum")
+    assert read.status_code == 200, read.text
+    assert read.json()["attributes"] == deep
+    walk = await client.get("/v1/contexts/deep_sum/lineage")
+    assert walk.status_code == 200, walk.text
+    assert walk.json()["nodes"][0]["attributes"] == deep
+    radius = await client.get(
+        "/v1/impact", params={"source_uri": "s3://deep.md"}, headers={"Accept": NDJSON}
+    )
+    streamed, _ = ndjson_lines(radius.text)
+    assert {node["context_id"]: node["attributes"] for node in streamed}["deep_sum"] == deep
 
 
 def test_what_orjson_refuses_json_writes() -> None:

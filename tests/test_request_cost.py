@@ -146,3 +146,21 @@ async def test_a_walk_back_is_sent_as_its_model_documents_it(
         child["context_id"],
         made["context_id"],
     ]
+
+
+@pytest.mark.parametrize("verify", [False, True])
+async def test_a_record_is_sent_as_its_model_documents_it(
+    http: httpx.AsyncClient, database: Database, verify: bool
+) -> None:
+    token, _ = await auth.create_key(database, TENANT, "admin")
+    headers = {"Authorization": f"Bearer {token}"}
+    document = {"kind": "document", "text": "policy", "source_uri": "s3://policy.md"}
+    made = (await http.post("/v1/contexts", json=document, headers=headers)).json()
+    read = await http.get(
+        f"/v1/contexts/{made['context_id']}", params={"verify": verify}, headers=headers
+    )
+    assert read.status_code == 200
+    body = read.json()
+    checked = models.CheckedRecord.model_validate(body)
+    assert json.loads(checked.model_dump_json(exclude_unset=True)) == body
+    assert ("signature" in body) == verify
