@@ -14,14 +14,13 @@ from importlib.resources import files
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
-import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Caller, Db, Read, ReadDb, exactly_one
-from lineage.api.results import Json, Stream, chunked, started
+from lineage.api.results import Json, Stream, chunked, json_bytes, started
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.api.session import SESSION_COOKIE, issue_session
 from lineage.core.errors import Forbidden, NotFound, Unauthorized
@@ -235,7 +234,7 @@ async def _json_file(
     async with aclosing(nodes):
         async for node in nodes:
             summary.add(node)
-            yield separator + orjson.dumps({key: node[key] for key in walks.ID_FILE_COLUMNS})
+            yield separator + json_bytes({key: node[key] for key in walks.ID_FILE_COLUMNS})
             separator = b", "
     yield f'], "summary": {json.dumps(summary.as_dict())}}}'.encode()
 
