@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from lineage.core.hashing import content_hash
-from lineage.core.record import MAX_ATTRIBUTES_BYTES, MAX_PARENTS
+from lineage.core.record import MAX_ATTRIBUTES_BYTES, MAX_ATTRIBUTES_DEPTH, MAX_PARENTS
+from tests.test_record import nested
 
 DOC = {"kind": "document", "source_uri": "s3://policies/a.md", "text": "Policy A"}
 
@@ -105,6 +106,7 @@ async def test_batch_is_all_or_nothing(
         (DOC | {"content_hash": content_hash("x")}, "hash_or_text"),
         ({"kind": "document", "source_uri": "s3://x"}, "hash_or_text"),
         (DOC | {"attributes": {"x": "y" * MAX_ATTRIBUTES_BYTES}}, "attributes_too_large"),
+        (DOC | {"attributes": {"x": nested(MAX_ATTRIBUTES_DEPTH)}}, "attributes_too_deep"),
         (
             {"kind": "chunk", "text": "x", "parent_ids": [f"p{i}" for i in range(MAX_PARENTS + 1)]},
             "too_many_parents",
