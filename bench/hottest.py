@@ -29,7 +29,6 @@ from bench.figures import Figure, Report, ratio
 from bench.run import HTTP_ENV, TENANT, _to_last_line, machine
 from bench.server import Server, serving
 from lineage import db
-from lineage.api.results import json_line
 from lineage.db import queries
 from lineage.db.database import Database
 from lineage.services import reads
@@ -49,10 +48,9 @@ async def _cursor(pool: asyncpg.Pool, sql: str, arguments: list[Any]) -> int:
 
 
 async def _service(database: Database, settings: Settings, values: dict[str, Any]) -> int:
-    """The records as the NDJSON stream has them: reads.stream's nodes, dumped a line each."""
+    """The records as the NDJSON stream has them: reads.record_lines, a line each."""
     rows = 0
-    async for node in reads.stream(database, settings, "blast_radius_by_source", **values):
-        json_line(node)
+    async for _ in reads.record_lines(database, settings, "blast_radius_by_source", **values):
         rows += 1
     return rows
 
@@ -100,7 +98,7 @@ async def main(arguments: argparse.Namespace) -> Report:
         "SQL records (blast_radius_by_source, cursor)": lambda: _cursor(
             pool, ours["blast_radius_by_source"].sql,
             ours["blast_radius_by_source"].arguments(values)),
-        "service NDJSON lines (reads.stream, json_line)": lambda: _service(
+        "service NDJSON lines (reads.record_lines)": lambda: _service(
             database, settings, values),
     }  # fmt: skip
     if arguments.before:

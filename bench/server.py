@@ -55,6 +55,9 @@ def serving(
     command = [
         sys.executable, "-m", "uvicorn", "--factory", "lineage.api.app:create_app",
         "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level", "warning",
+        # uvicorn puts --app-dir (default: the working directory) first on the path: an env's
+        # PYTHONPATH (an earlier checkout timed beside this one) must be it to be what is served.
+        "--app-dir", (env or {}).get("PYTHONPATH", ""),
         # BENCH_UVICORN="--loop asyncio --http h11" measures the pure-Python event loop and parser
         *os.environ.get("BENCH_UVICORN", "").split(),
     ]  # fmt: skip

@@ -15,7 +15,7 @@ from lineage.api.app import create_app
 from lineage.core import record
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.record import MAX_ATTRIBUTES_DEPTH
-from lineage.services import reads
+from lineage.services import reads, walks
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests import live_server
@@ -159,22 +159,22 @@ async def test_a_stream_that_fails_midway_is_cut_off_and_gives_its_connection_ba
     settings: Settings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """An unexpected failure after the 200 (here the line encoder's) does not end the stream
+    """An unexpected failure after the 200 (here the summary's count) does not end the stream
     with a summary line: the client sees an incomplete body. The walk's transaction ends with
     it (it was left open, its pooled connection held, until the garbage collector came), and
     the server goes on serving."""
     await derive_many(store, fan())
     lines = 0
-    encode = results.json_line
+    count = walks.ImpactSummary.add
 
-    def failing_at_the_tenth(value: Any) -> bytes:
+    def failing_at_the_tenth(summary: walks.ImpactSummary, node: dict[str, Any]) -> None:
         nonlocal lines
         lines += 1
         if lines == 10:
-            raise TypeError("cannot encode")
-        return encode(value)
+            raise TypeError("cannot count")
+        count(summary, node)
 
-    monkeypatch.setattr(results, "json_line", failing_at_the_tenth)
+    monkeypatch.setattr(walks.ImpactSummary, "add", failing_at_the_tenth)
     radius = {"source_uri": "s3://big.md"}
     with live_server.serve(create_app(settings, database_url=database_url)) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:

@@ -83,8 +83,8 @@ async def impact_response(
     request: Request, database: Database, settings: Settings, name: str, **values: Any
 ) -> Response:
     if wants_stream(request):
-        streamed = await started(reads.stream(database, settings, name, **values))
-        return Stream(chunked(_ndjson(streamed)), media_type=NDJSON)
+        lines = await started(reads.record_lines(database, settings, name, **values))
+        return Stream(chunked(_ndjson(lines)), media_type=NDJSON)
     summary = walks.ImpactSummary()
     nodes: list[dict[str, Any]] = []
     async with aclosing(reads.stream(database, settings, name, **values)) as walk:
@@ -121,13 +121,15 @@ async def _none() -> AsyncGenerator[T, None]:
     yield  # an async generator that yields nothing
 
 
-async def _ndjson(nodes: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
+async def _ndjson(
+    lines: AsyncGenerator[tuple[dict[str, Any], bytes], None],
+) -> AsyncGenerator[bytes, None]:
     summary = walks.ImpactSummary()
     try:
-        async with aclosing(nodes):
-            async for node in nodes:
-                summary.add(node)
-                yield json_line(node)
+        async with aclosing(lines):
+            async for counted, line in lines:
+                summary.add(counted)
+                yield line
     except LineageError as exc:
         # The status line is long gone; the last line says the stream is incomplete.
         yield json_line({"error": str(exc), "summary": summary.as_dict()})

@@ -4,6 +4,7 @@ settings: the statement timeout, and a WalkTimeout that says which setting to ra
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from datetime import datetime
 from typing import Any
 
@@ -56,15 +57,50 @@ async def stream(
 ) -> AsyncGenerator[dict[str, Any], None]:
     """The same, row by row through a server-side cursor, so memory stays bounded."""
     query = QUERIES[name]
+    async with aclosing(_cursor(database, settings, name, query.sql, values)) as rows:
+        async for row in rows:
+            yield node_from_row(row)
+
+
+# Each record of a radius as its NDJSON line, written by the database: the keys of
+# node_from_row in its order, created_at as format_timestamp writes it. A record's line then
+# costs the server one bytes value rather than a row decoded and encoded again (26 us a record
+# for the hottest document's 205k answers at 10M); kind, truncated and expired are read for the
+# closing summary.
+RECORD_LINE_SELECT = """SELECT kind, truncated, expired, convert_to(json_build_object(
+    'context_id', context_id, 'depth', depth, 'kind', kind, 'parent_ids', parent_ids,
+    'source_uri', source_uri, 'content_hash', content_hash, 'transform', transform,
+    'transform_version', transform_version, 'produced_by', produced_by,
+    'index_snapshot', index_snapshot, 'trace_id', trace_id,
+    'created_at', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'attributes', attributes, 'truncated', truncated, 'expired', expired
+)::text || E'\\n', 'UTF8') AS line FROM (\n{}\n) AS node"""
+
+
+async def record_lines(
+    database: Database, settings: Settings, name: str, **values: Any
+) -> AsyncGenerator[tuple[dict[str, Any], bytes], None]:
+    """A radius's records (a query with the columns of sql/blast_radius.sql) as NDJSON lines,
+    each with its kind, truncated and expired, row by row, so memory stays bounded."""
+    sql = RECORD_LINE_SELECT.format(QUERIES[name].sql)
+    async with aclosing(_cursor(database, settings, name, sql, values)) as rows:
+        async for kind, truncated, expired, line in rows:
+            yield {"kind": kind, "truncated": truncated, "expired": expired}, line
+
+
+async def _cursor(
+    database: Database, settings: Settings, name: str, sql: str, values: dict[str, Any]
+) -> AsyncGenerator[asyncpg.Record, None]:
+    """The rows of `sql` (the named query `name`, or a select over it) through a server-side
+    cursor in the tenant's transaction, under the walk settings."""
     try:
         async with database.tenant(
             values.get("tenant_id", DEFAULT_TENANT),
             statement_timeout_ms=settings.statement_timeout_ms,
         ) as tx:
-            async for row in tx.connection.cursor(
-                query.sql, *query.arguments(values), prefetch=1000
-            ):
-                yield node_from_row(row)
+            arguments = QUERIES[name].arguments(values)
+            async for row in tx.connection.cursor(sql, *arguments, prefetch=1000):
+                yield row
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(_timeout_message(name, settings)) from exc
 
