@@ -48,9 +48,9 @@ async def _cursor(pool: asyncpg.Pool, sql: str, arguments: list[Any]) -> int:
 
 
 async def _service(database: Database, settings: Settings, values: dict[str, Any]) -> int:
-    """The records as the NDJSON stream has them: reads.record_lines, a line each."""
+    """The records as the NDJSON stream has them: reads.record_json, a line each."""
     rows = 0
-    async for _ in reads.record_lines(database, settings, "blast_radius_by_source", **values):
+    async for _ in reads.record_json(database, settings, "blast_radius_by_source", **values):
         rows += 1
     return rows
 
@@ -98,7 +98,7 @@ async def main(arguments: argparse.Namespace) -> Report:
         "SQL records (blast_radius_by_source, cursor)": lambda: _cursor(
             pool, ours["blast_radius_by_source"].sql,
             ours["blast_radius_by_source"].arguments(values)),
-        "service NDJSON lines (reads.record_lines)": lambda: _service(
+        "service NDJSON lines (reads.record_json)": lambda: _service(
             database, settings, values),
     }  # fmt: skip
     if arguments.before:

@@ -1,4 +1,5 @@
-"""How the API writes its answers: JSON by orjson, and walk results as one JSON document or,
+"""How the API writes its answers: JSON by orjson (a radius's records as the database writes
+them: lineage.services.reads.record_json), and walk results as one JSON document or,
 when asked (`Accept: application/x-ndjson`), as a stream of one record per line and a closing
 summary line, with bounded server memory."""
 
@@ -83,20 +84,23 @@ async def impact_response(
     request: Request, database: Database, settings: Settings, name: str, **values: Any
 ) -> Response:
     if wants_stream(request):
-        lines = await started(reads.record_lines(database, settings, name, **values))
-        return Stream(chunked(_ndjson(lines)), media_type=NDJSON)
+        streamed = await started(reads.record_json(database, settings, name, **values))
+        return Stream(chunked(_ndjson(streamed)), media_type=NDJSON)
     summary = walks.ImpactSummary()
-    nodes: list[dict[str, Any]] = []
-    async with aclosing(reads.stream(database, settings, name, **values)) as walk:
-        async for node in walk:
-            if len(nodes) == settings.stream_threshold:  # the refusal ends the walk's transaction
+    records: list[bytes] = []
+    async with aclosing(reads.record_json(database, settings, name, **values)) as walk:
+        async for counted, record in walk:
+            if len(records) == settings.stream_threshold:  # the refusal ends the walk's transaction
                 raise BadParameter(
                     f"more than {settings.stream_threshold} records; ask for them as a stream "
                     f"(Accept: {NDJSON}) or narrow with kind"
                 )
-            summary.add(node)
-            nodes.append(node)
-    return Json({"nodes": nodes, "summary": summary.as_dict()})
+            summary.add(counted)
+            records.append(record)
+    return Response(
+        b'{"nodes":[%b],"summary":%b}' % (b",".join(records), json_bytes(summary.as_dict())),
+        media_type="application/json",
+    )
 
 
 async def started(nodes: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
@@ -122,14 +126,14 @@ async def _none() -> AsyncGenerator[T, None]:
 
 
 async def _ndjson(
-    lines: AsyncGenerator[tuple[dict[str, Any], bytes], None],
+    records: AsyncGenerator[tuple[dict[str, Any], bytes], None],
 ) -> AsyncGenerator[bytes, None]:
     summary = walks.ImpactSummary()
     try:
-        async with aclosing(lines):
-            async for counted, line in lines:
+        async with aclosing(records):
+            async for counted, record in records:
                 summary.add(counted)
-                yield line
+                yield record + b"\n"
     except LineageError as exc:
         # The status line is long gone; the last line says the stream is incomplete.
         yield json_line({"error": str(exc), "summary": summary.as_dict()})
