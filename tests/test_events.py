@@ -4,6 +4,7 @@ reconnect with Last-Event-ID misses nothing; a transaction elsewhere on the serv
 stream back."""
 
 import asyncio
+import gc
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -330,3 +331,27 @@ async def test_a_stream_whose_client_left_ends(http: httpx.AsyncClient) -> None:
             break
         await asyncio.sleep(0.05)
     assert open_streams() == 0
+
+
+async def test_a_stream_whose_client_left_ends_its_subscription(
+    database_url: str, settings: Settings
+) -> None:
+    """The notifications' subscription ends with the stream when the caller goes, without the
+    cycle collector's help."""
+    app = create_app(settings, database_url=database_url)
+    with live_server.serve(app) as url:
+        listener: EventListener = app.state.events
+        async with httpx.AsyncClient(base_url=url, timeout=HANG_GUARD_S) as http:
+            async with open_stream(http) as reader:
+                async with asyncio.timeout(HANG_GUARD_S):
+                    assert (await anext(reader.lines)).startswith(": stream open")
+                assert listener.subscriptions(TENANT) == 1
+            gc.disable()  # a subscription only the cycle collector would end stays open
+            try:
+                for _ in range(int(HANG_GUARD_S / 0.05)):
+                    if listener.subscriptions(TENANT) == 0:
+                        break
+                    await asyncio.sleep(0.05)
+                assert listener.subscriptions(TENANT) == 0
+            finally:
+                gc.enable()

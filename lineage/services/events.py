@@ -115,6 +115,10 @@ class EventListener:
         for wake in self._waiting[tenant_id]:
             wake.set()
 
+    def subscriptions(self, tenant_id: str) -> int:
+        """How many streams of the tenant wait on its notifications."""
+        return len(self._waiting.get(tenant_id, ()))
+
     def notified_position(self, tenant_id: str) -> int:
         """The highest position a notification announced for the tenant while it had streams."""
         return self._notified_position.get(tenant_id, 0)
