@@ -73,7 +73,7 @@ RECORD_JSON_SELECT = """SELECT kind, truncated, expired, convert_to(json_build_o
     'index_snapshot', index_snapshot, 'trace_id', trace_id,
     'created_at', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
     'attributes', attributes, 'truncated', truncated, 'expired', expired
-)::text, 'UTF8') AS line FROM (\n{}\n) AS node"""
+)::text, 'UTF8') AS record FROM (\n{}\n) AS node"""
 
 
 async def record_json(
@@ -83,8 +83,8 @@ async def record_json(
     with its kind, truncated and expired, row by row, so memory stays bounded."""
     sql = RECORD_JSON_SELECT.format(QUERIES[name].sql)
     async with aclosing(_cursor(database, settings, name, sql, values)) as rows:
-        async for kind, truncated, expired, line in rows:
-            yield {"kind": kind, "truncated": truncated, "expired": expired}, line
+        async for kind, truncated, expired, record in rows:
+            yield {"kind": kind, "truncated": truncated, "expired": expired}, record
 
 
 async def _cursor(
