@@ -42,7 +42,8 @@ def json_line(value: Any) -> bytes:
 
 
 class Json(JSONResponse):
-    """Every JSON answer of the API, written by json_bytes."""
+    """Every JSON answer the server builds from values, written by json_bytes (a radius's
+    records arrive as JSON already and are joined as they are: impact_response)."""
 
     def render(self, content: Any) -> bytes:
         return json_bytes(content)
