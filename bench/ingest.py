@@ -8,11 +8,24 @@ A fresh database holds a generated DAG of `--base` records (so that the indexes 
 each round then ingests `--records` new records (a fresh namespace of the same generator, so
 parents are earlier in the batch or stored) by each variant in turn, the order rotating: a raw
 COPY into provenance as the owner (no side table, no row security), and append_records through
-PostgresStore as the application role, 1000 a batch, every feature on (signing, row security,
-the verifiable log's queue, root sources, events). Each append variant runs in a process of its
-own that imports `lineage` from its checkout (`--before`: e.g. `git archive main | tar -x -C
-DIR`), and times every statement its connections send: the report gives microseconds per
-record by statement and the rest (Python: validation, canonical form, signing, encoding).
+PostgresStore as the application role, `--batch` records an append (1000), every feature on
+(signing, row security, the verifiable log's queue, root sources, events). Each append variant
+runs in a process of its own that imports `lineage` from its checkout (`--before`: e.g. `git
+archive main | tar -x -C DIR`), and times every statement its connections send: the report gives
+microseconds per record by statement and the rest (Python: validation, canonical form, signing,
+encoding).
+
+A second baseline COPYs every row an append writes for the same records (the records, their
+parent edges, their log queue rows, their root sources), as the owner, into a database of its
+own: what the append's rows cost without SQL statements, row security, signing or Python.
+
+`--postings` adds a candidate layout of root sources beside them, in a database of its own: this
+checkout's append with `record_root_sources` writing, instead of a row per record and source,
+one row per source, kind and depth of the batch holding its ids (`bench_root_postings`) and one
+row per record holding its sources (`bench_record_roots`, read back by `stored_root_sources`),
+both under row security as the application role. After the rounds it reports the rows each
+layout wrote, the ids a postings row holds, and the time to merge the rounds' postings into
+buckets of 1,000 (what a background compaction would do). Bench only.
 """
 
 import argparse
@@ -30,7 +43,89 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 TENANT = "default"
-BATCH = 1000
+BUCKET = 1000
+
+# The postings candidate (--postings): its tables, built from the loaded DAG's root_sources in
+# buckets of BUCKET ids, and the two named queries its appends use in place of the product's.
+POSTINGS_TABLES = f"""
+CREATE TABLE bench_root_postings (
+    tenant_id text NOT NULL, source_uri text NOT NULL, kind text NOT NULL, depth int NOT NULL,
+    first_id text NOT NULL, ids text[] NOT NULL,
+    PRIMARY KEY (tenant_id, source_uri, kind, depth, first_id));
+INSERT INTO bench_root_postings
+SELECT tenant_id, source_uri, kind, depth, min(context_id),
+       array_agg(context_id ORDER BY context_id)
+FROM (SELECT *, (row_number() OVER (PARTITION BY tenant_id, source_uri, kind, depth
+                                     ORDER BY context_id) - 1) / {BUCKET} AS bucket
+      FROM root_sources) AS numbered
+GROUP BY tenant_id, source_uri, kind, depth, bucket;
+CREATE TABLE bench_record_roots (
+    tenant_id text NOT NULL, context_id text NOT NULL, created_at timestamptz NOT NULL,
+    source_uris text[] NOT NULL, depths int[] NOT NULL,
+    PRIMARY KEY (tenant_id, context_id, created_at));
+INSERT INTO bench_record_roots
+SELECT tenant_id, context_id, created_at, array_agg(source_uri), array_agg(depth)
+FROM root_sources GROUP BY tenant_id, context_id, created_at;
+ALTER TABLE bench_root_postings ENABLE ROW LEVEL SECURITY;
+ALTER TABLE bench_root_postings FORCE ROW LEVEL SECURITY;
+CREATE POLICY bench_tenant ON bench_root_postings
+    USING (tenant_id = (SELECT lineage_session_tenant()));
+ALTER TABLE bench_record_roots ENABLE ROW LEVEL SECURITY;
+ALTER TABLE bench_record_roots FORCE ROW LEVEL SECURITY;
+CREATE POLICY bench_tenant ON bench_record_roots
+    USING (tenant_id = (SELECT lineage_session_tenant()));
+GRANT SELECT, INSERT ON bench_root_postings, bench_record_roots TO lineage_app;
+"""
+
+POSTINGS_RECORD = """-- name: record_root_sources
+WITH r AS (
+    SELECT * FROM unnest(:'context_ids'::text[], :'kinds'::text[], :'source_uris'::text[],
+                         :'depths'::int[], :'created_ats'::timestamptz[])
+        AS r(context_id, kind, source_uri, depth, created_at)
+), postings AS (
+    INSERT INTO bench_root_postings (tenant_id, source_uri, kind, depth, first_id, ids)
+    SELECT :'tenant_id', source_uri, kind, depth, min(context_id),
+           array_agg(context_id ORDER BY context_id)
+    FROM r GROUP BY source_uri, kind, depth
+    RETURNING 1
+), records AS (
+    INSERT INTO bench_record_roots (tenant_id, context_id, created_at, source_uris, depths)
+    SELECT :'tenant_id', context_id, created_at, array_agg(source_uri), array_agg(depth)
+    FROM r GROUP BY context_id, created_at
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM postings) + (SELECT count(*) FROM records) AS inserted;
+"""
+
+POSTINGS_STORED = """-- name: stored_root_sources
+SELECT p.context_id, u.source_uri, u.depth
+FROM unnest(:'context_ids'::text[]) AS wanted (context_id)
+JOIN provenance AS p ON p.tenant_id = :'tenant_id' AND p.context_id = wanted.context_id
+LEFT JOIN bench_record_roots AS r
+    ON r.tenant_id = :'tenant_id' AND r.context_id = p.context_id AND r.created_at = p.created_at
+LEFT JOIN LATERAL unnest(r.source_uris, r.depths) AS u (source_uri, depth) ON true;
+"""
+
+# What a background compaction would do: the small rows of each (source, kind, depth) holding
+# more than one merged into buckets of BUCKET ids, in one statement.
+POSTINGS_MERGE = f"""
+WITH small AS (
+    DELETE FROM bench_root_postings AS p
+    USING (SELECT tenant_id, source_uri, kind, depth FROM bench_root_postings
+           WHERE cardinality(ids) < {BUCKET}
+           GROUP BY 1, 2, 3, 4 HAVING count(*) > 1) AS g
+    WHERE (p.tenant_id, p.source_uri, p.kind, p.depth)
+          = (g.tenant_id, g.source_uri, g.kind, g.depth) AND cardinality(p.ids) < {BUCKET}
+    RETURNING p.tenant_id, p.source_uri, p.kind, p.depth, p.ids
+)
+INSERT INTO bench_root_postings
+SELECT tenant_id, source_uri, kind, depth, min(id), array_agg(id ORDER BY id)
+FROM (SELECT tenant_id, source_uri, kind, depth, id,
+             (row_number() OVER (PARTITION BY tenant_id, source_uri, kind, depth ORDER BY id)
+              - 1) / {BUCKET} AS bucket
+      FROM small, unnest(small.ids) AS id) AS numbered
+GROUP BY tenant_id, source_uri, kind, depth, bucket
+"""
 
 
 # --- the worker: one variant's appends, in a process importing `lineage` from its checkout -----
@@ -63,12 +158,16 @@ def _timed_statements(totals: dict[str, float]) -> None:
         wrap(method_name)
 
 
-async def _append(url: str, rows_file: str) -> dict[str, Any]:
+async def _append(url: str, rows_file: str, batch: int, postings: bool) -> dict[str, Any]:
     from lineage.core.record import NewContext
     from lineage.db.database import Database
+    from lineage.db.queries import QUERIES, parse
     from lineage.settings import Settings
     from lineage.store.postgres import PostgresStore
 
+    if postings:
+        QUERIES["record_root_sources"] = parse(POSTINGS_RECORD, "record_root_sources")
+        QUERIES["stored_root_sources"] = parse(POSTINGS_STORED, "stored_root_sources")
     proposals = [NewContext(**row) for row in _read_rows(rows_file)]
     database = await Database.connect(Settings(), url, min_size=1, max_size=1)
     totals: dict[str, float] = defaultdict(float)
@@ -77,8 +176,8 @@ async def _append(url: str, rows_file: str) -> dict[str, Any]:
         await store.append(proposals[:1])  # the pool's connection, the keyring, the partitions
         _timed_statements(totals)
         cpu_started, started = time.process_time(), time.perf_counter()
-        for start in range(1, len(proposals), BATCH):
-            await store.append(proposals[start : start + BATCH])
+        for start in range(1, len(proposals), batch):
+            await store.append(proposals[start : start + batch])
         wall = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
     finally:
@@ -100,7 +199,8 @@ def worker(arguments: argparse.Namespace) -> None:
         migrate(arguments.url)
         print("{}")
         return
-    print(json.dumps(asyncio.run(_append(arguments.url, arguments.rows))))
+    appended = _append(arguments.url, arguments.rows, arguments.batch, arguments.postings)
+    print(json.dumps(asyncio.run(appended)))
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -144,6 +244,45 @@ async def _copy(url: str, records: int, namespace: str) -> dict[str, Any]:
     return {"records": len(rows), "wall_s": wall}
 
 
+async def _copy_every_row(url: str, records: int, namespace: str) -> dict[str, Any]:
+    """A raw COPY of every row an append writes for its records, as the owner in one
+    transaction: the records, their parent edges, their log queue rows, their root sources."""
+    import asyncpg
+
+    from bench.dag import COLUMNS, ROOT_COLUMNS, Generator
+
+    generated = list(Generator(records, TENANT, seed=namespace, namespace=namespace).rows())
+    at = COLUMNS.index("created_at")
+    edges = [(TENANT, parent, row[1], row[at], row[3]) for row, _ in generated for parent in row[2]]
+    roots = [
+        (TENANT, source_uri, row[3], row[1], depth, row[at])
+        for row, sources in generated
+        for source_uri, depth in sources.items()
+    ]
+    owner = await asyncpg.connect(url)
+    try:
+        started = time.perf_counter()
+        async with owner.transaction():
+            await owner.copy_records_to_table(
+                "provenance", records=[row for row, _ in generated], columns=COLUMNS
+            )
+            await owner.copy_records_to_table(
+                "provenance_children",
+                records=edges,
+                columns=("tenant_id", "parent_id", "context_id", "created_at", "kind"),
+            )
+            await owner.copy_records_to_table(
+                "log_queue",
+                records=[(TENANT, row[1]) for row, _ in generated],
+                columns=("tenant_id", "context_id"),
+            )
+            await owner.copy_records_to_table("root_sources", records=roots, columns=ROOT_COLUMNS)
+        wall = time.perf_counter() - started
+    finally:
+        await owner.close()
+    return {"records": len(generated), "wall_s": wall}
+
+
 def _in_checkout(checkout: str, *arguments: str) -> dict[str, Any]:
     """Run the worker in a process that imports `lineage` from `checkout`; its answer."""
     done = subprocess.run(
@@ -155,11 +294,14 @@ def _in_checkout(checkout: str, *arguments: str) -> dict[str, Any]:
     return result
 
 
-def _run_variant(url: str, checkout: str, records: int, namespace: str) -> dict[str, Any]:
+def _run_variant(
+    url: str, checkout: str, records: int, namespace: str, batch: int, postings: bool
+) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".pickle", delete=False) as file:
         file.write(pickle.dumps(_proposal_rows(records + 1, namespace)))
     try:
-        return _in_checkout(checkout, "--url", url, "--rows", file.name)
+        flags = ["--batch", str(batch), *(["--postings"] if postings else [])]
+        return _in_checkout(checkout, "--url", url, "--rows", file.name, *flags)
     finally:
         os.unlink(file.name)
 
@@ -183,18 +325,28 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
     from bench.database import drop
     from bench.run import machine
 
-    checkouts = {"batch append (this checkout)": str(HERE)}
+    # Each variant: the checkout whose append it runs, and whether it writes postings.
+    variants = {"batch append (this checkout)": (str(HERE), False)}
     if arguments.before:
-        checkouts["batch append (before)"] = arguments.before
-    # Each checkout appends into a database its own migrations made; COPY into this one's.
+        variants["batch append (before)"] = (arguments.before, False)
+    if arguments.postings:
+        variants[POSTINGS] = (str(HERE), True)
+    # Each variant appends into a database its own checkout's migrations made; the raw COPY
+    # into this checkout's, the COPY of every row into one of its own (its root sources would
+    # count as the append's).
+    databases = {**{name: checkout for name, (checkout, _) in variants.items()},
+                 COPY_EVERY_ROW: str(HERE)}  # fmt: skip
     urls = {
         name: await _database(
             arguments.server, f"{arguments.dbname}_{index}", checkout, parse_size(arguments.base)
         )
-        for index, (name, checkout) in enumerate(checkouts.items())
+        for index, (name, checkout) in enumerate(databases.items())
     }
+    if arguments.postings:
+        await _postings_tables(urls[POSTINGS])
+    counts_before = {name: await _root_rows(urls[name]) for name in variants}
     results: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    names = ["raw COPY", *checkouts]
+    names = ["raw COPY", COPY_EVERY_ROW, *variants]
     try:
         for round_number in range(arguments.rounds):
             turn = round_number % len(names)
@@ -203,15 +355,33 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
                 if name == "raw COPY":
                     url = urls["batch append (this checkout)"]
                     results[name].append(await _copy(url, arguments.records, namespace))
+                elif name == COPY_EVERY_ROW:
+                    url = urls[COPY_EVERY_ROW]
+                    results[name].append(await _copy_every_row(url, arguments.records, namespace))
                 else:
+                    checkout, postings = variants[name]
                     results[name].append(
-                        _run_variant(urls[name], checkouts[name], arguments.records, namespace)
+                        _run_variant(
+                            urls[name],
+                            checkout,
+                            arguments.records,
+                            namespace,
+                            arguments.batch,
+                            postings,
+                        )
                     )
                 print(f"round {round_number + 1} {name}: {results[name][-1]['wall_s']:.2f} s",
                       file=sys.stderr)  # fmt: skip
         load_average = _load_average()
+        appended = arguments.records * arguments.rounds
+        rows = {
+            name: _rows_written(counts_before[name], await _root_rows(urls[name]), appended)
+            for name in variants
+        }
+        if arguments.postings:
+            rows[POSTINGS]["merged into buckets"] = await _merge_postings(urls[POSTINGS], appended)
     finally:
-        for index in range(len(checkouts)):
+        for index in range(len(databases)):
             await drop(arguments.server, f"{arguments.dbname}_{index}")
     return {
         "command": " ".join(["python -m bench.ingest", *sys.argv[1:]]),
@@ -219,18 +389,98 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
         "load average (1, 5, 15 min)": load_average,
         **machine(),
         "summary": _summary(results),
+        "root source rows the rounds wrote": rows,
+    }
+
+
+COPY_EVERY_ROW = "raw COPY of every row an append writes"
+POSTINGS = "batch append, root sources as postings (candidate)"
+ROOT_TABLES = ("root_sources", "bench_root_postings", "bench_record_roots")
+
+
+async def _postings_tables(url: str) -> None:
+    import asyncpg
+
+    owner = await asyncpg.connect(url)
+    try:
+        await owner.execute(POSTINGS_TABLES)
+        await owner.execute("VACUUM ANALYZE bench_root_postings, bench_record_roots")
+    finally:
+        await owner.close()
+
+
+async def _root_rows(url: str) -> dict[str, dict[str, int]]:
+    """Per root-source table the database has: rows, ids held (postings) and bytes."""
+    import asyncpg
+
+    owner = await asyncpg.connect(url)
+    try:
+        found: dict[str, dict[str, int]] = {}
+        for table in ROOT_TABLES:
+            if await owner.fetchval("SELECT to_regclass($1) IS NULL", table):
+                continue
+            ids = "sum(cardinality(ids))" if table == "bench_root_postings" else "count(*)"
+            rows, held = await owner.fetchrow(f"SELECT count(*), coalesce({ids}, 0) FROM {table}")
+            size = await owner.fetchval(
+                "SELECT coalesce(sum(pg_total_relation_size(relid)), "
+                "                pg_total_relation_size($1::regclass))::bigint "
+                "FROM pg_partition_tree($1::regclass) WHERE isleaf",
+                table,
+            )
+            found[table] = {"rows": rows, "ids": held, "bytes": size}
+        return found
+    finally:
+        await owner.close()
+
+
+def _rows_written(
+    before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], records: int
+) -> dict[str, Any]:
+    """What the rounds added to each root-source table, per record appended."""
+    written: dict[str, Any] = {}
+    for table, counts in after.items():
+        rows = counts["rows"] - before[table]["rows"]
+        if rows == 0:
+            continue
+        ids = counts["ids"] - before[table]["ids"]
+        written[table] = {
+            "rows per record": round(rows / records, 2),
+            "ids per row": round(ids / rows, 2),
+            "bytes per record": round((counts["bytes"] - before[table]["bytes"]) / records),
+        }
+    return written
+
+
+async def _merge_postings(url: str, records: int) -> dict[str, Any]:
+    """Time the compaction of the rounds' small postings rows, as the owner."""
+    import asyncpg
+
+    owner = await asyncpg.connect(url)
+    try:
+        before = await owner.fetchval("SELECT count(*) FROM bench_root_postings")
+        started = time.perf_counter()
+        await owner.execute(POSTINGS_MERGE)
+        seconds = time.perf_counter() - started
+        after = await owner.fetchval("SELECT count(*) FROM bench_root_postings")
+    finally:
+        await owner.close()
+    return {
+        "us per record appended": round(seconds / records * 1e6, 1),
+        "postings rows before and after": [before, after],
     }
 
 
 def _summary(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Per variant: records/s over all rounds, and microseconds per record by statement."""
     copy_rate = _rate(results["raw COPY"])
+    every_row_rate = _rate(results[COPY_EVERY_ROW])
     summary: dict[str, Any] = {}
     for name, runs in results.items():
         rate = _rate(runs)
         entry: dict[str, Any] = {
             "records_per_s": round(rate),
             "of_raw_copy": f"{rate / copy_rate:.0%}",
+            "of_raw_copy_of_every_row": f"{rate / every_row_rate:.0%}",
         }
         if "statements_s" in runs[0]:
             records = sum(run["records"] for run in runs)
@@ -261,10 +511,16 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--base", default="100k", help="records in the DAG before the rounds")
     parser.add_argument("--records", type=int, default=10_000, help="per variant and round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=1000, help="records an append")
     parser.add_argument(
         "--before",
         type=lambda path: str(Path(path).resolve()),
         help="an earlier checkout whose append to time beside this one's",
+    )
+    parser.add_argument(
+        "--postings",
+        action="store_true",
+        help="also time root sources written as postings (a candidate layout, bench only)",
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
