@@ -115,7 +115,7 @@ async def copy_dag(
             await connection.copy_records_to_table(
                 "root_sources",
                 records=[
-                    _root_row(row, s, depth)[: len(root_columns)]
+                    root_row(row, s, depth)[: len(root_columns)]
                     for row, roots in batch
                     for s, depth in roots.items()
                 ],
@@ -160,7 +160,7 @@ async def copy_dag(
     return timings
 
 
-def _root_row(row: Row, source_uri: str, depth: int) -> Row:
+def root_row(row: Row, source_uri: str, depth: int) -> Row:
     return (row[0], source_uri, row[3], row[1], depth, row[COLUMNS.index("created_at")])
 
 

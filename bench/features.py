@@ -300,12 +300,7 @@ async def postings_candidate(
         )
         await owner.execute("VACUUM (ANALYZE) bench_root_postings, bench_record_roots")
         sizes = {
-            table: await owner.fetchval(
-                "SELECT coalesce(sum(pg_total_relation_size(relid)), "
-                "                pg_total_relation_size($1::regclass))::bigint "
-                "FROM pg_partition_tree($1::regclass) WHERE isleaf",
-                table,
-            )
+            table: await table_bytes(owner, table)
             for table in ("provenance", "root_sources", "bench_root_postings", "bench_record_roots")
         }
         query = (
@@ -340,6 +335,18 @@ async def postings_candidate(
     finally:
         await owner.execute("DROP TABLE IF EXISTS bench_root_postings, bench_record_roots")
         await owner.close()
+
+
+async def table_bytes(connection: asyncpg.Connection, table: str) -> int:
+    """A table's bytes with its indexes; a partitioned table's own size is 0, so its
+    partitions' added up."""
+    size: int = await connection.fetchval(
+        "SELECT coalesce(sum(pg_total_relation_size(relid)), "
+        "                pg_total_relation_size($1::regclass))::bigint "
+        "FROM pg_partition_tree($1::regclass) WHERE isleaf",
+        table,
+    )
+    return size
 
 
 def _mb(size: int) -> str:

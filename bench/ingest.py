@@ -250,12 +250,13 @@ async def _copy_every_row(url: str, records: int, namespace: str) -> dict[str, A
     import asyncpg
 
     from bench.dag import COLUMNS, ROOT_COLUMNS, Generator
+    from bench.database import root_row
 
     generated = list(Generator(records, TENANT, seed=namespace, namespace=namespace).rows())
     at = COLUMNS.index("created_at")
     edges = [(TENANT, parent, row[1], row[at], row[3]) for row, _ in generated for parent in row[2]]
     roots = [
-        (TENANT, source_uri, row[3], row[1], depth, row[at])
+        root_row(row, source_uri, depth)
         for row, sources in generated
         for source_uri, depth in sources.items()
     ]
@@ -413,6 +414,8 @@ async def _root_rows(url: str) -> dict[str, dict[str, int]]:
     """Per root-source table the database has: rows, ids held (postings) and bytes."""
     import asyncpg
 
+    from bench.features import table_bytes
+
     owner = await asyncpg.connect(url)
     try:
         found: dict[str, dict[str, int]] = {}
@@ -421,13 +424,7 @@ async def _root_rows(url: str) -> dict[str, dict[str, int]]:
                 continue
             ids = "sum(cardinality(ids))" if table == "bench_root_postings" else "count(*)"
             rows, held = await owner.fetchrow(f"SELECT count(*), coalesce({ids}, 0) FROM {table}")
-            size = await owner.fetchval(
-                "SELECT coalesce(sum(pg_total_relation_size(relid)), "
-                "                pg_total_relation_size($1::regclass))::bigint "
-                "FROM pg_partition_tree($1::regclass) WHERE isleaf",
-                table,
-            )
-            found[table] = {"rows": rows, "ids": held, "bytes": size}
+            found[table] = {"rows": rows, "ids": held, "bytes": await table_bytes(owner, table)}
         return found
     finally:
         await owner.close()

@@ -261,15 +261,7 @@ async def _context(
             name: await connection.fetchval(f"SELECT current_setting('{name}')")
             for name in ("shared_buffers", "work_mem", "jit", "max_parallel_workers_per_gather")
         }
-        # A partitioned table's own size is 0: add up its partitions'.
-        sizes = {
-            table: await connection.fetchval(
-                "SELECT sum(pg_total_relation_size(relid))::bigint "
-                "FROM pg_partition_tree($1::regclass)",
-                table,
-            )
-            for table in db.PARTITIONED
-        }
+        sizes = {table: await features.table_bytes(connection, table) for table in db.PARTITIONED}
     context = {
         **machine(),
         "PostgreSQL": f"{version['version'].split(' on ')[0]} ({plan.server_url.split('@')[-1]})",

@@ -222,17 +222,17 @@ def test_the_loaded_dag_has_every_index_on_every_partition() -> None:
         asyncio.run(load(url, 2000))
         # A partitioned index stays invalid while a partition lacks it.
         invalid = asyncio.run(
-            _fetch(url, "SELECT indexrelid::regclass::text FROM pg_index WHERE NOT indisvalid")
+            _fetch_rows(url, "SELECT indexrelid::regclass::text FROM pg_index WHERE NOT indisvalid")
         )
     finally:
         asyncio.run(drop(server_url(), dbname))
     assert invalid == []
 
 
-async def _fetch(url: str, query: str) -> list[object]:
+async def _fetch_rows(url: str, query: str, *arguments: object) -> list[tuple[object, ...]]:
     connection = await asyncpg.connect(url)
     try:
-        return [row[0] for row in await connection.fetch(query)]
+        return [tuple(row) for row in await connection.fetch(query, *arguments)]
     finally:
         await connection.close()
 
@@ -304,11 +304,3 @@ def test_the_postings_candidate_holds_each_appended_records_root_sources() -> No
     assert set(postings) == expected and len(postings) == len(expected)
     assert set(sources) == expected and len(sources) == len(expected)
     assert in_root_sources == []
-
-
-async def _fetch_rows(url: str, query: str, *arguments: object) -> list[tuple[object, ...]]:
-    connection = await asyncpg.connect(url)
-    try:
-        return [tuple(row) for row in await connection.fetch(query, *arguments)]
-    finally:
-        await connection.close()
