@@ -4,7 +4,7 @@ stream per tenant costs (each append holds its tenant's counter from numbering t
     python -m bench.appends --server postgresql://postgres@127.0.0.1:5432/postgres
 
 A fresh database; `--writers` tasks each append `--appends` batches of `--batch` documents
-(its own transaction each, through lineage.store.postgres.append_records), either all to tenant
+(its own transaction each, through lineage.services.appends.append_records), either all to tenant
 `default` or each to a tenant of its own. Reported per layout: appends/s and records/s, and the
 p50/p99 latency of one append's transaction (commit included).
 
@@ -26,6 +26,7 @@ from lineage import db
 from lineage.core.derive import Derivation, propose
 from lineage.db.database import Database
 from lineage.services import auth
+from lineage.services.appends import append_records
 from lineage.settings import Settings
 
 
@@ -47,7 +48,7 @@ async def writer(
         ]
         started = time.perf_counter()
         async with database.tenant(tenant_id) as tx:
-            await tx.append(proposals)
+            await append_records(tx, proposals)
         latencies.append(time.perf_counter() - started)
     return latencies
 
@@ -84,7 +85,7 @@ async def ids_check_cost(url: str, appends: int) -> dict[str, float]:
                 proposal = propose("default", document(f"{number} {checked}", "w", f"{number}"))
                 started = time.perf_counter()
                 async with database.tenant("default") as tx:
-                    await tx.append([proposal])
+                    await append_records(tx, [proposal])
                     if checked:
                         await tx.fetch("ids_stored_twice", context_ids=[proposal.context_id])
                 taken[checked].append(time.perf_counter() - started)

@@ -26,7 +26,7 @@ from lineage.core.errors import InvalidRecord
 from lineage.core.progress import Progress, unwatched
 from lineage.core.record import NewContext, validate
 from lineage.core.versions import version_key
-from lineage.store.roots import Roots, carry
+from lineage.services.root_sources import Roots, carry
 
 # The classic table's columns, in the order they are read and written.
 CLASSIC_COLUMNS = (

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lineage.core.record import CANONICAL_FIELDS
-from lineage.store.roots import Roots, carry
+from lineage.services.root_sources import Roots, carry
 
 # The provenance table's columns are the canonical fields, in the same order.
 COLUMNS = CANONICAL_FIELDS

@@ -24,7 +24,7 @@ from lineage import db
 from lineage.core.progress import Progress, unwatched
 from lineage.core.versions import version_key
 from lineage.db.migrate import migrate
-from lineage.store.roots import Roots
+from lineage.services.root_sources import Roots
 
 BATCH = 50_000
 LOADED_TABLES = ("provenance", "root_sources")

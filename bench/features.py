@@ -18,13 +18,13 @@ import asyncpg
 from bench.figures import Figure, Report, percentile
 from lineage import db
 from lineage.db.database import Database
+from lineage.services import appends
 from lineage.settings import Settings
-from lineage.store import postgres
 
 if TYPE_CHECKING:
     from bench.run import Plan
 
-# Each stubbed feature: the name append_records calls it by in lineage.store.postgres.
+# Each stubbed feature: the name append_records calls it by in lineage.services.appends.
 STUBBED_CALLS = {
     "signing (HMAC per record + signature rows)": ("signing", "append_signatures"),
     "root sources (side table for blast radius by source)": (None, "note_root_sources"),
@@ -33,7 +33,7 @@ STUBBED_CALLS = {
 
 def describe() -> str:
     on = ["row-level security (app role lineage_app)", "root sources"]
-    if hasattr(postgres, "signing"):
+    if hasattr(appends, "signing"):
         on.append("record signing")
     with contextlib.suppress(ImportError):
         from lineage.verifiable_log import storage  # noqa: F401
@@ -48,7 +48,7 @@ def describe() -> str:
 @contextlib.contextmanager
 def stubbed(module_name: str | None, attribute: str) -> Iterator[bool]:
     """Replace one awaited call of append_records with a no-op; False when it is not there."""
-    owner: Any = postgres if module_name is None else getattr(postgres, module_name, None)
+    owner: Any = appends if module_name is None else getattr(appends, module_name, None)
     original = getattr(owner, attribute, None) if owner is not None else None
     if original is None:
         yield False

@@ -29,7 +29,7 @@ from bench.figures import Figure, Report, ratio
 from bench.run import HTTP_ENV, TENANT, _to_last_line, machine
 from bench.server import Server, serving
 from lineage import db
-from lineage.db import queries
+from lineage.db import named_sql
 from lineage.db.database import Database
 from lineage.services import reads
 from lineage.settings import Settings
@@ -89,7 +89,7 @@ async def main(arguments: argparse.Namespace) -> Report:
     settings = Settings(auth="none")
     pool = await db.create_pool(url, min_size=1, max_size=2)
     database = Database(pool, settings)
-    ours = {name: queries.QUERIES[name] for name in ("blast_radius_ids_by_source",
+    ours = {name: named_sql.QUERIES[name] for name in ("blast_radius_ids_by_source",
                                                      "blast_radius_by_source")}  # fmt: skip
     variants: dict[str, Timed] = {
         "SQL ids (blast_radius_ids_by_source, cursor)": lambda: _cursor(
@@ -102,7 +102,8 @@ async def main(arguments: argparse.Namespace) -> Report:
             database, settings, values),
     }  # fmt: skip
     if arguments.before:
-        before = queries.load(Path(arguments.before) / "lineage" / "sql")["blast_radius_by_source"]
+        earlier = named_sql.load(Path(arguments.before) / "lineage" / "sql")
+        before = earlier["blast_radius_by_source"]
         variants["SQL records, before (blast_radius_by_source, cursor)"] = lambda: _cursor(
             pool, before.sql, before.arguments(values)
         )

@@ -136,7 +136,7 @@ def _timed_statements(totals: dict[str, float]) -> None:
     named query's name (or the statement's first words)."""
     import asyncpg.connection
 
-    from lineage.db.queries import QUERIES
+    from lineage.db.named_sql import QUERIES
 
     names = {query.sql: name for name, query in QUERIES.items()}
 
@@ -161,7 +161,7 @@ def _timed_statements(totals: dict[str, float]) -> None:
 async def _append(url: str, rows_file: str, batch: int, postings: bool) -> dict[str, Any]:
     from lineage.core.record import NewContext
     from lineage.db.database import Database
-    from lineage.db.queries import QUERIES, parse
+    from lineage.db.named_sql import QUERIES, parse
     from lineage.settings import Settings
     from lineage.store.postgres import PostgresStore
 

@@ -30,7 +30,7 @@ from bench.database import load, recreate, saved_picks, url_for
 from bench.figures import Figure, Report, ratio
 from bench.run import TENANT, machine
 from lineage import db
-from lineage.db.queries import QUERIES
+from lineage.db.named_sql import QUERIES
 
 CLASSIC_TABLE = "tutorial_provenance"
 TIMEOUT_MS = 900_000

@@ -40,7 +40,7 @@ from lineage.core.progress import Progress, unwatched
 from lineage.core.record import NewContext
 from lineage.db.database import Database
 from lineage.db.migrate import migrate
-from lineage.db.queries import QUERIES
+from lineage.db.named_sql import QUERIES
 from lineage.services import reads, walks
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore

@@ -26,7 +26,7 @@ from bench.database import saved_picks, url_for
 from bench.figures import Figure, Report, percentile, ratio
 from bench.run import TENANT, machine
 from lineage import db
-from lineage.db.queries import QUERIES, NamedQuery, parse
+from lineage.db.named_sql import QUERIES, NamedQuery, parse
 
 TUTORIAL = "tutorial SQL (UNION ALL, = ANY)"
 CURRENT = "sql/walk_back.sql"

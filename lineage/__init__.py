@@ -14,7 +14,7 @@ if TYPE_CHECKING:
         StoreUnavailable,
         WalkTimeout,
     )
-    from lineage.core.queries import record_query
+    from lineage.core.gateway import record_query
     from lineage.core.record import ContextRecord, NewContext
     from lineage.store import HttpStore, PostgresStore, Store
     from lineage.store.spool import SpoolingStore
@@ -26,7 +26,7 @@ _HOMES = {
         "BadParameter", "Conflict", "InvalidRecord", "LineageError", "NotFound",
         "StoreUnavailable", "WalkTimeout",
     ),
-    "lineage.core.queries": ("record_query",),
+    "lineage.core.gateway": ("record_query",),
     "lineage.core.record": ("ContextRecord", "NewContext"),
     "lineage.store": ("HttpStore", "PostgresStore", "Store"),
     "lineage.store.spool": ("SpoolingStore",),

@@ -22,9 +22,9 @@ from lineage import db
 from lineage.api.app import create_app
 from lineage.db.database import Database
 from lineage.db.embedded import start_embedded
+from lineage.db.keyring import Signer
 from lineage.db.migrate import migrate
 from lineage.services.demo import load_incident
-from lineage.services.signing import Signer
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster, citus_cluster, citus_installed

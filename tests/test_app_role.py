@@ -12,6 +12,7 @@ from lineage import db
 from lineage.core.record import NewContext
 from lineage.db.database import Database
 from lineage.services import auth
+from lineage.services.appends import append_records
 from lineage.services.demo import load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
@@ -179,7 +180,7 @@ async def test_row_security_vouches_for_the_tenant_once_a_statement(
         for number in range(200)
     ]
     async with database_at(database_url, settings) as database, database.tenant("default") as tx:
-        await tx.append(records)
+        await append_records(tx, records)
         calls = await tx.connection.fetchval(
             "SELECT calls FROM pg_stat_xact_user_functions "
             "WHERE funcname = 'lineage_session_tenant'"

@@ -17,12 +17,14 @@ from lineage.bundle.export import export_bundle
 from lineage.bundle.load import import_bundle
 from lineage.claims.answers import capture_texts
 from lineage.core.errors import BundleError, CheckpointError, Conflict
+from lineage.db import keyring
 from lineage.db.database import Database
 from lineage.services import privacy, reads, signing, walks
 from lineage.services.auth import Caller
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, INCIDENT, load_incident
+from lineage.services.records import get_records
 from lineage.settings import Settings
-from lineage.store.postgres import PostgresStore, get_records
+from lineage.store.postgres import PostgresStore
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.checkpoint import generate_signing_key
 from tests.conftest import database_at, janitor, url_for
@@ -52,8 +54,8 @@ def verifier() -> Any:
     return storage.signing_key(Settings()).verifier
 
 
-def signer() -> signing.Signer:
-    return signing.signer_for(Settings())
+def signer() -> keyring.Signer:
+    return keyring.signer_for(Settings())
 
 
 async def walk_views(database: Database, tenant_id: str) -> dict[str, Any]:
@@ -221,7 +223,7 @@ async def test_an_altered_and_rehashed_record_fails_the_root_without_the_keyring
 ) -> None:
     """Without the keyring that signed them, the Merkle root alone catches it."""
     rewrite(exported, alter_a_record_and_its_leaf_hash)
-    other_keyring = signing.KeyringSigner([signing.new_key()])
+    other_keyring = keyring.KeyringSigner([keyring.new_key()])
     async with database_at(database_url, signer=other_keyring, as_owner=True) as elsewhere:
         with pytest.raises(BundleError, match="do not hash to the checkpoint's root"):
             await import_bundle(elsewhere, Settings(), exported, "moved", verifier())

@@ -23,8 +23,8 @@ from lineage.db.database import Database
 from lineage.services import reads, retention, walks
 from lineage.services.auth import Caller
 from lineage.services.forget import forget
+from lineage.services.records import record_from_row
 from lineage.settings import Settings
-from lineage.store.postgres import record_from_row
 from lineage.verifiable_log import storage
 from lineage.verifiable_log.checkpoint import generate_signing_key
 from tests.test_bundle import lines_of, rewrite, signer, verifier

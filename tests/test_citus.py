@@ -21,7 +21,7 @@ from lineage.core.derive import Context, derive
 from lineage.core.errors import NotDistributable
 from lineage.db.distribute import REFERENCE_TABLES, distribute
 from lineage.db.migrate import migrate
-from lineage.db.queries import QUERIES
+from lineage.db.named_sql import QUERIES
 from lineage.services import auth, privacy
 from lineage.services.demo import TRACE_ID, load_incident
 from lineage.store.postgres import PostgresStore

@@ -14,7 +14,7 @@ import pytest
 
 from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
-from lineage.db.queries import QUERIES
+from lineage.db.named_sql import QUERIES
 from tests.citus_cluster import CitusCluster
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]

@@ -21,9 +21,10 @@ from lineage.db.database import Database
 from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.services import auth, retention, walks
+from lineage.services.appends import insert_records
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
-from lineage.store.postgres import PostgresStore, insert_records
+from lineage.store.postgres import PostgresStore
 from lineage.verifiable_log import storage
 from tests.citus_cluster import PG15_BIN, CitusCluster
 from tests.conftest import database_at

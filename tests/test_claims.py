@@ -32,7 +32,7 @@ from lineage.claims.verify import (
 from lineage.core.derive import Context, derive, render_for_prompt
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
 from lineage.db.database import Database
-from lineage.db.queries import SQL_DIR
+from lineage.db.named_sql import SQL_DIR
 from lineage.services import privacy, walks
 from lineage.services.auth import NO_AUTH_CALLER
 from lineage.services.demo import INCIDENT, load_incident

@@ -21,6 +21,7 @@ from lineage.api.app import create_app
 from lineage.core.derive import Derivation, propose
 from lineage.db.database import Database, Transaction
 from lineage.services import auth
+from lineage.services.appends import append_records
 from lineage.services.events import EventListener, read_after
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
@@ -86,7 +87,7 @@ def doc(name: str) -> Derivation:
 async def append(database: Database, connection: asyncpg.Connection, name: str) -> str:
     """Append in the transaction open on `connection`, signed with the database's keyring."""
     tx = Transaction(database, connection, TENANT)
-    [appended] = await tx.append([propose(TENANT, doc(name))])
+    [appended] = await append_records(tx, [propose(TENANT, doc(name))])
     return appended.record.context_id
 
 

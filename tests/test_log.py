@@ -16,14 +16,14 @@ from lineage import derive
 from lineage.core.errors import LogIntegrityError, NotConsistent, ProofError
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext
+from lineage.db import keyring
 from lineage.db.database import Database
 from lineage.db.migrate import downgrade, migrate
-from lineage.db.queries import QUERIES
-from lineage.services import signing
+from lineage.db.named_sql import QUERIES
 from lineage.services.demo import ANSWER_ID, load_incident
+from lineage.services.records import get_records
 from lineage.settings import Settings
 from lineage.store import PostgresStore
-from lineage.store.postgres import get_records
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.audit import DatabaseSource, monitor, verify_walk
 from lineage.verifiable_log.checkpoint import Checkpoint
@@ -39,7 +39,7 @@ def settings(tmp_path: Path) -> Settings:
         statement_timeout_ms=5000,
         data_dir=tmp_path,
         log_interval_s=0,
-        signing_keys_file=signing.keyring_path(Settings()),  # the records' keyring
+        signing_keys_file=keyring.keyring_path(Settings()),  # the records' keyring
     )
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord, NewContext
+from lineage.db import keyring
 from lineage.db.database import Database
-from lineage.services import auth, signing
+from lineage.services import auth
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store import PostgresStore
@@ -31,7 +32,7 @@ def settings(tmp_path: Path) -> Settings:
         auth="keys",
         data_dir=tmp_path,
         log_interval_s=0,
-        signing_keys_file=signing.keyring_path(Settings()),  # the records' keyring
+        signing_keys_file=keyring.keyring_path(Settings()),  # the records' keyring
     )
 
 

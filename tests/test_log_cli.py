@@ -11,7 +11,7 @@ from typer.testing import CliRunner, Result
 from lineage import cli
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext
-from lineage.services import signing
+from lineage.db import keyring
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store import PostgresStore
@@ -31,7 +31,7 @@ async def lineage_log(database_url: str, data_dir: Path, *args: str) -> Result:
             "LINEAGE_DATABASE_URL": database_url,
             "LINEAGE_DATA_DIR": str(data_dir),
             # The keyring the test's records were signed with.
-            "LINEAGE_SIGNING_KEYS_FILE": str(signing.keyring_path(Settings())),
+            "LINEAGE_SIGNING_KEYS_FILE": str(keyring.keyring_path(Settings())),
             "COLUMNS": "200",
         },
     )

@@ -9,8 +9,8 @@ import pytest
 
 from lineage.core.errors import LogIntegrityError, NotConsistent
 from lineage.core.hashing import content_hash
+from lineage.db import keyring
 from lineage.db.database import Database
-from lineage.services import signing
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store import PostgresStore
@@ -28,7 +28,7 @@ def settings(tmp_path: Path) -> Settings:
         statement_timeout_ms=5000,
         data_dir=tmp_path,
         log_interval_s=0,
-        signing_keys_file=signing.keyring_path(Settings()),  # the records' keyring
+        signing_keys_file=keyring.keyring_path(Settings()),  # the records' keyring
     )
 
 

@@ -12,9 +12,10 @@ from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, R
 from openlineage.client.serde import Serde
 
 from lineage.api.app import create_app
+from lineage.db.keyring import load_keyring
 from lineage.services import signing
+from lineage.services.records import get_records
 from lineage.settings import load_settings
-from lineage.store.postgres import get_records
 from tests.conftest import database_at
 from tests.test_otlp import export_request, retriever_span
 
@@ -92,7 +93,7 @@ async def test_records_of_every_route_verify_with_the_configured_keyring(
             assert traced["lineage"]["records"], traced  # type: ignore[index]
             await post("/v1/queries", json={"request_id": "r1", "query": "q", "answer": "a"})
             await post("/v1/forget", json={"source_uri": "s3://one"})
-    keyring = signing.load_keyring(configured_keyring, create=False)
+    keyring = load_keyring(configured_keyring, create=False)
     async with database_at(database_url, configured) as database, database.tenant("default") as tx:
         ids = [
             row["context_id"]

@@ -17,6 +17,7 @@ from lineage.claims.answers import capture_texts, record_answer, record_prompt
 from lineage.core.derive import Context, derive
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
 from lineage.core.hashing import content_hash, text_matches_hash
+from lineage.core.record import KEYED_KINDS
 from lineage.db.database import Database
 from lineage.services import auth, forget, privacy
 from lineage.services.auth import Caller
@@ -187,7 +188,7 @@ async def test_query_claim_and_answer_hashes_are_keyed_per_tenant_documents_stay
     for kind in ("document", "chunk"):
         plain = content_hash(mine[kind].text)
         assert mine[kind].record.content_hash == theirs[kind].record.content_hash == plain
-    for kind in privacy.KEYED_KINDS:
+    for kind in KEYED_KINDS:
         digest, text = mine[kind].record.content_hash, mine[kind].text
         assert digest.startswith("hmacsha256:")
         assert digest not in {content_hash(text), theirs[kind].record.content_hash}

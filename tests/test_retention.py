@@ -19,11 +19,12 @@ from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord, NewContext
 from lineage.db import PARTITIONED
 from lineage.db.database import Database
-from lineage.db.queries import QUERIES
+from lineage.db.named_sql import QUERIES
 from lineage.services import reads, retention, walks
+from lineage.services.appends import insert_records
+from lineage.services.records import get_records
+from lineage.services.root_sources import stored_root_sources
 from lineage.settings import Settings
-from lineage.store.postgres import get_records, insert_records
-from lineage.store.roots import stored_root_sources
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.audit import DatabaseSource, verify_walk
 from lineage.verifiable_log.checkpoint import Checkpoint

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from lineage import cli, db
 from lineage.api.app import create_app
-from lineage.core.queries import record_query
+from lineage.core.gateway import record_query
 from lineage.core.record import MAX_ATTRIBUTES_BYTES, MAX_PARENTS
 from lineage.db.database import Database
 from lineage.db.distribute import distribute

@@ -20,10 +20,20 @@ from lineage.api.app import create_app
 from lineage.core.derive import Derivation, derive, derive_many
 from lineage.core.errors import SigningKeyError, UnknownSigningKey
 from lineage.db.database import Database
+from lineage.db.keyring import (
+    KEYRING_NAME,
+    KeyringSigner,
+    Signer,
+    keyring_path,
+    load_keyring,
+    rotate_keyring,
+    signer_for,
+)
 from lineage.services import selftest, signing
-from lineage.services.signing import KeyringSigner, SignatureCheck, load_keyring, rotate_keyring
+from lineage.services.records import get_records
+from lineage.services.signing import SignatureCheck
 from lineage.settings import Settings
-from lineage.store.postgres import PostgresStore, get_records
+from lineage.store.postgres import PostgresStore
 from tests.conftest import database_at
 
 TENANT = "default"
@@ -49,7 +59,7 @@ async def api(database_url: str, keyring: Path) -> AsyncIterator[httpx.AsyncClie
             yield client
 
 
-async def check(database: Database, context_id: str, signer: signing.Signer) -> SignatureCheck:
+async def check(database: Database, context_id: str, signer: Signer) -> SignatureCheck:
     async with database.tenant(TENANT) as tx:
         record = (await get_records(tx, [context_id]))[context_id]
         return await signing.verify_record(tx.connection, TENANT, record, signer)
@@ -188,8 +198,8 @@ async def test_a_database_given_no_signer_signs_with_the_keyring_its_settings_na
     database: Database, isolated_data_dir: Path
 ) -> None:
     made = await derive(PostgresStore(database), [], "plain", "document", source_uri="s3://plain")
-    assert signing.keyring_path(database.settings) == isolated_data_dir / signing.KEYRING_NAME
-    default = signing.signer_for(database.settings)
+    assert keyring_path(database.settings) == isolated_data_dir / KEYRING_NAME
+    default = signer_for(database.settings)
     assert await check(database, made.context_id, default) == SignatureCheck(
         True, True, default.current_key_id, "ok"
     )

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from lineage.db.database import Database
-from lineage.db.queries import INCLUDE_DIR, QUERIES, SQL_DIR, expand, fragments
+from lineage.db.named_sql import INCLUDE_DIR, QUERIES, SQL_DIR, expand, fragments
 from lineage.services import reads
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, load_incident
 from lineage.settings import Settings

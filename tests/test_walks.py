@@ -25,7 +25,7 @@ from lineage.api.app import create_app
 from lineage.core.derive import Context, Derivation, derive, derive_many
 from lineage.core.errors import NotFound, WalkTimeout
 from lineage.db.database import Database
-from lineage.db.queries import QUERIES, SQL_DIR, load, parse
+from lineage.db.named_sql import QUERIES, SQL_DIR, load, parse
 from lineage.services import reads, walks
 from lineage.services.demo import (
     ANSWER_ID,

@@ -34,9 +34,10 @@ from lineage.claims.judges import judge_from_settings
 from lineage.claims.sampling import Sampler
 from lineage.core import tasks
 from lineage.core.metrics import process_ended
+from lineage.db import keyring
 from lineage.db.database import Database
 from lineage.db.migrate import migrate as upgrade
-from lineage.services import audit, retention, signing
+from lineage.services import audit, retention
 from lineage.services.coalesce import AppendCoalescer
 from lineage.services.events import EventListener
 from lineage.services.key_cache import KeyCache
@@ -52,7 +53,7 @@ async def _connect(
     app: FastAPI,
     url: str,
     settings: Settings,
-    signer: signing.Signer,
+    signer: keyring.Signer,
     running: AsyncExitStack,
     retry: bool,
 ) -> None:
@@ -101,7 +102,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = database_url or db.database_url(chosen)
-        signer = signing.signer_for(chosen)  # before connecting: a bad keyring stops here
+        signer = keyring.signer_for(chosen)  # before connecting: a bad keyring stops here
         app.state.db = None  # until connected: /readyz and every data route answer 503
         app.state.not_ready = "connecting to the database"
         # On the primary: a hot standby cannot LISTEN, and commits notify where they happen.

@@ -15,7 +15,7 @@ from starlette.types import Send
 
 from lineage.core.errors import BadParameter, LineageError
 from lineage.db.database import Database
-from lineage.services import reads, walks
+from lineage.services import walks
 from lineage.settings import Settings
 
 NDJSON = "application/x-ndjson"
@@ -82,14 +82,16 @@ def wants_stream(request: Request) -> bool:
 
 
 async def impact_response(
-    request: Request, database: Database, settings: Settings, name: str, **values: Any
+    request: Request, database: Database, settings: Settings, question: str, **values: Any
 ) -> Response:
+    """An impact question's answer (walks.IMPACT_QUERIES): NDJSON when asked, else one JSON
+    object up to the stream threshold."""
     if wants_stream(request):
-        streamed = await started(reads.record_json(database, settings, name, **values))
+        streamed = await started(walks.impact_json(database, settings, question, **values))
         return Stream(chunked(_ndjson(streamed)), media_type=NDJSON)
     summary = walks.ImpactSummary()
     records: list[bytes] = []
-    async with aclosing(reads.record_json(database, settings, name, **values)) as walk:
+    async with aclosing(walks.impact_json(database, settings, question, **values)) as walk:
         async for counted, record in walk:
             if len(records) == settings.stream_threshold:  # the refusal ends the walk's transaction
                 raise BadParameter(

@@ -13,11 +13,11 @@ from lineage.bundle import format as bundle
 from lineage.core.errors import LogIntegrityError, NotFound
 from lineage.core.progress import Progress, unwatched
 from lineage.db.database import Database, Transaction
-from lineage.db.queries import QUERIES
+from lineage.db.named_sql import QUERIES
 from lineage.services import audit
 from lineage.services.auth import Caller
+from lineage.services.records import record_from_row
 from lineage.settings import Settings
-from lineage.store.postgres import record_from_row
 from lineage.verifiable_log import merkle, storage
 
 FETCH_ROWS = 1000  # rows per round trip of the export's cursors: bounds its memory

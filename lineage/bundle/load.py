@@ -25,13 +25,14 @@ from typing import IO, Final
 from lineage.bundle import format as bundle
 from lineage.core.errors import BadParameter, BundleError, Conflict, UnknownSigningKey
 from lineage.core.progress import Progress, unwatched
-from lineage.core.record import ContextRecord, check_id
+from lineage.core.record import ContextRecord, check_batch, check_id
+from lineage.db import keyring
 from lineage.db.database import Database, Transaction
-from lineage.services import audit, signing
+from lineage.services import audit
+from lineage.services.appends import insert_records
 from lineage.services.auth import Caller
+from lineage.services.root_sources import Roots, stored_root_sources
 from lineage.settings import Settings
-from lineage.store.postgres import check_batch, insert_records
-from lineage.store.roots import Roots, stored_root_sources
 from lineage.verifiable_log import storage
 from lineage.verifiable_log.checkpoint import VerifierKey
 
@@ -57,7 +58,7 @@ def _opened(path: Path) -> Iterator[IO[bytes]]:
 
 
 def _check_signature(
-    entry: bundle.BundleRecord, signer: signing.Signer | None, verified: bundle.Verified
+    entry: bundle.BundleRecord, signer: keyring.Signer | None, verified: bundle.Verified
 ) -> None:
     if entry.signature is None:
         verified.unsigned += 1
@@ -83,7 +84,7 @@ def _check_signature(
 def check_bundle(
     path: Path,
     verifier: VerifierKey,
-    signer: signing.Signer | None,
+    signer: keyring.Signer | None,
     progress: Progress = unwatched,
 ) -> bundle.Verified:
     """Read the whole bundle and prove it complete and unaltered; BundleError (or

@@ -23,7 +23,6 @@ text is not); OpenAI `file_citation` (`file_id` is a context id or a key of `fil
 """
 
 import bisect
-import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -34,10 +33,11 @@ from lineage.core.derive import Context, Derivation, derive, derive_many, render
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
 from lineage.core.hashing import Sha256, text_matches_hash
 from lineage.core.record import ContextRecord, new_context_id
-from lineage.db.database import Database, Transaction
-from lineage.services.privacy import check_capture, text_hash_key
-from lineage.store.base import Store
-from lineage.store.postgres import PostgresStore, get_records
+from lineage.core.store import Store
+from lineage.db.database import Database
+from lineage.services import privacy
+from lineage.services.records import get_records
+from lineage.services.transaction_store import TransactionStore
 
 __all__ = [
     "AnswerRecorded",
@@ -437,6 +437,7 @@ async def _record(
     trace_id: str | None,
     answer_id: str | None,
     file_ids: Mapping[str, str] | None,
+    capture_text: bool,
 ) -> AnswerRecorded:
     prompt = await store.get(prompt_id)
     if prompt is None:
@@ -478,7 +479,7 @@ async def _record(
         )
     )
     existed = answer_id is not None and await store.get(answer_id) is not None
-    *claims, answer = await derive_many(store, items)
+    *claims, answer = await derive_many(store, items, capture_text=capture_text)
     return AnswerRecorded(
         answer=answer,
         prompt_id=prompt_id,
@@ -493,7 +494,7 @@ async def _record(
             for c, p in zip(claims, parsed.claims, strict=True)
         ],
         created=not existed,
-        captured_text=False,
+        captured_text=capture_text,
         ignored_citations=parsed.ignored_citations,
     )
 
@@ -512,52 +513,47 @@ async def record_answer(
 ) -> AnswerRecorded:
     """Record a model's output for a recorded prompt: its claims, then the answer over them.
 
-    One transaction (all or none): a Transaction's (the HTTP route's), else one of its own.
-    `trace_id` defaults to the prompt's. `answer_id` names the answer and makes a replay a
-    no-op. `file_ids` maps OpenAI file ids to context ids. `capture_text` (opt-in) also stores
-    the claim and answer texts in context_text; it needs a PostgresStore (or a Transaction) and
-    the tenant's capture_answer_text switch (else InvalidRecord `capture_off`, nothing
-    recorded). Raises NotFound for an unknown prompt, BadParameter for unreadable output.
+    The claims and the answer are appended in one transaction (all or none). `trace_id`
+    defaults to the prompt's. `answer_id` names the answer and makes a replay a no-op.
+    `file_ids` maps OpenAI file ids to context ids. `capture_text` (opt-in) also stores the
+    claim and answer texts in context_text; it needs a store that reaches the database and the
+    tenant's capture_answer_text switch (else InvalidRecord `capture_off`, nothing recorded).
+    Raises NotFound for an unknown prompt, BadParameter for unreadable output.
     """
-    if isinstance(store, PostgresStore):
-        async with store.database.tenant(store.tenant_id) as tx:
-            return await record_answer(
-                tx,
-                prompt_id,
-                output,
-                produced_by,
-                model,
-                trace_id,
-                answer_id=answer_id,
-                file_ids=file_ids,
-                capture_text=capture_text,
-            )
-    if capture_text and not isinstance(store, Transaction):
-        raise BadParameter("capture_text needs a PostgresStore; over HTTP, POST /v1/answers")
-    recorded = await _record(
-        store, prompt_id, output, produced_by, model, trace_id, answer_id, file_ids
+    return await _record(
+        store, prompt_id, output, produced_by, model, trace_id, answer_id, file_ids, capture_text
     )
-    if not capture_text or not isinstance(store, Transaction):
-        return recorded
-    texts = {c.claim_id: c.text for c in recorded.claims}
-    texts[recorded.answer.context_id] = recorded.answer.text
-    # Refused here, the transaction rolls back: the answer is not recorded either.
-    kinds = dict.fromkeys(texts, "claim") | {recorded.answer.context_id: "answer"}
-    await check_capture(store, kinds)
-    await _capture(store, texts)
-    return dataclasses.replace(recorded, captured_text=True)
+
+
+async def store_answer(
+    database: Database,
+    tenant_id: str,
+    prompt_id: str,
+    output: Mapping[str, Any],
+    produced_by: str | None = None,
+    model: str | None = None,
+    trace_id: str | None = None,
+    *,
+    answer_id: str | None = None,
+    file_ids: Mapping[str, str] | None = None,
+    capture_text: bool = False,
+) -> AnswerRecorded:
+    """record_answer in one tenant transaction, reads and appends alike (the API's verb)."""
+    async with database.tenant(tenant_id) as tx:
+        return await record_answer(
+            TransactionStore(tx),
+            prompt_id,
+            output,
+            produced_by,
+            model,
+            trace_id,
+            answer_id=answer_id,
+            file_ids=file_ids,
+            capture_text=capture_text,
+        )
 
 
 # --- captured text -----------------------------------------------------------------------------
-
-
-async def _capture(tx: Transaction, texts: Mapping[str, str]) -> list[str]:
-    rows = await tx.fetch(
-        "claim_capture_text",
-        context_ids=list(texts),
-        texts=list(texts.values()),
-    )
-    return [row["context_id"] for row in rows]
 
 
 async def capture_texts(database: Database, tenant_id: str, texts: Mapping[str, str]) -> list[str]:
@@ -574,12 +570,11 @@ async def capture_texts(database: Database, tenant_id: str, texts: Mapping[str, 
         missing = [context_id for context_id in texts if context_id not in hashes]
         if missing:
             raise NotFound(f"no context {missing[0]}")
-        key = await text_hash_key(tx)
+        key = await privacy.text_hash_key(tx)
         for context_id, text in texts.items():
             if not text_matches_hash(text, hashes[context_id], key):
                 raise InvalidRecord(
                     "text_hash_mismatch",
                     f"the text given for {context_id} does not hash to its content_hash",
                 )
-        await check_capture(tx, {i: records[i].kind for i in texts})
-        return await _capture(tx, texts)
+        return await privacy.capture(tx, texts, {i: records[i].kind for i in texts})

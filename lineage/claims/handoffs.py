@@ -45,7 +45,8 @@ from lineage.core.record import ContextRecord
 from lineage.db.database import Database, Transaction
 from lineage.services import reads
 from lineage.services.privacy import text_hash_key
-from lineage.store.postgres import get_records
+from lineage.services.records import get_records
+from lineage.services.transaction_store import TransactionStore
 
 __all__ = [
     "HANDOFF_KINDS",
@@ -321,7 +322,7 @@ async def _append(
     if not items:
         return []
     async with database.tenant(tenant_id) as tx:
-        made = await derive_many(tx, items)
+        made = await derive_many(TransactionStore(tx), items)
     return [
         dataclasses.replace(verdict, verdict_id=context.context_id)
         for verdict, context in zip(verdicts, made, strict=True)

@@ -44,8 +44,9 @@ from lineage.core.record import ContextRecord
 from lineage.db.database import Database
 from lineage.services import reads
 from lineage.services.privacy import text_hash_key
+from lineage.services.records import get_records
+from lineage.services.transaction_store import TransactionStore
 from lineage.settings import Settings
-from lineage.store.postgres import get_records
 
 __all__ = [
     "FAILING",
@@ -389,7 +390,7 @@ async def _append_verdicts(
     if not items:
         return []
     async with database.tenant(tenant_id) as tx:
-        records = await derive_many(tx, items)
+        records = await derive_many(TransactionStore(tx), items)
     return [
         dataclasses.replace(verdict, verdict_id=record.context_id)
         for verdict, record in zip(verdicts, records, strict=True)

@@ -26,7 +26,7 @@ signing_key_app = typer.Typer(
 def signing_key_rotate(config: ConfigOption = None) -> None:
     """Add a newer key: new records are signed with it, the older keys still verify.
     Restart the service (every replica, with the same file) to sign with it."""
-    from lineage.services.signing import keyring_path, rotate_keyring
+    from lineage.db.keyring import keyring_path, rotate_keyring
 
     path = keyring_path(load(config))
     with reported():
@@ -41,7 +41,7 @@ def signing_key_rotate(config: ConfigOption = None) -> None:
 @signing_key_app.command("list")
 def signing_key_list(config: ConfigOption = None) -> None:
     """The keyring's key ids, oldest first, the signing one marked; never the secrets."""
-    from lineage.services.signing import keyring_path, read_keyring
+    from lineage.db.keyring import keyring_path, read_keyring
 
     path = keyring_path(load(config))
     with reported():
@@ -63,20 +63,15 @@ def verify_record(
 ) -> None:
     """Check a record's stored row against its stored signature: signed, verified, reason (ok,
     unsigned, mismatch, unknown_key). Exits 1 unless verified."""
-    from lineage.core.errors import NotFound
-    from lineage.services import signing
-    from lineage.store.postgres import get_records
+    from lineage.db import keyring
+    from lineage.services import records
 
     settings = load(config)
 
     async def work(database: Database) -> SignatureCheck:
         # The keyring must exist: verifying never makes one (it would verify nothing).
-        signer = signing.load_keyring(signing.keyring_path(settings), create=False)
-        async with database.tenant(tenant) as tx:
-            record = (await get_records(tx, [context_id])).get(context_id)
-            if record is None:
-                raise NotFound(f"no context {context_id} in tenant {tenant}")
-            return await signing.verify_record(tx.connection, tenant, record, signer)
+        signer = keyring.load_keyring(keyring.keyring_path(settings), create=False)
+        return await records.verify_stored(database, tenant, context_id, signer)
 
     check = run(settings, work)
     if output == "json":
@@ -97,8 +92,8 @@ def selftest(config: ConfigOption = None) -> None:
     configured database's data is never touched. Exits 1 if a step fails."""
     from rich.markup import escape
 
+    from lineage.db.keyring import signer_for
     from lineage.services.selftest import run_selftest
-    from lineage.services.signing import signer_for
 
     settings = load(config)
     with reported():

@@ -12,13 +12,13 @@ from lineage.cli.runner import ConfigOption, console, load, run
 
 if TYPE_CHECKING:
     from lineage.db.database import Database
-    from lineage.db.queries import NamedQuery
+    from lineage.db.named_sql import NamedQuery
 
 sql_app = typer.Typer(help="The named queries in sql/: print them, run them.", no_args_is_help=True)
 
 
 def _query(name: str) -> NamedQuery:
-    from lineage.db.queries import QUERIES
+    from lineage.db.named_sql import QUERIES
 
     if name not in QUERIES:
         raise fail(f"no query {name!r}; try: {', '.join(QUERIES)}", 2)
@@ -34,7 +34,7 @@ def sql_show(name: Annotated[str, typer.Argument(help="A query name, e.g. walk_b
 @sql_app.command("list")
 def sql_list() -> None:
     """Every named query and what it answers."""
-    from lineage.db.queries import QUERIES
+    from lineage.db.named_sql import QUERIES
 
     for query in QUERIES.values():
         console.print(f"[bold]{query.name}[/bold] ({', '.join(query.parameters)})")
@@ -70,26 +70,7 @@ def sql_run(
     settings = load(config)
 
     async def work(database: Database) -> list[dict[str, Any]]:
-        async with database.connection() as connection:
-            statement = await connection.prepare(query.sql)
-            types = ["array" if t.kind == "array" else t.name for t in statement.get_parameters()]
-        values = {p: _convert(given[p], t) for p, t in zip(query.parameters, types, strict=True)}
-        return await reads.run(database, settings, name, **values)
+        return await reads.run_as_psql(database, settings, name, given)
 
     for row in run(settings, work):
         print(json.dumps(row, default=str))
-
-
-def _convert(text: str, type_name: str) -> Any:
-    """psql variables are text; bind parameters want the type the query declares."""
-    from datetime import UTC, datetime
-
-    if type_name in {"int2", "int4", "int8"}:
-        return int(text)
-    if type_name == "timestamptz":
-        bounds = {"-infinity": datetime.min, "infinity": datetime.max}
-        moment = bounds.get(text) or datetime.fromisoformat(text)
-        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    if type_name == "array":
-        return [item.strip().strip('"') for item in text.strip("{}").split(",") if item.strip()]
-    return text

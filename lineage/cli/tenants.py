@@ -12,7 +12,7 @@ from lineage.cli.errors import diagnostics, fail
 from lineage.cli.runner import ConfigOption, console, load, run
 
 if TYPE_CHECKING:
-    from lineage.db.database import Database
+    pass
 
 tenant_app = typer.Typer(help="Tenants: each one's records are invisible to the others.")
 key_app = typer.Typer(help="Bearer keys, scoped ingest | read | admin; only hashes are kept.")
@@ -33,14 +33,9 @@ def tenant_create(name: str, config: ConfigOption = None) -> None:
 def tenant_token(name: str, config: ConfigOption = None) -> None:
     """Print the token that vouches for a tenant as lineage_app in psql (SET LOCAL
     lineage.tenant_token), read as the owner: lineage_app itself cannot make one."""
-    from lineage import db
+    from lineage.services import auth
 
-    async def token(database: Database) -> str | None:
-        async with database.connection() as connection:
-            key = await db.fetch_vouching_key(connection)
-        return None if key is None else db.tenant_token(key, name)
-
-    made = run(load(config), token, as_owner=True)
+    made = run(load(config), lambda database: auth.tenant_token(database, name), as_owner=True)
     if made is None:
         raise fail("this database has no tenant vouching key yet: run `lineage migrate`")
     print(made)

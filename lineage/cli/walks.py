@@ -84,8 +84,6 @@ def impact(
     config: ConfigOption = None,
 ) -> None:
     """Blast radius: everything derived from a document, transform version, snapshot or id."""
-    from lineage.services.walks import IMPACT_QUERIES
-
     name, value = exactly_one(
         source_uri=source_uri,
         transform_version=transform_version,
@@ -95,7 +93,7 @@ def impact(
     if name == "context_id":
         name, value = "context_ids", [value]
     _print_walked_nodes(
-        ctx, IMPACT_QUERIES[name], {name: value}, "walk the blast radius",
+        ctx, name, {name: value}, "walk the blast radius",
         kind=kind, max_depth=max_depth, output=output, tenant=tenant, config=config,
     )  # fmt: skip
 
@@ -111,14 +109,14 @@ def freshness(
 ) -> None:
     """Records derived from a document revision that is no longer the newest."""
     _print_walked_nodes(
-        ctx, "stale_sources", {"source_uri": source_uri}, "walk from the superseded revisions",
+        ctx, "stale", {"source_uri": source_uri}, "walk from the superseded revisions",
         kind=kind, max_depth=max_depth, output=output, tenant=tenant, config=config,
     )  # fmt: skip
 
 
 def _print_walked_nodes(
     ctx: typer.Context,
-    query: str,
+    question: str,
     start: dict[str, Any],
     step: str,
     *,
@@ -128,18 +126,18 @@ def _print_walked_nodes(
     tenant: str,
     config: Path | None,
 ) -> None:
-    """Run a walk that lists records (`query`, from the records `start` picks) with the options
-    impact and freshness share, and print its rows in the chosen format."""
-    from lineage.services import reads, walks
+    """Run a walk that lists records (an impact `question`, from the records `start` picks)
+    with the options impact and freshness share, and print its rows in the chosen format."""
+    from lineage.services import walks
 
     _check_format(output, NODE_FORMATS)
     settings = load(config)
 
     async def work(database: Database) -> list[dict[str, Any]]:
-        return await reads.run(
+        return await walks.impact_nodes(
             database,
             settings,
-            query,
+            question,
             tenant_id=tenant,
             kind=walks.check_kind(kind),
             max_depth=walks.check_depth(settings, max_depth),

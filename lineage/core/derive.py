@@ -9,13 +9,14 @@ from typing import Any
 from lineage.core import telemetry
 from lineage.core.errors import InvalidRecord
 from lineage.core.hashing import ContentHasher, HmacSha256, content_hash
-from lineage.core.record import ContextRecord, NewContext, deterministic_context_id, new_context_id
-from lineage.db.database import Transaction
-from lineage.db.errors import outage_as_unavailable
-from lineage.services.privacy import KEYED_KINDS, text_hash_key
-from lineage.store.base import Store
-from lineage.store.postgres import PostgresStore
-from lineage.store.spool import SpoolingStore
+from lineage.core.record import (
+    KEYED_KINDS,
+    ContextRecord,
+    NewContext,
+    deterministic_context_id,
+    new_context_id,
+)
+from lineage.core.store import Store
 
 
 @dataclass(frozen=True)
@@ -110,34 +111,33 @@ _text_hashers: "weakref.WeakKeyDictionary[Store, HmacSha256]" = weakref.WeakKeyD
 
 async def _text_hasher(store: Store) -> HmacSha256 | None:
     """The tenant's keyed hasher where the store reaches its database, else None."""
-    if isinstance(store, SpoolingStore):
-        return await _text_hasher(store.store)
     if store not in _text_hashers:
-        if isinstance(store, Transaction):
-            key = await text_hash_key(store)
-        elif isinstance(store, PostgresStore):
-            with outage_as_unavailable():
-                async with store.database.tenant(store.tenant_id) as tx:
-                    key = await text_hash_key(tx)
-        else:
+        key = await store.text_hash_key()
+        if key is None:
             return None
         _text_hashers[store] = HmacSha256(key)
     return _text_hashers[store]
 
 
 async def derive_many(
-    store: Store, items: Sequence[Derivation], hasher: ContentHasher | None = None
+    store: Store,
+    items: Sequence[Derivation],
+    hasher: ContentHasher | None = None,
+    *,
+    capture_text: bool = False,
 ) -> list[Context]:
     """Record many units in one transaction (all or none); parents may come earlier in items.
 
     `hasher` hashes documents and every kind but query, claim and answer, whose hashes are
-    always keyed with the tenant's text hash key (lineage.services.privacy).
+    always keyed with the tenant's text hash key (lineage.services.privacy). `capture_text`
+    (opt-in, the tenant's switches permitting) also keeps the texts, in the same transaction.
     """
     text_hasher = None
     if any(i.deterministic and i.context_id is None and i.kind in KEYED_KINDS for i in items):
         text_hasher = await _text_hasher(store)
     proposals = [propose(store.tenant_id, item, hasher, text_hasher) for item in items]
-    appended = await store.append(proposals)
+    texts = {p.context_id: item.text for p, item in zip(proposals, items, strict=True)}
+    appended = await store.append(proposals, texts=texts if capture_text else None)
     telemetry.note_on_span([a.record for a in appended])
     return [
         Context(a.record.context_id, item.text, list(a.record.parent_ids), a.record, a.spooled)

@@ -4,7 +4,10 @@ as application/problem+json; lineage/cli/errors.py prints any of them as one lin
 of the API turns an answer back into its class with `error_of_answer`."""
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class LineageError(Exception):
@@ -265,3 +268,24 @@ def error_of_answer(status: int, problem: Mapping[str, Any]) -> LineageError:
         return StoreUnavailable(detail)
     by_status = _BY_STATUS.get(status)
     return InvalidRecord("invalid", detail) if by_status is None else by_status(detail)
+
+
+# The service sheds load with 429: like a 5xx, the same request can succeed later.
+TOO_MANY_REQUESTS = 429
+
+
+def refusal(response: "httpx.Response") -> LineageError:
+    """The error an error answer of the API stands for (here and for the log's auditor). One the
+    service could not give now (a 5xx, or 429 when it sheds load) is StoreUnavailable whatever
+    its rule, so that a spool keeps the records and a retry may take them; any other is the
+    class its problem's rule names."""
+    try:
+        problem = response.json()
+    except ValueError:  # not problem+json: a proxy's page, say
+        problem = {}
+    problem = problem if isinstance(problem, dict) else {}
+    status = response.status_code
+    if status >= 500 or status == TOO_MANY_REQUESTS:
+        detail = problem.get("detail") or response.text[:200]
+        return StoreUnavailable(f"lineage API answered {status}: {detail}")
+    return error_of_answer(status, problem)

@@ -1,91 +1,51 @@
-"""record_query(): one call per query for a gateway, degrade-open.
+"""A gateway's query: what one call per query records (lineage.core.gateway sends it, the
+service's POST /v1/queries and lineage.services.queries store it)."""
 
-    recorded = await record_query(store, "req-42", query=question, answer=text,
-                                  evidence=[("chunk_7", 0.82, "vector")], model="gpt-4o",
-                                  routing={"decision": "hybrid"}, backends=["bm25", "vector"])
-
-Through an HttpStore it posts to `POST /v1/queries`; through a PostgresStore it writes the same
-three records (lineage.services.queries) directly. It never raises into the caller's path: when
-the records cannot be written (store down, bad input, a conflicting replay) it logs why, counts
-it (`lineage_degraded_total{reason="query_not_recorded"}`) and returns None.
-"""
-
-import logging
-from collections.abc import Sequence
 from typing import Any
 
-from lineage.core import metrics, telemetry
-from lineage.store.base import Store
-from lineage.store.http import HttpStore
-from lineage.store.postgres import PostgresStore
-from lineage.store.spool import SpoolingStore
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-log = logging.getLogger(__name__)
+from lineage.core.record import ID_PATTERN
 
-EvidenceItem = tuple[str, float | None, str | None] | tuple[str, float | None] | str
+ROLES = ("query", "retrieval", "answer")
+MAX_EVIDENCE = 1000
 
 
-def _evidence(items: Sequence[EvidenceItem]) -> list[Any]:
-    found: list[Any] = []
-    for item in items:
-        if isinstance(item, str):
-            found.append({"context_id": item})
-        else:
-            fields = dict(zip(("context_id", "score", "backend"), item, strict=False))
-            found.append(fields)
-    return found
+class Evidence(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    context_id: str = Field(min_length=1, max_length=128)
+    score: float | None = Field(default=None, allow_inf_nan=False)
+    backend: str | None = Field(default=None, max_length=256)
 
 
-async def record_query(
-    store: Store,
-    request_id: str,
-    *,
-    query: str | None = None,
-    query_hash: str | None = None,
-    evidence: Sequence[EvidenceItem] = (),
-    answer: str | None = None,
-    answer_hash: str | None = None,
-    model: str | None = None,
-    routing: dict[str, Any] | None = None,
-    backends: Sequence[str] = (),
-    produced_by: str | None = None,
-    index_snapshot: str | None = None,
-    trace_id: str | None = None,
-) -> dict[str, Any] | None:
-    """Record query -> retrieval -> answer in one transaction; None when degraded."""
-    from lineage.services.queries import QueryIn
-    from lineage.services.queries import record_query as record_in
+class QueryIn(BaseModel):
+    """A query, how it was routed, what it retrieved, and what the model answered. Texts are
+    hashed (query and answer with the tenant's key) and never stored; send a hash instead of a
+    text to keep the text with you."""
 
-    try:
-        body = QueryIn(
-            request_id=request_id,
-            query=query,
-            query_hash=query_hash,
-            evidence=_evidence(evidence),
-            answer=answer,
-            answer_hash=answer_hash,
-            model=model,
-            routing=routing or {},
-            backends=list(backends),
-            produced_by=produced_by,
-            index_snapshot=index_snapshot,
-            trace_id=trace_id or telemetry.current_trace_id(),
-        )
-        inner = store.store if isinstance(store, SpoolingStore) else store
-        if isinstance(inner, HttpStore):
-            response = await inner.client.post(
-                "/v1/queries",
-                json=body.model_dump(mode="json"),
-                headers=telemetry.outgoing_headers(),
-            )
-            response.raise_for_status()
-            recorded: dict[str, Any] = response.json()
-            return recorded
-        if isinstance(inner, PostgresStore):
-            async with inner.database.tenant(inner.tenant_id) as tx:
-                return await record_in(tx, body)
-        raise TypeError(f"record_query needs an HttpStore or a PostgresStore, not {inner!r}")
-    except Exception as exc:  # degrade-open: the gateway's answer must go out regardless
-        log.warning("lineage did not record query %r: %r", request_id, exc)
-        metrics.count_degraded("query_not_recorded")
-        return None
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str = Field(min_length=1, max_length=100, pattern=ID_PATTERN.pattern)
+    query: str | None = None
+    query_hash: str | None = None
+    routing: dict[str, Any] = Field(default_factory=dict, description="the routing decision")
+    backends: list[str] = Field(default_factory=list, max_length=64)
+    evidence: list[Evidence] = Field(default_factory=list, max_length=MAX_EVIDENCE)
+    model: str | None = Field(default=None, max_length=256)
+    answer: str | None = None
+    answer_hash: str | None = None
+    produced_by: str | None = None
+    index_snapshot: str | None = None
+    source_uri: str | None = Field(default=None, description="default: request:<request_id>")
+    trace_id: str | None = None
+
+    @model_validator(mode="after")
+    def text_or_hash(self) -> "QueryIn":
+        for name in ("query", "answer"):
+            if (getattr(self, name) is None) == (getattr(self, f"{name}_hash") is None):
+                raise ValueError(f"send exactly one of {name} or {name}_hash")
+        return self
+
+    def record_id(self, role: str) -> str:
+        return f"req:{self.request_id}:{role}"

@@ -9,6 +9,7 @@ import functools
 import json
 import re
 import secrets
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -58,6 +59,8 @@ KINDS = frozenset(
 ROOT_KINDS = frozenset({"document", "query", "tool_call"})
 # Facts about other records; impact results leave them out unless asked.
 BOOKKEEPING_KINDS = frozenset({"verdict", "tombstone"})
+# Short, guessable texts: their content hashes are keyed with the tenant's text hash key.
+KEYED_KINDS = frozenset({"query", "claim", "answer"})
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 # Trace ids as people have them: W3C ids, and others (`abc123def456`, a run or request id) made of
@@ -208,6 +211,16 @@ def check_id(value: str, what: str) -> None:
             f"{what} {value[:140]!r} must match {ID_PATTERN.pattern} "
             "(start with a letter or digit; letters, digits and _.:@- only; at most 128 chars)",
         )
+
+
+def check_batch(tenant_id: str, proposals: Sequence[NewContext]) -> None:
+    """Every rule a batch must pass that needs no database; raises InvalidRecord."""
+    check_id(tenant_id, "tenant_id")
+    for proposal in proposals:
+        validate(proposal)
+    batch_ids = [p.context_id for p in proposals]
+    if len(set(batch_ids)) != len(batch_ids):
+        raise InvalidRecord("duplicate_id", "a batch lists the same context_id more than once")
 
 
 def validate(record: NewContext) -> None:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from lineage.db.queries import QUERIES
+from lineage.db.named_sql import QUERIES
 from lineage.settings import Settings
 
 APP_ROLE = "lineage_app"

@@ -4,16 +4,15 @@ tenant transactions it opens; a function takes the Database, or the Transaction 
 
     database = await Database.connect(settings)
     async with database.tenant("acme") as tx:
-        appended = await tx.append(proposals)   # signed with database.signer
         rows = await tx.fetch("get_contexts", context_ids=["ctx_1"])
 
-A Transaction is a Store (lineage.store.base), so derive() writes inside it.
+The services append through a Transaction (lineage.services.appends), signing with its keyring.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -24,12 +23,11 @@ import asyncpg
 from lineage import db
 from lineage.core import metrics
 from lineage.db.errors import PRIMARY_TIMEOUT_S, PRIMARY_UNAVAILABLE
+from lineage.db.keyring import signer_for
 from lineage.settings import Settings
 
 if TYPE_CHECKING:
-    from lineage.core.record import ContextRecord, NewContext
-    from lineage.services.signing import Signer
-    from lineage.store.base import Appended
+    from lineage.db.keyring import Signer
 
 __all__ = ["REQUEST_AUDIT", "Database", "RequestAudit", "Transaction"]
 
@@ -53,8 +51,8 @@ REQUEST_AUDIT: ContextVar[RequestAudit | None] = ContextVar("request_audit", def
 
 class Transaction:
     """One transaction confined to one tenant (row security reads the tenant it set). Its
-    named queries take the tenant's id unless given; what it appends is signed with its
-    database's keyring."""
+    named queries take the tenant's id unless given; what the services append in it is signed
+    with its database's keyring."""
 
     def __init__(self, database: Database, connection: asyncpg.Connection, tenant_id: str) -> None:
         self.database = database
@@ -73,17 +71,6 @@ class Transaction:
 
     async def execute(self, name: str, **values: Any) -> None:
         await db.execute(self.connection, name, **self._values(values))
-
-    async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
-        """Append within this transaction (the Store verb): raises on any bad record."""
-        from lineage.store.postgres import append_records
-
-        return await append_records(self, proposals)
-
-    async def get(self, context_id: str) -> ContextRecord | None:
-        from lineage.store.postgres import get_records
-
-        return (await get_records(self, [context_id])).get(context_id)
 
 
 class Database:
@@ -115,8 +102,6 @@ class Database:
         if self._primary is not None:
             return self._primary.signer
         if self._signer is None:
-            from lineage.services.signing import signer_for
-
             self._signer = signer_for(self.settings)
         return self._signer
 

@@ -2,7 +2,7 @@
 include another) with its fragment, so that psql runs what the service runs:
 `python -m lineage.db.include_sql` after changing a fragment."""
 
-from lineage.db.queries import INCLUDE_DIR, SQL_DIR, expand, fragments
+from lineage.db.named_sql import INCLUDE_DIR, SQL_DIR, expand, fragments
 
 
 def main() -> None:

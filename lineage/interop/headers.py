@@ -25,7 +25,7 @@ from typing import Any
 from lineage.core.errors import NotFound
 from lineage.core.record import ContextRecord, format_timestamp
 from lineage.db.database import Database, Transaction
-from lineage.store.postgres import get_records
+from lineage.services.records import get_records
 
 __all__ = [
     "LOOKED_THROUGH",

@@ -40,7 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, BodyTooLarge, InvalidRecord, UnsupportedEncoding
-from lineage.db.database import Transaction
+from lineage.db.database import Database, Transaction
+from lineage.services.transaction_store import TransactionStore
 
 __all__ = [
     "BodyTooLarge",
@@ -208,8 +209,13 @@ class RecordedEvent:
         }
 
 
-async def record_run_event(tx: Transaction, event: RunEvent) -> RecordedEvent:
-    """Record the event's datasets within the caller's transaction (all or none)."""
+async def record_run_event(database: Database, tenant_id: str, event: RunEvent) -> RecordedEvent:
+    """Record the event's datasets in one tenant transaction (all or none)."""
+    async with database.tenant(tenant_id) as tx:
+        return await _record_run_event(tx, event)
+
+
+async def _record_run_event(tx: Transaction, event: RunEvent) -> RecordedEvent:
     run_id = str(event.run.run_id)
     trace_id = event.run.run_id.hex
     inputs, declared = _unique(event.inputs), _unique(event.outputs)
@@ -236,7 +242,7 @@ async def record_run_event(tx: Transaction, event: RunEvent) -> RecordedEvent:
         )
         for dataset in new
     ]
-    for dataset, root in zip(new, await derive_many(tx, roots), strict=True):
+    for dataset, root in zip(new, await derive_many(TransactionStore(tx), roots), strict=True):
         known[dataset.source_uri] = root.context_id
     parents = [known[dataset.source_uri] for dataset in inputs]
     derived = [
@@ -271,7 +277,7 @@ async def record_run_event(tx: Transaction, event: RunEvent) -> RecordedEvent:
                 deterministic=True,
             )
         )
-    written = await derive_many(tx, derived)
+    written = await derive_many(TransactionStore(tx), derived)
     return RecordedEvent(
         run_id,
         event.event_type,

@@ -98,6 +98,13 @@ async def revoke_key(database: Database, tenant_id: str, key_id: str) -> None:
             raise NotFound(f"no key {key_id!r} for tenant {tenant_id!r}")
 
 
+async def tenant_token(database: Database, tenant_id: str) -> str | None:
+    """The token that vouches for a tenant (read as the owner); None before the key exists."""
+    async with database.connection() as connection:
+        key = await db.fetch_vouching_key(connection)
+    return None if key is None else db.tenant_token(key, tenant_id)
+
+
 async def rotate_vouching_key(database: Database) -> None:
     """A new tenant vouching key (as the owner): every token made under the old one stops
     counting at once, so pools made before must be made again (restart the service; on Citus

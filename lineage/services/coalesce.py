@@ -14,8 +14,9 @@ import contextvars
 
 from lineage.core.errors import LineageError
 from lineage.core.record import NewContext
+from lineage.core.store import Appended
 from lineage.db.database import Database
-from lineage.store.base import Appended
+from lineage.services import appends
 
 # A batch's records wait for each other's commit: past this many, the rest go in the next.
 MAX_RECORDS = 500
@@ -56,8 +57,7 @@ class AppendCoalescer:
 
     async def _write(self, database: Database, tenant_id: str, batch: list[Waiting]) -> None:
         try:
-            async with database.tenant(tenant_id) as tx:
-                appended = await tx.append([proposal for proposal, _ in batch])
+            appended = await appends.append(database, tenant_id, [p for p, _ in batch])
         except Exception as exc:
             if len(batch) > 1 and isinstance(exc, LineageError) and exc.status < 500:
                 for waiting in batch:  # one caller's mistake: only its request is refused

@@ -20,10 +20,10 @@ from lineage.claims.judges import OfflineJudge
 from lineage.claims.verify import Verification, ensure_verified, mapping_resolver
 from lineage.core import DEFAULT_TENANT, telemetry
 from lineage.core.derive import Context, Derivation, derive_many
+from lineage.core.store import Store
 from lineage.db.database import Database
 from lineage.services import reads, walks
 from lineage.settings import Settings
-from lineage.store.base import Store
 
 ANSWER_ID = "answer_1"
 SUMMARY_ID = "summary_1"

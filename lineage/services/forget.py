@@ -37,6 +37,7 @@ from lineage.db.database import Database, Transaction
 from lineage.services import audit, reads, walks
 from lineage.services.auth import Caller
 from lineage.services.privacy import text_hash_key
+from lineage.services.transaction_store import TransactionStore
 from lineage.settings import Settings
 
 __all__ = ["FORGET_TRANSFORM", "Forgotten", "Remaining", "forget"]
@@ -248,4 +249,4 @@ async def _append_tombstones(
         )
         for number, part in enumerate(parts, start=1)
     ]
-    return [context.context_id for context in await derive_many(tx, items)]
+    return [context.context_id for context in await derive_many(TransactionStore(tx), items)]

@@ -22,15 +22,15 @@ import asyncpg
 
 from lineage.core.errors import InvalidRecord, NotFound
 from lineage.core.hashing import HmacSha256, Sha256
-from lineage.core.record import NewContext
+from lineage.core.record import KEYED_KINDS, NewContext
 from lineage.db.database import Database, Transaction
 from lineage.services import audit
 from lineage.services.auth import Caller
 
 __all__ = [
     "CAPTURE_SWITCHES",
-    "KEYED_KINDS",
     "TenantSettings",
+    "capture",
     "capture_switch",
     "check_capture",
     "get_settings",
@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 CAPTURE_SWITCHES = ("capture_source_text", "capture_query_text", "capture_answer_text")
-KEYED_KINDS = frozenset({"query", "claim", "answer"})
 _SHA256 = re.compile(r"^sha256:([0-9a-f]{64})$")
 
 
@@ -132,6 +131,15 @@ async def check_capture(tx: Transaction, kinds: Mapping[str, str]) -> None:
         f"tenant {tx.tenant_id!r} does not capture text for {shown} ({off}); nothing was "
         f"captured. An admin turns it on with `{command}` or PUT /v1/tenant/settings",
     )
+
+
+async def capture(tx: Transaction, texts: Mapping[str, str], kinds: Mapping[str, str]) -> list[str]:
+    """Keep opt-in texts (id -> text) of the tenant's records whose kinds `kinds` gives, if
+    every one's switch is on (else InvalidRecord `capture_off`, nothing captured); a record
+    already captured keeps its text. The ids newly captured."""
+    await check_capture(tx, {context_id: kinds[context_id] for context_id in texts})
+    rows = await tx.fetch("claim_capture_text", context_ids=list(texts), texts=list(texts.values()))
+    return [row["context_id"] for row in rows]
 
 
 async def text_hash_key(tx: Transaction) -> bytes:

@@ -5,7 +5,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -15,7 +15,7 @@ from lineage.core import DEFAULT_TENANT, metrics
 from lineage.core.errors import WalkTimeout
 from lineage.core.record import format_timestamp
 from lineage.db.database import Database
-from lineage.db.queries import QUERIES
+from lineage.db.named_sql import QUERIES
 from lineage.settings import Settings
 
 
@@ -50,6 +50,55 @@ async def run(
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(_timeout_message(name, settings)) from exc
     return [node_from_row(row) for row in rows]
+
+
+async def run_as_psql(
+    database: Database, settings: Settings, name: str, variables: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Run a named query given its psql variables as text (`lineage sql run`): each becomes the
+    type the query declares for it."""
+    query = QUERIES[name]
+    async with database.connection() as connection:
+        statement = await connection.prepare(query.sql)
+        types = ["array" if t.kind == "array" else t.name for t in statement.get_parameters()]
+    values = {p: _convert(variables[p], t) for p, t in zip(query.parameters, types, strict=True)}
+    return await run(database, settings, name, **values)
+
+
+def _convert(text: str, type_name: str) -> Any:
+    """psql variables are text; bind parameters want the type the query declares."""
+    if type_name in {"int2", "int4", "int8"}:
+        return int(text)
+    if type_name == "timestamptz":
+        bounds = {"-infinity": datetime.min, "infinity": datetime.max}
+        moment = bounds.get(text) or datetime.fromisoformat(text)
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if type_name == "array":
+        return [item.strip().strip('"') for item in text.strip("{}").split(",") if item.strip()]
+    return text
+
+
+async def list_contexts(
+    database: Database, settings: Settings, **filters: Any
+) -> list[dict[str, Any]]:
+    """A page of the tenant's records matching every filter, oldest first."""
+    return await run(database, settings, "list_contexts", **filters)
+
+
+async def records_by_id(
+    database: Database, settings: Settings, tenant_id: str, context_ids: list[str]
+) -> list[dict[str, Any]]:
+    """The tenant's records among these ids; unknown and foreign ids are simply absent."""
+    return await run(
+        database, settings, "get_contexts", tenant_id=tenant_id, context_ids=context_ids
+    )
+
+
+async def trace_records(
+    database: Database, settings: Settings, tenant_id: str, trace_id: str
+) -> list[dict[str, Any]]:
+    """Every record of one trace."""
+    return await run(database, settings, "trace_contexts", tenant_id=tenant_id, trace_id=trace_id)
 
 
 async def stream(

@@ -1,11 +1,36 @@
 """One tenant's records read back by id, with each one's signature check when asked."""
 
+from collections.abc import Sequence
 from typing import Any
 
+import asyncpg
+
 from lineage.core.errors import NotFound
-from lineage.db.database import Database
+from lineage.core.record import ContextRecord
+from lineage.db.database import Database, Transaction
+from lineage.db.keyring import Signer
 from lineage.services import reads, signing
-from lineage.store.postgres import record_from_row
+
+
+def record_from_row(row: asyncpg.Record) -> ContextRecord:
+    return ContextRecord(**{name: row[name] for name in ContextRecord.model_fields})
+
+
+async def get_records(tx: Transaction, context_ids: Sequence[str]) -> dict[str, ContextRecord]:
+    """The tenant's records with these ids; unknown and foreign ids are simply absent."""
+    rows = await tx.fetch("get_contexts", context_ids=list(context_ids))
+    return {row["context_id"]: record_from_row(row) for row in rows}
+
+
+async def verify_stored(
+    database: Database, tenant_id: str, context_id: str, signer: Signer
+) -> signing.SignatureCheck:
+    """Check the tenant's stored record against its stored signature; NotFound if unknown."""
+    async with database.tenant(tenant_id) as tx:
+        record = (await get_records(tx, [context_id])).get(context_id)
+        if record is None:
+            raise NotFound(f"no context {context_id} in tenant {tenant_id}")
+        return await signing.verify_record(tx.connection, tenant_id, record, signer)
 
 
 async def record_node(

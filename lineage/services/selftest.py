@@ -22,11 +22,13 @@ from lineage.core.derive import derive
 from lineage.core.errors import StepFailed
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord
+from lineage.db import keyring
 from lineage.db.database import Database
 from lineage.db.migrate import migrate
 from lineage.services import signing
+from lineage.services.records import get_records
+from lineage.services.transaction_store import TransactionStore
 from lineage.settings import Settings
-from lineage.store.postgres import PostgresStore, get_records
 
 TENANT = DEFAULT_TENANT
 # Step reports: whether it went as it must, and what happened.
@@ -45,7 +47,7 @@ def _server_name(url: str) -> str:
 
 
 def run_selftest(
-    settings: Settings, server_url: str, signer: signing.Signer, report: Report
+    settings: Settings, server_url: str, signer: keyring.Signer, report: Report
 ) -> bool:
     """Every step reported; True when all went as they must. The throwaway database is dropped
     whatever happens once it exists."""
@@ -81,18 +83,19 @@ def run_selftest(
             report(False, f"could not drop {name}; drop it by hand: {exc}")
 
 
-async def _cycle(settings: Settings, url: str, signer: signing.Signer, report: Report) -> None:
+async def _cycle(settings: Settings, url: str, signer: keyring.Signer, report: Report) -> None:
     database = await Database.connect(settings, url, signer=signer, max_size=2)
     try:
-        made = await derive(
-            PostgresStore(database, TENANT),
-            [],
-            "lineage selftest: a document to sign, store, read back and alter.",
-            "document",
-            "selftest",
-            "1",
-            source_uri="selftest://document",
-        )
+        async with database.tenant(TENANT) as tx:
+            made = await derive(
+                TransactionStore(tx),
+                [],
+                "lineage selftest: a document to sign, store, read back and alter.",
+                "document",
+                "selftest",
+                "1",
+                source_uri="selftest://document",
+            )
         report(True, f"built and stored a record with derive(): document {made.context_id}")
         record, check = await _read_back(database, made.context_id)
         if not check.signed:

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from lineage.core.derive import Context, derive
 from lineage.core.hashing import content_hash
 from lineage.core.record import SESSION_ID
-from lineage.store.base import Store
+from lineage.core.store import Store
 
 __all__ = ["ToolDetail", "record_plan", "record_reasoning", "record_tool_call"]
 

@@ -85,6 +85,14 @@ def _time(unix_nano: int) -> datetime:
     return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=nanos // 1000)
 
 
+async def record_spans(
+    database: Database, tenant_id: str, spans: Sequence[SpanIn], max_spans_per_trace: int
+) -> int:
+    """store_spans in one tenant transaction of its own (the API's verb)."""
+    async with database.tenant(tenant_id) as tx:
+        return await store_spans(tx, spans, max_spans_per_trace)
+
+
 async def store_spans(
     tx: Transaction,
     spans: Sequence[SpanIn],

@@ -6,9 +6,10 @@ from typing import Any
 
 from lineage.core.derive import derive_many
 from lineage.core.metrics import OTLP_UNKNOWN_IDS
-from lineage.db.database import Transaction
+from lineage.db.database import Database, Transaction
 from lineage.interop import otlp, otlp_lineage
 from lineage.services.spans import store_spans
+from lineage.services.transaction_store import TransactionStore
 
 
 async def _stored_retrievals(
@@ -25,9 +26,16 @@ async def _stored_retrievals(
 
 
 async def record_export(
+    database: Database, tenant_id: str, spans: list[otlp.DecodedSpan], max_spans_per_trace: int
+) -> dict[str, Any]:
+    """Store the spans and derive their lineage, all in one tenant transaction."""
+    async with database.tenant(tenant_id) as tx:
+        return await _record_export(tx, spans, max_spans_per_trace)
+
+
+async def _record_export(
     tx: Transaction, spans: list[otlp.DecodedSpan], max_spans_per_trace: int
 ) -> dict[str, Any]:
-    """Store the spans and derive their lineage, all in the caller's transaction."""
     readings = [otlp_lineage.read_span(decoded.span) for decoded in spans]
     resolved = await otlp_lineage.resolve(tx, readings)
     llm_traces = {r.span.trace_id for r in readings if r.role == "llm"}
@@ -40,7 +48,7 @@ async def record_export(
             attributes[otlp_lineage.LOCAL_ATTRIBUTE] = listed
         to_store.append(reading.span.model_copy(update={"attributes": attributes}))
     stored_spans = await store_spans(tx, to_store, max_spans_per_trace)
-    made = await derive_many(tx, mapped.derivations)
+    made = await derive_many(TransactionStore(tx), mapped.derivations)
     unknown: list[dict[str, str]] = [
         {"span_id": span_id, "id": shown}
         for span_id, listed in mapped.unknown.items()

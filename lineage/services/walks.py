@@ -2,21 +2,24 @@
 all come through here, so each answers from the same SQL file."""
 
 from collections import Counter
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
 from lineage.core.errors import BadParameter, NotFound
 from lineage.core.record import KINDS
 from lineage.db.database import Database
-from lineage.services.reads import run
+from lineage.services import reads
 from lineage.settings import Settings
 
-# Each impact question names its file and the parameter that picks the starting records.
+# Each impact question (named by the parameter that picks its starting records; `stale` by
+# source_uri, from the revisions that are no longer the newest) and the file that answers it.
 IMPACT_QUERIES = {
     "context_ids": "blast_radius",
     "source_uri": "blast_radius_by_source",
     "transform_version": "invalidate_by_transform_version",
     "index_snapshot": "invalidate_by_index_snapshot",
+    "stale": "stale_sources",
 }
 # A blast radius as ids, kinds and depths, for listings that need no record: by source_uri
 # this reads no provenance row at all.
@@ -98,7 +101,7 @@ async def walk_back(
     database: Database, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
 ) -> Walk:
     depth = check_depth(settings, max_depth)
-    nodes = await run(
+    nodes = await reads.run(
         database, settings, "walk_back", tenant_id=tenant_id, context_id=context_id, max_depth=depth
     )
     if not nodes:
@@ -112,7 +115,7 @@ async def suspicious_hops(
     database: Database, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
 ) -> list[dict[str, Any]]:
     depth = check_depth(settings, max_depth)
-    return await run(
+    return await reads.run(
         database,
         settings,
         "suspicious_hops",
@@ -120,3 +123,38 @@ async def suspicious_hops(
         context_id=context_id,
         max_depth=depth,
     )
+
+
+async def require_context(
+    database: Database, settings: Settings, tenant_id: str, context_id: str
+) -> None:
+    """NotFound unless the tenant has the record (a walk-back that stops at it)."""
+    await walk_back(database, settings, tenant_id, context_id, 0)
+
+
+async def impact_nodes(
+    database: Database, settings: Settings, question: str, **values: Any
+) -> list[dict[str, Any]]:
+    """An impact question's records, in memory (the CLI's listing)."""
+    return await reads.run(database, settings, IMPACT_QUERIES[question], **values)
+
+
+def impact_json(
+    database: Database, settings: Settings, question: str, **values: Any
+) -> AsyncGenerator[tuple[dict[str, Any], bytes], None]:
+    """An impact question's records as the database writes their JSON, row by row."""
+    return reads.record_json(database, settings, IMPACT_QUERIES[question], **values)
+
+
+def impact_ids(
+    database: Database, settings: Settings, question: str, **values: Any
+) -> AsyncGenerator[dict[str, Any], None]:
+    """An impact question's ids, kinds and depths, row by row."""
+    return reads.stream(database, settings, IMPACT_ID_QUERIES[question], **values)
+
+
+def impact_id_file(
+    database: Database, settings: Settings, question: str, **values: Any
+) -> AsyncGenerator[bytes, None]:
+    """An impact question's ids as CSV lines that the server writes (reads.copy_id_file)."""
+    return reads.copy_id_file(database, settings, IMPACT_ID_QUERIES[question], **values)

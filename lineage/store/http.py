@@ -1,17 +1,15 @@
 """The store that talks to the HTTP API, so a pipeline needs no database credentials."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from lineage.core import DEFAULT_TENANT, telemetry
-from lineage.core.errors import LineageError, StoreUnavailable, error_of_answer
+from lineage.core.errors import BadParameter, StoreUnavailable, refusal
+from lineage.core.queries import QueryIn
 from lineage.core.record import ContextRecord, NewContext
-from lineage.store.base import Appended
-
-# The service sheds load with 429: like a 5xx, the same request can succeed later.
-TOO_MANY_REQUESTS = 429
+from lineage.core.store import Appended
 
 
 class HttpStore:
@@ -40,7 +38,11 @@ class HttpStore:
         except httpx.HTTPError as exc:
             raise StoreUnavailable(f"lineage API unreachable: {exc!r}") from exc
 
-    async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
+    async def append(
+        self, proposals: Sequence[NewContext], *, texts: Mapping[str, str] | None = None
+    ) -> list[Appended]:
+        if texts:
+            raise BadParameter("capture_text needs a PostgresStore; over HTTP, POST /v1/answers")
         body = {"records": [p.model_dump(mode="json") for p in proposals]}
         response = await self._request("POST", "/v1/contexts/batch", json=body)
         if response.is_error:
@@ -58,19 +60,13 @@ class HttpStore:
             raise refusal(response)
         return ContextRecord.model_validate(response.json())
 
+    async def text_hash_key(self) -> None:
+        """The key never leaves the service: the API keys query, claim and answer hashes."""
+        return
 
-def refusal(response: httpx.Response) -> LineageError:
-    """The error an error answer of the API stands for (here and for the log's auditor). One the
-    service could not give now (a 5xx, or 429 when it sheds load) is StoreUnavailable whatever
-    its rule, so that a spool keeps the records and a retry may take them; any other is the
-    class its problem's rule names."""
-    try:
-        problem = response.json()
-    except ValueError:  # not problem+json: a proxy's page, say
-        problem = {}
-    problem = problem if isinstance(problem, dict) else {}
-    status = response.status_code
-    if status >= 500 or status == TOO_MANY_REQUESTS:
-        detail = problem.get("detail") or response.text[:200]
-        return StoreUnavailable(f"lineage API answered {status}: {detail}")
-    return error_of_answer(status, problem)
+    async def record_query(self, query: QueryIn) -> dict[str, Any]:
+        response = await self._request("POST", "/v1/queries", json=query.model_dump(mode="json"))
+        if response.is_error:
+            raise refusal(response)
+        recorded: dict[str, Any] = response.json()
+        return recorded

@@ -1,203 +1,42 @@
-"""The store that talks to Postgres directly."""
+"""The store that talks to Postgres directly: each call in a tenant transaction of its own."""
 
-import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import Any
 
-import asyncpg
-
-from lineage.core import DEFAULT_TENANT, metrics
-from lineage.core.errors import Conflict, InvalidRecord
-from lineage.core.record import ContextRecord, NewContext, check_id, validate
-from lineage.core.versions import version_key
+from lineage.core import DEFAULT_TENANT
+from lineage.core.queries import QueryIn
+from lineage.core.record import ContextRecord, NewContext
+from lineage.core.store import Appended
+from lineage.db.database import Database
 from lineage.db.errors import outage_as_unavailable
-from lineage.services import events, privacy, signing
-from lineage.store.base import Appended
-from lineage.store.partitions import ensure_partitions
-from lineage.store.roots import Roots, note_root_sources, stored_root_sources
-
-if TYPE_CHECKING:
-    from lineage.db.database import Database, Transaction
-
-
-def record_from_row(row: asyncpg.Record) -> ContextRecord:
-    return ContextRecord(**{name: row[name] for name in ContextRecord.model_fields})
-
-
-def _array_literal(ids: list[str]) -> str:
-    # Ids match record.ID_PATTERN, so they hold no quote, backslash, comma or brace.
-    return "{" + ",".join(f'"{i}"' for i in ids) + "}"
-
-
-def check_batch(tenant_id: str, proposals: Sequence[NewContext]) -> None:
-    """Every rule a batch must pass that needs no database; raises InvalidRecord."""
-    check_id(tenant_id, "tenant_id")
-    for proposal in proposals:
-        validate(proposal)
-    batch_ids = [p.context_id for p in proposals]
-    if len(set(batch_ids)) != len(batch_ids):
-        raise InvalidRecord("duplicate_id", "a batch lists the same context_id more than once")
-
-
-async def append_records(tx: "Transaction", proposals: Sequence[NewContext]) -> list[Appended]:
-    """Append within the caller's transaction; raise (and let it roll back) on any bad record.
-
-    The time is assigned here, before the insert, so that it is part of the canonical form.
-    New records are signed with the transaction's keyring.
-    """
-    check_batch(tx.tenant_id, proposals)
-    proposals = await privacy.keyed_proposals(tx, proposals)
-    now = datetime.now(UTC)
-    records = [proposal.stamped(tx.tenant_id, now) for proposal in proposals]
-    inserted = await insert_records(tx, records)
-    existing_ids = [r.context_id for r in records if r.context_id not in inserted]
-    stored: dict[str, ContextRecord] = {}
-    if existing_ids:
-        stored = await get_records(tx, existing_ids)
-        for proposal in proposals:
-            earlier = stored.get(proposal.context_id)
-            if earlier is not None and not earlier.same_content(proposal):
-                raise Conflict(
-                    f"context_id {proposal.context_id} already exists with other content; "
-                    "records are append-only: derive a new record (new id) from it instead"
-                )
-    return [
-        Appended(record, created=True)
-        if record.context_id in inserted
-        else Appended(stored[record.context_id], created=False)
-        for record in records
-    ]
-
-
-async def insert_records(
-    tx: "Transaction",
-    records: Sequence[ContextRecord],
-    *,
-    expired_parents: Mapping[str, Roots] = MappingProxyType({}),
-) -> set[str]:
-    """Insert stamped records, with everything that follows a record (transform versions, root
-    sources, signature), in the caller's transaction; the ids inserted. Ids already stored are
-    left alone. Parents must be earlier in `records`, stored, or in `expired_parents` (a bundle
-    import's records that retention dropped before the export, with the root sources they pass
-    on): InvalidRecord otherwise.
-    `append_records` (new records) and bundle imports (records as exported) both write here."""
-    batch_ids = [r.context_id for r in records]
-    stored_parents = await _check_parents(tx, records, expired_parents)
-    await ensure_partitions(tx.connection, (r.created_at for r in records))
-    rows = await tx.fetch(
-        "append_contexts",
-        context_ids=batch_ids,
-        parent_id_lists=[_array_literal(r.parent_ids) for r in records],
-        kinds=[r.kind for r in records],
-        source_uris=[r.source_uri for r in records],
-        content_hashes=[r.content_hash for r in records],
-        transforms=[r.transform for r in records],
-        transform_versions=[r.transform_version for r in records],
-        produced_bys=[r.produced_by for r in records],
-        index_snapshots=[r.index_snapshot for r in records],
-        trace_ids=[r.trace_id for r in records],
-        created_ats=[r.created_at for r in records],
-        attribute_docs=[json.dumps(r.attributes) for r in records],
-    )
-    inserted = {row["context_id"] for row in rows}
-    await _note_transform_versions(tx, records, inserted)
-    new = [record for record in records if record.context_id in inserted]
-    named = {p: expired_parents[p] for r in new for p in r.parent_ids if p in expired_parents}
-    await note_root_sources(tx, new, stored_parents | named)
-    await signing.append_signatures(tx, new)
-    # Last: it holds the tenant's stream counter until commit.
-    await events.note_appended(tx, [record.context_id for record in new])
-    if not all(row["one_partition"] for row in rows):
-        await _refuse_ids_stored_twice(tx, [record.context_id for record in new])
-    metrics.count_appended(record.kind for record in new)
-    return inserted
-
-
-async def _refuse_ids_stored_twice(tx: "Transaction", context_ids: list[str]) -> None:
-    """An id appended into two month partitions at once passed both appends' checks; after the
-    counter's lock, whichever commits second sees the other's row and gives way."""
-    if not context_ids:
-        return
-    rows = await tx.fetch("ids_stored_twice", context_ids=context_ids)
-    twice = [row["context_id"] for row in rows]
-    if twice:
-        raise Conflict(
-            f"context_id {twice[0]} was appended by another request at the same moment; "
-            "send the batch again (the other append is stored)"
-        )
-
-
-async def _check_parents(
-    tx: "Transaction", records: Sequence[ContextRecord], expired: Mapping[str, Roots]
-) -> dict[str, Roots]:
-    """Parents must be earlier in the batch, stored for this tenant or expired; others look
-    unknown.
-
-    Returns the stored parents' root sources, read in the same round trip.
-    """
-    earlier: set[str] = set()
-    outside: dict[str, str] = {}
-    for record in records:
-        for parent_id in record.parent_ids:
-            if parent_id not in earlier and parent_id not in expired:
-                outside.setdefault(parent_id, record.context_id)
-        earlier.add(record.context_id)
-    if not outside:
-        return {}
-    found = await stored_root_sources(tx, outside.keys())
-    unknown = [p for p in outside if p not in found]
-    if unknown:
-        shown = ", ".join(unknown[:5]) + (
-            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-        )
-        raise InvalidRecord(
-            "unknown_parent",
-            f"parent ids not found: {shown} (record {outside[unknown[0]]}); record each parent "
-            "first, or earlier in the same batch",
-        )
-    return found
-
-
-async def _note_transform_versions(
-    tx: "Transaction",
-    records: Sequence[ContextRecord],
-    inserted: set[str],
-) -> None:
-    first_seen: dict[str, datetime] = {}
-    for record in records:
-        if record.transform_version and record.context_id in inserted:
-            first_seen.setdefault(record.transform_version, record.created_at)
-    if first_seen:
-        await tx.execute(
-            "record_transform_versions",
-            transform_versions=list(first_seen),
-            version_keys=[version_key(v) for v in first_seen],
-            first_seens=list(first_seen.values()),
-        )
-
-
-async def get_records(tx: "Transaction", context_ids: Sequence[str]) -> dict[str, ContextRecord]:
-    """The tenant's records with these ids; unknown and foreign ids are simply absent."""
-    rows = await tx.fetch("get_contexts", context_ids=list(context_ids))
-    return {row["context_id"]: record_from_row(row) for row in rows}
+from lineage.services.transaction_store import TransactionStore
 
 
 class PostgresStore:
     """Writes and reads one tenant's records through a Database it does not own, each call in
     its own transaction, signed with the database's keyring."""
 
-    def __init__(self, database: "Database", tenant_id: str = DEFAULT_TENANT) -> None:
+    def __init__(self, database: Database, tenant_id: str = DEFAULT_TENANT) -> None:
         self.database = database
         self.tenant_id = tenant_id
 
-    async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
+    async def append(
+        self, proposals: Sequence[NewContext], *, texts: Mapping[str, str] | None = None
+    ) -> list[Appended]:
         with outage_as_unavailable():
             async with self.database.tenant(self.tenant_id) as tx:
-                return await tx.append(proposals)
+                return await TransactionStore(tx).append(proposals, texts=texts)
 
     async def get(self, context_id: str) -> ContextRecord | None:
         with outage_as_unavailable():
             async with self.database.tenant(self.tenant_id) as tx:
-                return await tx.get(context_id)
+                return await TransactionStore(tx).get(context_id)
+
+    async def text_hash_key(self) -> bytes:
+        with outage_as_unavailable():
+            async with self.database.tenant(self.tenant_id) as tx:
+                return await TransactionStore(tx).text_hash_key()
+
+    async def record_query(self, query: QueryIn) -> dict[str, Any]:
+        async with self.database.tenant(self.tenant_id) as tx:
+            return await TransactionStore(tx).record_query(query)

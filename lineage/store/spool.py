@@ -40,19 +40,26 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from lineage.core import metrics
-from lineage.core.errors import BodyTooLarge, Conflict, Forbidden, InvalidRecord, Unauthorized
+from lineage.core.errors import (
+    BadParameter,
+    BodyTooLarge,
+    Conflict,
+    Forbidden,
+    InvalidRecord,
+    Unauthorized,
+)
 from lineage.core.progress import Progress, unwatched
-from lineage.core.record import ContextRecord, NewContext, check_id
+from lineage.core.queries import QueryIn
+from lineage.core.record import ContextRecord, NewContext, check_batch, check_id
+from lineage.core.store import Appended, Store
 from lineage.settings import Settings
-from lineage.store.base import Appended, Store
-from lineage.store.postgres import check_batch
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +291,11 @@ class SpoolingStore:
         self._retry: asyncio.Task[None] | None = None
         self._set_depth(self.spool.status().records)
 
-    async def append(self, proposals: Sequence[NewContext]) -> list[Appended]:
+    async def append(
+        self, proposals: Sequence[NewContext], *, texts: Mapping[str, str] | None = None
+    ) -> list[Appended]:
+        if texts:  # a spool keeps records, never text
+            raise BadParameter("capture_text needs a PostgresStore; over HTTP, POST /v1/answers")
         async with self._lock:
             failure = None
             if await self._caught_up():
@@ -300,6 +311,13 @@ class SpoolingStore:
 
     async def get(self, context_id: str) -> ContextRecord | None:
         return await self.store.get(context_id)
+
+    async def text_hash_key(self) -> bytes | None:
+        return await self.store.text_hash_key()
+
+    async def record_query(self, query: QueryIn) -> dict[str, Any]:
+        """Not spooled: a gateway's query is recorded now or not at all (degrade-open)."""
+        return await self.store.record_query(query)
 
     async def replay(self, progress: Progress = unwatched) -> Replay:
         """Replay the spool now, whatever the backoff."""

@@ -23,11 +23,17 @@ from typing import Any, Protocol
 
 import httpx
 
-from lineage.core.errors import BadParameter, NotConsistent, NotFound, ProofError, StoreUnavailable
+from lineage.core.errors import (
+    BadParameter,
+    NotConsistent,
+    NotFound,
+    ProofError,
+    StoreUnavailable,
+    refusal,
+)
 from lineage.core.record import ContextRecord
 from lineage.db.database import Database
 from lineage.settings import Settings
-from lineage.store.http import refusal
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.checkpoint import Checkpoint, VerifierKey
 from lineage.verifiable_log.storage import InclusionProof
@@ -77,13 +83,14 @@ class DatabaseSource:
 
     async def signature(self, context_id: str) -> dict[str, Any]:
         """Checked here, with the record keyring on this machine (the service's)."""
+        from lineage.db import keyring
         from lineage.services import signing
-        from lineage.store.postgres import get_records
+        from lineage.services.records import get_records
 
-        path = signing.keyring_path(self.settings)
+        path = keyring.keyring_path(self.settings)
         if not path.exists():
             return {"verified": False, "reason": f"no record keyring here ({path})"}
-        signer = signing.load_keyring(path, create=False)
+        signer = keyring.load_keyring(path, create=False)
         async with self.database.tenant(self.tenant_id) as tx:
             record = (await get_records(tx, [context_id]))[context_id]
             check = await signing.verify_record(tx.connection, self.tenant_id, record, signer)

@@ -63,8 +63,8 @@ from lineage.core.errors import (
 )
 from lineage.core.record import ContextRecord
 from lineage.db.database import Database, Transaction
+from lineage.services.records import record_from_row
 from lineage.settings import Settings
-from lineage.store.postgres import record_from_row
 from lineage.verifiable_log import merkle
 from lineage.verifiable_log.checkpoint import Checkpoint, SigningKey, load_signing_key, origin_for
 

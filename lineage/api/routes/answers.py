@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from lineage.api import models
 from lineage.api.deps import AppSettings, Db, Ingest, Read, ReadDb, SentTraceId, Verify
 from lineage.api.results import Json
-from lineage.claims.answers import record_answer
+from lineage.claims.answers import store_answer
 from lineage.claims.drift import drift_report
 from lineage.claims.handoffs import (
     current_statement_verdicts,
@@ -113,18 +113,18 @@ async def post_answer(
     """Record one claim per claim and an answer over them, in one transaction. Cited ids not in
     the prompt are kept in the claim's `cited_ids` and never become edges. 404 for an unknown
     prompt."""
-    async with database.tenant(caller.tenant_id) as tx:
-        recorded = await record_answer(
-            tx,
-            body.prompt_id,
-            body.output,
-            body.produced_by,
-            body.model,
-            body.trace_id or sent_trace_id,
-            answer_id=body.answer_id,
-            file_ids=body.file_ids,
-            capture_text=body.capture_text,
-        )
+    recorded = await store_answer(
+        database,
+        caller.tenant_id,
+        body.prompt_id,
+        body.output,
+        body.produced_by,
+        body.model,
+        body.trace_id or sent_trace_id,
+        answer_id=body.answer_id,
+        file_ids=body.file_ids,
+        capture_text=body.capture_text,
+    )
     if recorded.created:
         request.app.state.sampler.offer(caller.tenant_id, [(recorded.answer.context_id, "answer")])
     return Json(recorded.as_dict(), status_code=201 if recorded.created else 200)

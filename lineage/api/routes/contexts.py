@@ -15,8 +15,8 @@ from lineage.api.results import Json, impact_response
 from lineage.core.errors import BadParameter, Forbidden, InvalidRecord
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextFields, NewContext, new_context_id
-from lineage.services import reads, records, walks
-from lineage.store.base import Appended
+from lineage.core.store import Appended
+from lineage.services import appends, reads, records, walks
 
 router = APIRouter(prefix="/v1/contexts", tags=["contexts"])
 
@@ -94,8 +94,7 @@ async def append_batch(
         )
     proposals = [item.proposal(sent_trace_id) for item in body.records]
     _may_write(caller, [p.kind for p in proposals])
-    async with database.tenant(caller.tenant_id) as tx:
-        appended = await tx.append(proposals)
+    appended = await appends.append(database, caller.tenant_id, proposals)
     _sample(request, caller, appended)
     results = [{"created": a.created, "record": a.record.api_dict()} for a in appended]
     status = 201 if any(a.created for a in appended) else 200
@@ -150,10 +149,9 @@ async def list_contexts(
 ) -> dict[str, Any]:
     """Records matching every filter, oldest first, a page at a time (follow `next`)."""
     after_created_at, after_context_id = _after(cursor)
-    rows = await reads.run(
+    rows = await reads.list_contexts(
         database,
         settings,
-        "list_contexts",
         tenant_id=caller.tenant_id,
         kind=walks.check_kind(kind) if kind != "any" else "any",
         source_uri=source_uri,
@@ -224,7 +222,7 @@ async def get_suspicious_hops(
     max_depth: int | None = None,
 ) -> dict[str, Any]:
     """Each hop of the walk-back that is suspect, and why (sql/suspicious_hops.sql)."""
-    await walks.walk_back(database, settings, caller.tenant_id, context_id, 0)
+    await walks.require_context(database, settings, caller.tenant_id, context_id)
     hops = await walks.suspicious_hops(database, settings, caller.tenant_id, context_id, max_depth)
     return {"context_id": context_id, "hops": hops}
 
@@ -240,12 +238,12 @@ async def get_impact(
     max_depth: int | None = None,
 ) -> Response:
     """Blast radius: every descendant once, filtered by kind; NDJSON when asked."""
-    await walks.walk_back(database, settings, caller.tenant_id, context_id, 0)
+    await walks.require_context(database, settings, caller.tenant_id, context_id)
     return await impact_response(
         request,
         database,
         settings,
-        "blast_radius",
+        "context_ids",
         tenant_id=caller.tenant_id,
         context_ids=[context_id],
         kind=walks.check_kind(kind),

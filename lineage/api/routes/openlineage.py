@@ -21,6 +21,5 @@ async def post_lineage(
         await request.body(), request.headers.get("content-encoding"), settings.max_body_bytes
     )
     event = parse_run_event(body)
-    async with database.tenant(caller.tenant_id) as tx:
-        recorded = await record_run_event(tx, event)
+    recorded = await record_run_event(database, caller.tenant_id, event)
     return Json(recorded.as_dict())

@@ -45,8 +45,7 @@ async def export_traces(
         await request.body(), request.headers.get("content-encoding"), settings.max_body_bytes
     )
     spans = otlp.decode_spans(body, kind, settings.max_spans_per_request)
-    async with database.tenant(caller.tenant_id) as tx:
-        report = await record_export(tx, spans, settings.max_spans_per_trace)
+    report = await record_export(database, caller.tenant_id, spans, settings.max_spans_per_trace)
     unknown_count = len(report["unknown_ids"])
     warning = (
         f"{unknown_count} ids are not known in this tenant (kept on their spans, no record made); "

@@ -7,7 +7,8 @@ from fastapi import APIRouter
 from lineage.api import models
 from lineage.api.deps import AppSettings, Db, Ingest, Read, ReadDb, SentTraceId
 from lineage.api.results import Json
-from lineage.services.queries import QueryIn, query_trace, record_query
+from lineage.core.queries import QueryIn
+from lineage.services.queries import query_trace, store_query
 
 router = APIRouter(prefix="/v1/queries", tags=["queries"])
 
@@ -25,8 +26,7 @@ async def post_query(
     one transaction, signed. 201 when new, 200 for an identical replay, 409 for a request id
     already recorded with other content. Evidence ids the tenant does not know are listed in
     `unknown_ids` (and on the retrieval), never made into edges."""
-    async with database.tenant(caller.tenant_id) as tx:
-        recorded = await record_query(tx, body, sent_trace_id)
+    recorded = await store_query(database, caller.tenant_id, body, sent_trace_id)
     return Json(recorded, status_code=201 if recorded["created"] else 200)
 
 

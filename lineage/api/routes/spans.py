@@ -5,7 +5,7 @@ from fastapi import APIRouter
 from lineage.api import models
 from lineage.api.deps import AppSettings, Db, Ingest
 from lineage.core.errors import InvalidRecord
-from lineage.services.spans import SpansIn, store_spans
+from lineage.services.spans import SpansIn, record_spans
 
 router = APIRouter(prefix="/v1/spans", tags=["spans"])
 
@@ -21,6 +21,7 @@ async def append_spans(
             "batch_too_large",
             f"{len(body.spans)} spans; send at most {settings.max_spans_per_request} per request",
         )
-    async with database.tenant(caller.tenant_id) as tx:
-        stored = await store_spans(tx, body.spans, settings.max_spans_per_trace)
+    stored = await record_spans(
+        database, caller.tenant_id, body.spans, settings.max_spans_per_trace
+    )
     return {"received": len(body.spans), "stored": stored}

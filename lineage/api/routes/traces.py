@@ -17,9 +17,7 @@ async def get_trace(
     trace_id: str, database: ReadDb, caller: Read, settings: AppSettings
 ) -> dict[str, Any]:
     """Every record of one trace with its span tree: the jump from a trace into the graph."""
-    records = await reads.run(
-        database, settings, "trace_contexts", tenant_id=caller.tenant_id, trace_id=trace_id
-    )
+    records = await reads.trace_records(database, settings, caller.tenant_id, trace_id)
     spans, spans_truncated = await span_tree(database, settings, caller.tenant_id, trace_id)
     if not records and not spans:
         raise NotFound(f"no records or spans with trace_id {trace_id}")

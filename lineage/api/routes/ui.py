@@ -133,14 +133,14 @@ async def _impact_start(
     source_uri: str | None,
     context_id: str | None,
 ) -> tuple[str, dict[str, Any]]:
-    """The impact query listing ids (kind, depth, truncated; records only where the walk reads
-    them anyway) and the parameter that starts it; NotFound when nothing would."""
+    """The impact question (walks.IMPACT_ID_QUERIES) and the parameter that starts it;
+    NotFound when nothing would."""
     exactly_one(source_uri=source_uri, context_id=context_id)
     if context_id is not None:
-        await walks.walk_back(database, settings, caller.tenant_id, context_id, 0)
-        return walks.IMPACT_ID_QUERIES["context_ids"], {"context_ids": [context_id]}
-    first = await reads.run(
-        database, settings, "list_contexts",
+        await walks.require_context(database, settings, caller.tenant_id, context_id)
+        return "context_ids", {"context_ids": [context_id]}
+    first = await reads.list_contexts(
+        database, settings,
         tenant_id=caller.tenant_id, kind="any", source_uri=source_uri, trace_id="any",
         produced_by="any", session_id="any", since=EARLIEST, until=LATEST,
         after_created_at=EARLIEST,
@@ -148,7 +148,7 @@ async def _impact_start(
     )  # fmt: skip
     if not first:
         raise NotFound(f"no records with source_uri {source_uri}")
-    return walks.IMPACT_ID_QUERIES["source_uri"], {"source_uri": source_uri}
+    return "source_uri", {"source_uri": source_uri}
 
 
 @router.get("/v1/impact/page", response_model=models.ImpactPage)
@@ -175,7 +175,7 @@ async def get_impact_page(
     layers: defaultdict[int, Counter[str]] = defaultdict(Counter)
     page: list[dict[str, Any]] = []
     matching = 0
-    async for node in reads.stream(
+    async for node in walks.impact_ids(
         database, settings, name,
         tenant_id=caller.tenant_id, kind=counted,
         max_depth=walks.check_depth(settings, max_depth), **start,
@@ -207,9 +207,7 @@ async def _with_records(
 ) -> list[dict[str, Any]]:
     """The page's records, each with its depth and truncated flag, in the page's order."""
     ids = [node["context_id"] for node in page]
-    found = await reads.run(
-        database, settings, "get_contexts", tenant_id=tenant_id, context_ids=ids
-    )
+    found = await reads.records_by_id(database, settings, tenant_id, ids)
     records = {record["context_id"]: record for record in found}
     return [
         {key: value for key, value in records[node["context_id"]].items() if key != "tenant_id"}
@@ -265,7 +263,7 @@ async def download_impact_ids(
     given = {parameter: value for parameter, value in asked.items() if value is not None}
     if given.keys() & {"transform_version", "index_snapshot"}:
         parameter, _ = exactly_one(**asked)
-        name, start = walks.IMPACT_ID_QUERIES[parameter], given
+        name, start = parameter, given
     else:
         name, start = await _impact_start(database, settings, caller, source_uri, context_id)
     walk = {
@@ -277,13 +275,13 @@ async def download_impact_ids(
     label = re.sub(r"[^A-Za-z0-9._-]+", "_", next(iter(given.values()))).strip("_")[:80]
     disposition = f'attachment; filename="impact-{kind}-{label}.{file_format}"'
     if file_format == "csv":
-        lines = await started(reads.copy_id_file(database, settings, name, **walk))
+        lines = await started(walks.impact_id_file(database, settings, name, **walk))
         return Stream(
             _csv_file(lines),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": disposition},
         )
-    nodes = await started(reads.stream(database, settings, name, **walk))
+    nodes = await started(walks.impact_ids(database, settings, name, **walk))
     return Stream(
         chunked(_json_file(given, kind, nodes)),
         media_type="application/json",

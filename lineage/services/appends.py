@@ -1,0 +1,177 @@
+"""The one insert path: every record the service stores (an append, a bundle import) is checked,
+keyed, stamped, inserted with everything that follows it (transform versions, root sources,
+signature, the log's queue) and counted here, in the caller's tenant transaction."""
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+from lineage.core import metrics
+from lineage.core.errors import Conflict, InvalidRecord
+from lineage.core.record import ContextRecord, NewContext, check_batch
+from lineage.core.store import Appended
+from lineage.core.versions import version_key
+from lineage.db.database import Database, Transaction
+from lineage.services import events, privacy, signing
+from lineage.services.partitions import ensure_partitions
+from lineage.services.records import get_records
+from lineage.services.root_sources import Roots, note_root_sources, stored_root_sources
+
+
+def _array_literal(ids: list[str]) -> str:
+    # Ids match record.ID_PATTERN, so they hold no quote, backslash, comma or brace.
+    return "{" + ",".join(f'"{i}"' for i in ids) + "}"
+
+
+async def append(
+    database: Database, tenant_id: str, proposals: Sequence[NewContext]
+) -> list[Appended]:
+    """Append in a tenant transaction of its own (all or none): the API's append."""
+    async with database.tenant(tenant_id) as tx:
+        return await append_records(tx, proposals)
+
+
+async def append_records(
+    tx: Transaction,
+    proposals: Sequence[NewContext],
+    *,
+    texts: Mapping[str, str] | None = None,
+) -> list[Appended]:
+    """Append within the caller's transaction; raise (and let it roll back) on any bad record.
+
+    The time is assigned here, before the insert, so that it is part of the canonical form.
+    New records are signed with the transaction's keyring. `texts` (id -> text, opt-in) are
+    captured beside them if the tenant's switches allow, else nothing is appended.
+    """
+    check_batch(tx.tenant_id, proposals)
+    proposals = await privacy.keyed_proposals(tx, proposals)
+    now = datetime.now(UTC)
+    records = [proposal.stamped(tx.tenant_id, now) for proposal in proposals]
+    inserted = await insert_records(tx, records)
+    existing_ids = [r.context_id for r in records if r.context_id not in inserted]
+    stored: dict[str, ContextRecord] = {}
+    if existing_ids:
+        stored = await get_records(tx, existing_ids)
+        for proposal in proposals:
+            earlier = stored.get(proposal.context_id)
+            if earlier is not None and not earlier.same_content(proposal):
+                raise Conflict(
+                    f"context_id {proposal.context_id} already exists with other content; "
+                    "records are append-only: derive a new record (new id) from it instead"
+                )
+    if texts:
+        await privacy.capture(tx, texts, {r.context_id: r.kind for r in records})
+    return [
+        Appended(record, created=True)
+        if record.context_id in inserted
+        else Appended(stored[record.context_id], created=False)
+        for record in records
+    ]
+
+
+async def insert_records(
+    tx: Transaction,
+    records: Sequence[ContextRecord],
+    *,
+    expired_parents: Mapping[str, Roots] = MappingProxyType({}),
+) -> set[str]:
+    """Insert stamped records, with everything that follows a record (transform versions, root
+    sources, signature), in the caller's transaction; the ids inserted. Ids already stored are
+    left alone. Parents must be earlier in `records`, stored, or in `expired_parents` (a bundle
+    import's records that retention dropped before the export, with the root sources they pass
+    on): InvalidRecord otherwise.
+    `append_records` (new records) and bundle imports (records as exported) both write here."""
+    batch_ids = [r.context_id for r in records]
+    stored_parents = await _check_parents(tx, records, expired_parents)
+    await ensure_partitions(tx.connection, (r.created_at for r in records))
+    rows = await tx.fetch(
+        "append_contexts",
+        context_ids=batch_ids,
+        parent_id_lists=[_array_literal(r.parent_ids) for r in records],
+        kinds=[r.kind for r in records],
+        source_uris=[r.source_uri for r in records],
+        content_hashes=[r.content_hash for r in records],
+        transforms=[r.transform for r in records],
+        transform_versions=[r.transform_version for r in records],
+        produced_bys=[r.produced_by for r in records],
+        index_snapshots=[r.index_snapshot for r in records],
+        trace_ids=[r.trace_id for r in records],
+        created_ats=[r.created_at for r in records],
+        attribute_docs=[json.dumps(r.attributes) for r in records],
+    )
+    inserted = {row["context_id"] for row in rows}
+    await _note_transform_versions(tx, records, inserted)
+    new = [record for record in records if record.context_id in inserted]
+    named = {p: expired_parents[p] for r in new for p in r.parent_ids if p in expired_parents}
+    await note_root_sources(tx, new, stored_parents | named)
+    await signing.append_signatures(tx, new)
+    # Last: it holds the tenant's stream counter until commit.
+    await events.note_appended(tx, [record.context_id for record in new])
+    if not all(row["one_partition"] for row in rows):
+        await _refuse_ids_stored_twice(tx, [record.context_id for record in new])
+    metrics.count_appended(record.kind for record in new)
+    return inserted
+
+
+async def _refuse_ids_stored_twice(tx: Transaction, context_ids: list[str]) -> None:
+    """An id appended into two month partitions at once passed both appends' checks; after the
+    counter's lock, whichever commits second sees the other's row and gives way."""
+    if not context_ids:
+        return
+    rows = await tx.fetch("ids_stored_twice", context_ids=context_ids)
+    twice = [row["context_id"] for row in rows]
+    if twice:
+        raise Conflict(
+            f"context_id {twice[0]} was appended by another request at the same moment; "
+            "send the batch again (the other append is stored)"
+        )
+
+
+async def _check_parents(
+    tx: Transaction, records: Sequence[ContextRecord], expired: Mapping[str, Roots]
+) -> dict[str, Roots]:
+    """Parents must be earlier in the batch, stored for this tenant or expired; others look
+    unknown.
+
+    Returns the stored parents' root sources, read in the same round trip.
+    """
+    earlier: set[str] = set()
+    outside: dict[str, str] = {}
+    for record in records:
+        for parent_id in record.parent_ids:
+            if parent_id not in earlier and parent_id not in expired:
+                outside.setdefault(parent_id, record.context_id)
+        earlier.add(record.context_id)
+    if not outside:
+        return {}
+    found = await stored_root_sources(tx, outside.keys())
+    unknown = [p for p in outside if p not in found]
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (
+            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        )
+        raise InvalidRecord(
+            "unknown_parent",
+            f"parent ids not found: {shown} (record {outside[unknown[0]]}); record each parent "
+            "first, or earlier in the same batch",
+        )
+    return found
+
+
+async def _note_transform_versions(
+    tx: Transaction,
+    records: Sequence[ContextRecord],
+    inserted: set[str],
+) -> None:
+    first_seen: dict[str, datetime] = {}
+    for record in records:
+        if record.transform_version and record.context_id in inserted:
+            first_seen.setdefault(record.transform_version, record.created_at)
+    if first_seen:
+        await tx.execute(
+            "record_transform_versions",
+            transform_versions=list(first_seen),
+            version_keys=[version_key(v) for v in first_seen],
+            first_seens=list(first_seen.values()),
+        )
