@@ -18,7 +18,7 @@ from starlette.types import Scope as StarletteScope
 from lineage.api.session import SESSION_COOKIE, read_session
 from lineage.core import telemetry
 from lineage.core.errors import BadParameter, Forbidden, StoreUnavailable, Unauthorized
-from lineage.db.database import REQUEST_AUDIT, Database, RequestAudit
+from lineage.db.database import Database
 from lineage.services import audit, auth
 from lineage.services.auth import Caller, Scope
 from lineage.services.key_cache import KeyCache
@@ -166,16 +166,8 @@ def admit_and_audit(scope: Scope) -> object:
         action = request.scope["route"].name
         target = "/".join(str(v) for v in request.path_params.values()) or None
         detail = dict(request.query_params)
-        # Written by the request's first transaction of the tenant on the primary, with its
-        # work; when none committed (a failed walk, a replica's read), alone before answering.
-        row = RequestAudit(found.tenant_id, audit.values(found.key_id, action, target, detail))
-        REQUEST_AUDIT.set(row)
-        try:
+        async with audit.ride_along(database_of(request.app), found, action, target, detail):
             yield found
-        finally:
-            if not row.written:
-                row.written = True
-                await audit.record(database_of(request.app), found, action, target, detail)
 
     return Depends(caller, scope="function")
 

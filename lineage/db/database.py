@@ -29,24 +29,26 @@ from lineage.settings import Settings
 if TYPE_CHECKING:
     from lineage.db.keyring import Signer
 
-__all__ = ["REQUEST_AUDIT", "Database", "RequestAudit", "Transaction"]
+__all__ = ["PENDING_WRITE", "Database", "PendingWrite", "Transaction"]
 
 T = TypeVar("T")
 
 
 @dataclass
-class RequestAudit:
-    """An HTTP request's audit row (the values of audit_append but the tenant's), to be
-    written once: by the request's first transaction of the tenant on the primary, else on its
-    own when the request ends (lineage.api.deps.admit_and_audit)."""
+class PendingWrite:
+    """A named statement (`query`, with `values` but the tenant's) that rides, once, on the
+    first transaction of `tenant_id` on the primary in the current task, so that it commits
+    with that work; whoever set it writes it alone if none did (`written` still False). An
+    HTTP request's audit row is one (lineage.services.audit.ride_along)."""
 
     tenant_id: str
+    query: str
     values: dict[str, Any]
     written: bool = False
 
 
-# The audit row of the request being served, if it has one.
-REQUEST_AUDIT: ContextVar[RequestAudit | None] = ContextVar("request_audit", default=None)
+# The write waiting for the current task's first tenant transaction, if any.
+PENDING_WRITE: ContextVar[PendingWrite | None] = ContextVar("pending_write", default=None)
 
 
 class Transaction:
@@ -167,23 +169,23 @@ class Database:
         self, tenant_id: str, *, statement_timeout_ms: int | None = None
     ) -> AsyncIterator[Transaction]:
         """A transaction confined to `tenant_id` (see lineage.db.transaction); on the primary,
-        the first of a request's for its tenant also writes the request's audit row."""
-        audit = REQUEST_AUDIT.get()
-        if audit is None or audit.written or audit.tenant_id != tenant_id or self.is_replica:
-            audit = None
+        the first of the task's for its tenant also writes the pending write (PendingWrite)."""
+        pending = PENDING_WRITE.get()
+        if pending is None or pending.written or pending.tenant_id != tenant_id or self.is_replica:
+            pending = None
         try:
             async with db.transaction(
                 self.pool, tenant_id, statement_timeout_ms=statement_timeout_ms
             ) as connection:
-                if audit is not None:
-                    audit.written = True  # a transaction of the request beside this one skips it
+                if pending is not None:
+                    pending.written = True  # a transaction of the task beside this one skips it
                     await db.execute(
-                        connection, "audit_append", tenant_id=tenant_id, **audit.values
+                        connection, pending.query, tenant_id=tenant_id, **pending.values
                     )
                 yield Transaction(self, connection, tenant_id)
         except BaseException:
-            if audit is not None:
-                audit.written = False  # rolled back: the request writes it alone
+            if pending is not None:
+                pending.written = False  # rolled back: whoever set it writes it alone
             raise
 
     @asynccontextmanager

@@ -9,16 +9,18 @@ and the removal writes them twice: rows are never lost, at worst repeated.
 """
 
 import asyncio
+import contextlib
 import fcntl
 import json
 import logging
 import os
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from lineage.core import metrics
-from lineage.db.database import Database, Transaction
+from lineage.db.database import PENDING_WRITE, Database, PendingWrite, Transaction
 from lineage.db.errors import PRIMARY_TIMEOUT_S, PRIMARY_UNAVAILABLE
 from lineage.services.auth import Caller
 from lineage.settings import Settings
@@ -55,6 +57,29 @@ def values(
         "detail": detail or {},
         "at": at,
     }
+
+
+@contextlib.asynccontextmanager
+async def ride_along(
+    database: Database,
+    caller: Caller,
+    action: str,
+    target: str | None,
+    detail: dict[str, Any] | None = None,
+) -> AsyncIterator[None]:
+    """Audit the work inside: the row is written by its first transaction of the caller's
+    tenant on the primary, with that work; when none committed (a failed walk, a replica's
+    read), alone (`record`) once the work is over."""
+    row = PendingWrite(
+        caller.tenant_id, "audit_append", values(caller.key_id, action, target, detail)
+    )
+    PENDING_WRITE.set(row)
+    try:
+        yield
+    finally:
+        if not row.written:
+            row.written = True
+            await record(database, caller, action, target, detail)
 
 
 def spool_dir(settings: Settings) -> Path:
