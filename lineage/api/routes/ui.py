@@ -1,33 +1,15 @@
-"""The explorer at /ui, and what a browser needs that bearer-key clients do not: a session
-cookie for its key, and blast radii a page at a time or as a file of ids.
+"""The explorer at /ui: a static page (lineage/ui/) shipped inside the package that reads
+everything through the API: the marks it draws are the service's (sql/suspicious_hops.sql),
+never the browser's guess. Its sign-in is routes/login.py; its blast radii by page and as a file
+of ids are routes/impact.py."""
 
-The page (lineage/ui/) is static, ships inside the package and reads everything through the
-API: the marks it draws are the service's (sql/suspicious_hops.sql), never the browser's guess.
-"""
-
-import json
-import re
-from collections import Counter, defaultdict
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from importlib.resources import files
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter
+from fastapi.responses import Response
 
-from lineage.api import models
-from lineage.api.deps import AppSettings, Caller, Db, Read, ReadDb, exactly_one
-from lineage.api.results import Json, Stream, chunked, json_bytes, started
-from lineage.api.routes.contexts import EARLIEST, LATEST
-from lineage.api.session import SESSION_COOKIE, issue_session
-from lineage.core.errors import Forbidden, NotFound, Unauthorized
-from lineage.core.record import BOOKKEEPING_KINDS
-from lineage.db.database import Database
-from lineage.services import auth, reads, walks
-from lineage.settings import Settings
+from lineage.core.errors import NotFound
 
 router = APIRouter(tags=["explorer"])
 
@@ -45,9 +27,6 @@ PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-cache",
 }
-
-
-# --- the page ----------------------------------------------------------------------------------
 
 
 def _asset(name: str) -> Response:
@@ -72,218 +51,3 @@ async def explorer_file(name: str) -> Response:
 async def explorer_vendored_file(name: str) -> Response:
     """The layout library and its licence (lineage/ui/vendor/README.md says whence)."""
     return _asset(f"vendor/{name}")
-
-
-# --- the session cookie ------------------------------------------------------------------------
-
-
-class SessionIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    key: str = Field(min_length=1, max_length=1024, description="a read or admin key")
-
-
-@router.post("/v1/session", response_model=models.Session)
-async def open_session(
-    body: SessionIn, request: Request, database: Db, settings: AppSettings
-) -> Json:
-    """Exchange a key for the `lineage_session` cookie (HttpOnly, SameSite=Strict) that the
-    explorer's requests, downloads and streams carry. The session can read, nothing more,
-    whatever the key's scope, and ends after `LINEAGE_SESSION_TTL_SECONDS`. With
-    LINEAGE_AUTH=none any key will do: every request is the default tenant's anyway."""
-    if request.app.state.auth == "none":
-        caller: Caller | None = auth.NO_AUTH_CALLER
-    else:
-        caller = await auth.authenticate(database, body.key)
-    if caller is None:
-        raise Unauthorized("the key is malformed, unknown or revoked: ask an admin for a key")
-    if not caller.may("read"):
-        raise Forbidden(f"a key of scope {caller.scope} cannot read: use a read or admin key")
-    session = Caller(caller.tenant_id, caller.key_id, "read")
-    response = Json(
-        {"tenant_id": session.tenant_id, "scope": session.scope,
-         "expires_in": settings.session_ttl_seconds}
-    )  # fmt: skip
-    response.set_cookie(
-        SESSION_COOKIE,
-        issue_session(session, settings),
-        max_age=settings.session_ttl_seconds,
-        path="/",
-        secure=request.url.scheme == "https",
-        httponly=True,
-        samesite="strict",
-    )
-    return response
-
-
-@router.delete("/v1/session", status_code=204)
-async def close_session() -> Response:
-    """Forget the session cookie (sign out)."""
-    response = Response(status_code=204)
-    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
-    return response
-
-
-# --- blast radius by page and as a file --------------------------------------------------------
-
-
-async def _impact_start(
-    database: Database,
-    settings: Settings,
-    caller: Caller,
-    source_uri: str | None,
-    context_id: str | None,
-) -> tuple[str, dict[str, Any]]:
-    """The impact question (walks.IMPACT_ID_QUERIES) and the parameter that starts it;
-    NotFound when nothing would."""
-    exactly_one(source_uri=source_uri, context_id=context_id)
-    if context_id is not None:
-        await walks.require_context(database, settings, caller.tenant_id, context_id)
-        return "context_ids", {"context_ids": [context_id]}
-    first = await reads.list_contexts(
-        database, settings,
-        tenant_id=caller.tenant_id, kind="any", source_uri=source_uri, trace_id="any",
-        produced_by="any", session_id="any", since=EARLIEST, until=LATEST,
-        after_created_at=EARLIEST,
-        after_context_id="", page_size=1,
-    )  # fmt: skip
-    if not first:
-        raise NotFound(f"no records with source_uri {source_uri}")
-    return "source_uri", {"source_uri": source_uri}
-
-
-@router.get("/v1/impact/page", response_model=models.ImpactPage)
-async def get_impact_page(
-    database: ReadDb,
-    caller: Read,
-    settings: AppSettings,
-    source_uri: str | None = None,
-    context_id: str | None = None,
-    kind: str = "answer",
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    max_depth: int | None = None,
-) -> dict[str, Any]:
-    """A blast radius (of every revision of a source_uri, or of one context) a page at a time:
-    counts by kind, counts by kind on each layer (`layers`, by depth from the start), then up
-    to `limit` records of `kind` from `offset` (follow `next_offset`).
-    Each page lists the radius's ids again, holds only the page in memory and reads only the
-    page's records."""
-    name, start = await _impact_start(database, settings, caller, source_uri, context_id)
-    wanted = walks.check_kind(kind)
-    counted = "all" if wanted == "all" or wanted in BOOKKEEPING_KINDS else "any"
-    summary = walks.ImpactSummary()
-    layers: defaultdict[int, Counter[str]] = defaultdict(Counter)
-    page: list[dict[str, Any]] = []
-    matching = 0
-    async for node in walks.impact_ids(
-        database, settings, name,
-        tenant_id=caller.tenant_id, kind=counted,
-        max_depth=walks.check_depth(settings, max_depth), **start,
-    ):  # fmt: skip
-        summary.add(node)
-        layers[node["depth"]][node["kind"]] += 1
-        if wanted in {"any", "all"} or node["kind"] == wanted:
-            if offset <= matching < offset + limit:
-                page.append(node)
-            matching += 1
-    return {
-        "source_uri": source_uri,
-        "context_id": context_id,
-        "kind": wanted,
-        "summary": summary.as_dict(),
-        "layers": [
-            {"depth": depth, "counts_by_kind": dict(sorted(layers[depth].items()))}
-            for depth in sorted(layers)
-        ],
-        "matching": matching,
-        "offset": offset,
-        "nodes": await _with_records(database, settings, caller.tenant_id, page),
-        "next_offset": offset + limit if offset + limit < matching else None,
-    }
-
-
-async def _with_records(
-    database: Database, settings: Settings, tenant_id: str, page: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The page's records, each with its depth and truncated flag, in the page's order."""
-    ids = [node["context_id"] for node in page]
-    found = await reads.records_by_id(database, settings, tenant_id, ids)
-    records = {record["context_id"]: record for record in found}
-    return [
-        {key: value for key, value in records[node["context_id"]].items() if key != "tenant_id"}
-        | {"depth": node["depth"], "truncated": node["truncated"]}
-        for node in page
-    ]
-
-
-async def _csv_file(lines: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
-    async with aclosing(lines):
-        yield (",".join(walks.ID_FILE_COLUMNS) + "\r\n").encode()
-        async for chunk in lines:
-            yield chunk
-
-
-async def _json_file(
-    start: dict[str, Any], kind: str, nodes: AsyncGenerator[dict[str, Any], None]
-) -> AsyncGenerator[bytes, None]:
-    summary = walks.ImpactSummary()
-    yield f'{{"start": {json.dumps(start)}, "kind": {json.dumps(kind)}, "records": ['.encode()
-    separator = b""
-    async with aclosing(nodes):
-        async for node in nodes:
-            summary.add(node)
-            yield separator + json_bytes({key: node[key] for key in walks.ID_FILE_COLUMNS})
-            separator = b", "
-    yield f'], "summary": {json.dumps(summary.as_dict())}}}'.encode()
-
-
-@router.get("/v1/impact/ids", responses=models.IMPACT_FILES)
-async def download_impact_ids(
-    database: ReadDb,
-    caller: Read,
-    settings: AppSettings,
-    source_uri: str | None = None,
-    context_id: str | None = None,
-    transform_version: str | None = None,
-    index_snapshot: str | None = None,
-    kind: str = "any",
-    file_format: Annotated[Literal["csv", "json"], Query(alias="format")] = "csv",
-    max_depth: int | None = None,
-) -> StreamingResponse:
-    """Every id of a blast radius (of a source_uri, a context, a transform version or an index
-    snapshot) as a file for a deletion or cache-invalidation job: CSV (context_id, kind, depth,
-    truncated) or JSON with a closing summary. Streamed, so any size; a walk that fails midway
-    cuts the transfer short instead of ending a plausible file."""
-    asked = {
-        "source_uri": source_uri,
-        "context_id": context_id,
-        "transform_version": transform_version,
-        "index_snapshot": index_snapshot,
-    }
-    given = {parameter: value for parameter, value in asked.items() if value is not None}
-    if given.keys() & {"transform_version", "index_snapshot"}:
-        parameter, _ = exactly_one(**asked)
-        name, start = parameter, given
-    else:
-        name, start = await _impact_start(database, settings, caller, source_uri, context_id)
-    walk = {
-        "tenant_id": caller.tenant_id,
-        "kind": walks.check_kind(kind),
-        "max_depth": walks.check_depth(settings, max_depth),
-        **start,
-    }
-    label = re.sub(r"[^A-Za-z0-9._-]+", "_", next(iter(given.values()))).strip("_")[:80]
-    disposition = f'attachment; filename="impact-{kind}-{label}.{file_format}"'
-    if file_format == "csv":
-        lines = await started(walks.impact_id_file(database, settings, name, **walk))
-        return Stream(
-            _csv_file(lines),
-            media_type="text/csv; charset=utf-8",
-            headers={"Content-Disposition": disposition},
-        )
-    nodes = await started(walks.impact_ids(database, settings, name, **walk))
-    return Stream(
-        chunked(_json_file(given, kind, nodes)),
-        media_type="application/json",
-        headers={"Content-Disposition": disposition},
-    )
