@@ -65,10 +65,10 @@ async def walk_and_freshness(url: str, answer_id: str, settings: Settings) -> tu
     database = await Database.connect(settings, url, max_size=2)
     try:
         walk = await walks.walk_back(database, settings, "default", answer_id, None)
-        stale = await walks.run(
+        stale = await walks.impact_nodes(
             database,
             settings,
-            "stale_sources",
+            "stale",
             tenant_id="default",
             source_uri="any",
             kind="answer",

@@ -39,8 +39,8 @@ async def walk_and_freshness(
     database = await Database.connect(settings, url, max_size=2)
     try:
         walk = await walks.walk_back(database, settings, "default", answer_id, None)
-        stale = await walks.run(
-            database, settings, "stale_sources", tenant_id="default", source_uri="any",
+        stale = await walks.impact_nodes(
+            database, settings, "stale", tenant_id="default", source_uri="any",
             kind="answer", max_depth=walks.check_depth(settings, None),
         )  # fmt: skip
         return walk.nodes, stale
