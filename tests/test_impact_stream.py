@@ -19,7 +19,7 @@ from lineage.services import reads, walks
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests import live_server
-from tests.test_walks import (
+from tests.walks_helpers import (
     NDJSON,
     OPEN_TRANSACTIONS,
     explain_as_app,

@@ -29,7 +29,7 @@ from lineage.verifiable_log.audit import DatabaseSource, monitor, verify_walk
 from lineage.verifiable_log.checkpoint import Checkpoint
 from tests.conftest import database_at
 from tests.test_merkle import _consistency_shape, _inclusion_shape
-from tests.test_walks import plan_nodes
+from tests.walks_helpers import plan_nodes
 
 
 @pytest.fixture

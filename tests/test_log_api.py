@@ -20,7 +20,7 @@ from lineage.store import PostgresStore
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.audit import HttpSource, monitor, verify_walk
 from lineage.verifiable_log.checkpoint import VerifierKey
-from tests.test_walks import serve
+from tests.walks_helpers import serve
 
 DOC = {"kind": "document", "source_uri": "s3://policies/a.md", "text": "Policy A"}
 

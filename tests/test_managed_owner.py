@@ -20,6 +20,9 @@ from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.private_postgres import private_postgres
 
+# Every test runs on a private server of its own.
+pytestmark = pytest.mark.needs_database
+
 OWNER = "lineage_owner"
 
 

@@ -240,6 +240,7 @@ async def test_a_record_the_store_refuses_on_replay_moves_aside(
     assert degraded("spool_rejected") == rejected_before + 2
 
 
+@pytest.mark.needs_database
 async def test_the_spool_drains_by_itself_when_the_store_is_back(
     private: PrivatePostgres, private_database: Database, tmp_path: Path
 ) -> None:
@@ -316,6 +317,7 @@ async def test_spool_status_and_replay_commands(
     assert "nothing spooled" in await run("spool", "status")
 
 
+@pytest.mark.needs_database
 def test_a_script_starts_and_runs_while_the_database_is_down(
     private: PrivatePostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

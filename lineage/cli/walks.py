@@ -53,9 +53,7 @@ def walk(
     settings = load(config)
 
     async def work(database: Database) -> tuple[Walk, list[dict[str, Any]]]:
-        found = await walks.walk_back(database, settings, tenant, context_id, max_depth)
-        hops = await walks.suspicious_hops(database, settings, tenant, context_id, max_depth)
-        return found, hops
+        return await walks.marked_walk_back(database, settings, tenant, context_id, max_depth)
 
     with progress_bar(transient=True) as progress:
         progress("walk back and mark")

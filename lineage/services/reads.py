@@ -52,6 +52,24 @@ async def run(
     return [node_from_row(row) for row in rows]
 
 
+async def run_together(
+    database: Database, settings: Settings, tenant_id: str, *queries: tuple[str, dict[str, Any]]
+) -> list[list[dict[str, Any]]]:
+    """Run named queries in one tenant transaction under the walk settings; each one's rows."""
+    answers: list[list[dict[str, Any]]] = []
+    try:
+        async with database.tenant(
+            tenant_id, statement_timeout_ms=settings.statement_timeout_ms
+        ) as tx:
+            for name, values in queries:
+                with metrics.time_walk(name):
+                    rows = await db.fetch(tx.connection, name, tenant_id=tenant_id, **values)
+                answers.append([node_from_row(row) for row in rows])
+    except asyncpg.QueryCanceledError as exc:
+        raise WalkTimeout(_timeout_message(queries[-1][0], settings)) from exc
+    return answers
+
+
 async def run_as_psql(
     database: Database, settings: Settings, name: str, variables: dict[str, str]
 ) -> list[dict[str, Any]]:

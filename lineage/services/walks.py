@@ -104,6 +104,10 @@ async def walk_back(
     nodes = await reads.run(
         database, settings, "walk_back", tenant_id=tenant_id, context_id=context_id, max_depth=depth
     )
+    return _walk(context_id, nodes)
+
+
+def _walk(context_id: str, nodes: list[dict[str, Any]]) -> Walk:
     if not nodes:
         raise NotFound(f"no context {context_id}")
     deeper = any(node["truncated"] for node in nodes)
@@ -114,15 +118,32 @@ async def walk_back(
 async def suspicious_hops(
     database: Database, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
 ) -> list[dict[str, Any]]:
+    """The suspect hops of the record's walk-back; NotFound for an unknown record."""
+    _, hops = await marked_walk_back(database, settings, tenant_id, context_id, max_depth, 0)
+    return hops
+
+
+async def marked_walk_back(
+    database: Database,
+    settings: Settings,
+    tenant_id: str,
+    context_id: str,
+    max_depth: int | None,
+    walk_depth: int | None = None,
+) -> tuple[Walk, list[dict[str, Any]]]:
+    """The walk-back (to `walk_depth`, default `max_depth`) and its suspect hops (to
+    `max_depth`), in one transaction; NotFound for an unknown record."""
     depth = check_depth(settings, max_depth)
-    return await reads.run(
+    walked = depth if walk_depth is None else check_depth(settings, walk_depth)
+    start = {"context_id": context_id}
+    nodes, hops = await reads.run_together(
         database,
         settings,
-        "suspicious_hops",
-        tenant_id=tenant_id,
-        context_id=context_id,
-        max_depth=depth,
+        tenant_id,
+        ("walk_back", start | {"max_depth": walked}),
+        ("suspicious_hops", start | {"max_depth": depth}),
     )
+    return _walk(context_id, nodes), hops
 
 
 async def require_context(

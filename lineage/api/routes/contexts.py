@@ -222,7 +222,6 @@ async def get_suspicious_hops(
     max_depth: int | None = None,
 ) -> dict[str, Any]:
     """Each hop of the walk-back that is suspect, and why (sql/suspicious_hops.sql)."""
-    await walks.require_context(database, settings, caller.tenant_id, context_id)
     hops = await walks.suspicious_hops(database, settings, caller.tenant_id, context_id, max_depth)
     return {"context_id": context_id, "hops": hops}
 
