@@ -74,7 +74,7 @@ async def test_a_key_revoked_by_the_function_itself_is_refused_on_the_next_reque
     http: httpx.AsyncClient, database: Database
 ) -> None:
     token, key_id = await held_key(http, database)
-    # As the README's psql as lineage_app, not through sql/key_revoke.sql:
+    # As docs/tenants.md's psql as lineage_app, not through sql/key_revoke.sql:
     async with database.tenant(TENANT) as tx:
         await tx.connection.execute("SELECT lineage_key_revoke($1)", key_id)
     assert await status(http, token) == 401

@@ -1,5 +1,5 @@
 """Lineage from spans: what OpenInference and OpenTelemetry GenAI retrieval and LLM spans say
-becomes records, through derive(). The mapping table is in the README ("OTLP intake").
+becomes records, through derive(). The mapping table is in docs/traces.md ("OTLP intake").
 
 - A **retrieval span** (`openinference.span.kind = RETRIEVER` with `retrieval.documents.N.*`, or
   `gen_ai.operation.name = retrieval` with `gen_ai.retrieval.documents`) becomes a `retrieval`

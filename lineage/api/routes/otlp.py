@@ -32,9 +32,10 @@ async def export_traces(
 ) -> Response:
     """Take an OTLP ExportTraceServiceRequest (`application/x-protobuf` or `application/json`,
     optionally `Content-Encoding: gzip`). Spans are stored; retrieval and LLM spans become
-    records (see the README's mapping table). Ids the tenant does not know are listed on their
-    span, reported in `partial_success` and by `GET /v1/traces/{id}`, never made into records.
-    A replayed export records nothing twice. All or nothing: a bad span refuses the request."""
+    records (see the mapping table in docs/traces.md). Ids the tenant does not know are listed
+    on their span, reported in `partial_success` and by `GET /v1/traces/{id}`, never made into
+    records. A replayed export records nothing twice. All or nothing: a bad span refuses the
+    request."""
     kind = otlp.media_type(request.headers.get("content-type"))
     if kind is None:
         raise UnsupportedMediaType(
