@@ -58,6 +58,9 @@ KINDS = frozenset(
 ROOT_KINDS = frozenset({"document", "query", "tool_call"})
 # Facts about other records; impact results leave them out unless asked.
 BOOKKEEPING_KINDS = frozenset({"verdict", "tombstone"})
+# The service's own proof: only its own paths write them (forget its tombstones, the judge path
+# its verdicts); the public append routes refuse them, whatever the key.
+RESERVED_KINDS = BOOKKEEPING_KINDS
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 # Trace ids as people have them: W3C ids, and others (`abc123def456`, a run or request id) made of
