@@ -1,14 +1,22 @@
 """Records that are the service's own proof (forget tombstones, judges' verdicts) come only from
-their own paths: the public append routes refuse them for every key."""
+their own paths: the public append routes refuse them for every key, and a verdict that did not
+come from the service's judge path, or says something outside the verdict vocabulary, is never
+a current verdict."""
 
+import re
 from collections.abc import AsyncIterator
+from typing import get_args
 
 import httpx
 import pytest
 
 from lineage.api.app import create_app
+from lineage.claims import handoffs, verify
+from lineage.claims.verify import current_verdicts
+from lineage.core.derive import Derivation, derive_many
 from lineage.core.record import RESERVED_KINDS
 from lineage.db.database import Database
+from lineage.db.queries import INCLUDE_DIR
 from lineage.services import auth
 from lineage.services.demo import CONTRACTOR_POLICY, load_incident
 from lineage.settings import Settings
@@ -87,3 +95,41 @@ async def test_no_key_appends_a_reserved_kind_through_the_public_routes(
             assert answer.json()["rule"] == "reserved_kind", answer.json()
     listed = await keyed.get("/v1/contexts?kind=all", headers=await bearer(database, "read"))
     assert kind not in {record["kind"] for record in listed.json()["records"]}
+
+
+async def test_a_verdict_not_from_the_judge_path_is_never_current(
+    keyed: httpx.AsyncClient, database: Database
+) -> None:
+    # As one appended before the routes refused it: outside the vocabulary, and a valid word
+    # under a transform that is not the service's judge path.
+    store = PostgresStore(database, "acme")
+    await derive_many(
+        store,
+        [
+            Derivation(["claim_1"], "a", "verdict", "verify_claims", "1",
+                       attributes={"check": "claim", "verdict": "totally-fine", "judge": "x"}),
+            Derivation(["claim_1"], "b", "verdict", "my_judge", "1",
+                       attributes={"check": "claim", "verdict": "supported", "judge": "y"}),
+        ],
+    )  # fmt: skip
+    current = await current_verdicts(database, "acme", "claim_1")
+    assert current == [], current
+    read = await bearer(database, "read")
+    listed = await keyed.get("/v1/answers/answer_1/verdicts", headers=read)
+    assert listed.json()["verdicts"] == [] and listed.json()["history"] == [], listed.json()
+    verify = await bearer(database, "verify")
+    judged = await keyed.post("/v1/answers/answer_1/verify", headers=verify)
+    assert judged.status_code == 200, judged.text
+    [verdict] = (await keyed.get("/v1/answers/answer_1/verdicts", headers=read)).json()["verdicts"]
+    assert verdict["judge"] not in ("x", "y")
+
+
+def test_the_sql_knows_the_verdict_vocabulary_the_claims_code_defines() -> None:
+    fragment = (INCLUDE_DIR / "judged_verdict.sql").read_text()
+    for transform, words in (
+        (verify.VERIFY_TRANSFORM, get_args(verify.Verdict)),
+        (handoffs.VERIFY_TRANSFORM, get_args(handoffs.Outcome)),
+    ):
+        listed = re.search(rf"v\.transform = '{transform}'.*?IN \(([^)]*)\)", fragment, re.DOTALL)
+        assert listed is not None, transform
+        assert sorted(re.findall(r"'(\w+)'", listed.group(1))) == sorted(words), transform
