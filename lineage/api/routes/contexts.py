@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Caller, Db, Ingest, Read, ReadDb, SentTraceId
+from lineage.api.deps import AppSettings, Caller, Db, Ingest, IsoTime, Read, ReadDb, SentTraceId
 from lineage.api.results import Json, impact_response
 from lineage.core.errors import BadParameter, InvalidRecord
 from lineage.core.hashing import content_hash
@@ -152,8 +152,8 @@ async def list_contexts(
     session_id: Annotated[
         str, Query(description="only records whose attributes.session_id is this")
     ] = "any",
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: IsoTime | None = None,
+    until: IsoTime | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
