@@ -244,10 +244,16 @@ async def inclusion(
             raise NotFound(f"no context {context_id}")
         _check_size("tree_size", tree_size, await _head(tx))
         index = rows[0]["leaf_index"]
-        if index is None:
+        if index is None and rows[0]["queued"]:
             raise BadParameter(
                 f"context {context_id} is not in the log yet: it is queued; a new checkpoint "
                 "(GET /v1/log/checkpoint) integrates it"
+            )
+        if index is None:
+            raise BadParameter(
+                f"context {context_id} is stored but has no leaf in the log and is not queued: "
+                "its leaf was removed, or it was written around the service; no checkpoint "
+                "can prove it (runbooks/backup.md says how to recover the log)"
             )
         if index >= tree_size:
             raise BadParameter(
