@@ -48,6 +48,11 @@ OTLP_UNKNOWN_IDS = Counter(
     "lineage_otlp_unknown_ids",
     "Ids, sources or contents named by spans sent to POST /v1/traces that no record stands for.",
 )
+CHECKPOINTS_REFUSED = Counter(
+    "lineage_checkpoints_refused",
+    "Checkpoints the signer refused to sign: the stored log does not extend what it signed "
+    "(runbooks/backup.md). Any increase wants an operator.",
+)
 EVENT_STREAMS = Gauge(
     "lineage_event_streams", "Live event streams open now.", multiprocess_mode="livesum"
 )
@@ -65,6 +70,10 @@ def time_walk(query: str) -> AbstractContextManager[Any]:
 
 def count_degraded(reason: str, amount: int = 1) -> None:
     DEGRADED.labels(reason).inc(amount)
+
+
+def count_checkpoint_refused() -> None:
+    CHECKPOINTS_REFUSED.inc()
 
 
 def set_spool_depth(records: int) -> None:
