@@ -39,6 +39,18 @@ class Settings(BaseSettings):
         description="a request body must arrive whole within this; else 408 (a slow or idle "
         "upload never holds a slot)",
     )
+    header_read_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="a connection must finish its request headers within this of opening or of "
+        "its last answer, else it is closed (a silent or half-sent socket holds nothing)",
+    )
+    max_connections_per_address: int = Field(
+        default=128,
+        ge=0,
+        description="connections one client address may hold to one server process; more are "
+        "closed at once. Behind a proxy every client has its address: raise it. 0 means no cap",
+    )
     max_batch_records: int = 50_000
     stream_threshold: int = 1000
     max_spans_per_request: int = 5000

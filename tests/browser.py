@@ -54,14 +54,18 @@ def wait_until_ready(base: str, server: subprocess.Popen[str]) -> None:
 
 
 @contextmanager
-def lineage_serve(database_url: str, folder: Path, auth: str = "keys") -> Iterator[str]:
-    """`lineage serve` on a free loopback port; yields the explorer URL it prints."""
+def lineage_serve(
+    database_url: str, folder: Path, auth: str = "keys", settings: dict[str, str] | None = None
+) -> Iterator[str]:
+    """`lineage serve` on a free loopback port, with `settings` (LINEAGE_* lines) besides its
+    port, database and auth; yields the explorer URL it prints."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     config = folder / "lineage.env"
     config.write_text(
         f"LINEAGE_PORT={port}\nLINEAGE_DATABASE_URL={database_url}\nLINEAGE_AUTH={auth}\n"
+        + "".join(f"{name}={value}\n" for name, value in (settings or {}).items())
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGE_")}
     server = subprocess.Popen(

@@ -194,3 +194,22 @@ async def test_made_up_key_ids_cost_no_memory_and_the_table_is_bounded(
         cap.note(f"addr:10.0.{index // 256}.{index % 256}", 422)
     assert cap.tracked() == 100
     assert cap.retry_after("addr:192.0.2.1") is None  # the least recently seen went first
+
+
+async def test_a_capped_address_still_reaches_health_metrics_and_login(
+    keyed_app: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, http = keyed_app
+    nonsense = {"Authorization": "Bearer nonsense"}
+    statuses = [(await http.get("/v1/contexts/x", headers=nonsense)).status_code for _ in range(4)]
+    assert statuses == [401, 401, 401, 429]  # the cap still holds for the routes it protects
+    for method, path in (
+        ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/ui"),
+        ("GET", "/ui/app.js"), ("POST", "/v1/session"), ("DELETE", "/v1/session"),
+    ):  # fmt: skip
+        answer = await http.request(method, path, headers=nonsense, json={"key": "nonsense"})
+        assert answer.status_code != 429, (method, path, answer.text)
+    token, _ = await auth.create_key(app.state.db, "default", "read")
+    opened = await http.post("/v1/session", json={"key": token})
+    assert opened.status_code == 200, opened.text
+    assert (await http.get("/v1/contexts/x", headers=nonsense)).status_code == 429

@@ -9,6 +9,7 @@ import asyncpg
 import httpx
 import pytest
 
+from lineage.core import metrics
 from lineage.core.hashing import content_hash
 from lineage.core.record import ContextRecord, NewContext
 from lineage.db import keyring
@@ -20,6 +21,7 @@ from lineage.store import PostgresStore
 from lineage.verifiable_log import merkle, storage
 from lineage.verifiable_log.audit import HttpSource, monitor, verify_walk
 from lineage.verifiable_log.checkpoint import VerifierKey
+from tests.test_log import documents
 from tests.walks_helpers import serve
 
 DOC = {"kind": "document", "source_uri": "s3://policies/a.md", "text": "Policy A"}
@@ -217,3 +219,41 @@ async def test_the_service_sequences_and_signs_in_the_background(
                 break
             await asyncio.sleep(0.01)
     assert await owner.fetchval("SELECT tree_size FROM log_checkpoints") == 1
+
+
+def refused_total(exposition: str) -> float:
+    found = [
+        float(line.split()[-1])
+        for line in exposition.splitlines()
+        if line.startswith("lineage_checkpoints_refused_total ")
+    ]
+    return found[0] if found else 0.0
+
+
+async def test_a_refused_checkpoint_is_a_503_logged_and_counted(
+    reader: httpx.AsyncClient,
+    store: PostgresStore,
+    settings: Settings,
+    owner: asyncpg.Connection,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await store.append(documents(5))
+    assert (await reader.get("/v1/log/checkpoint")).status_code == 200
+    before = refused_total(metrics.exposition()[0].decode())
+    # The witness now holds a longer tree than the database: a restore from an older backup.
+    for table in ("log_checkpoints", "log_nodes", "log_leaves", "log_heads", "log_queue"):
+        await owner.execute(f"DELETE FROM {table}")
+    await owner.execute(
+        "INSERT INTO log_queue (tenant_id, context_id) "
+        "SELECT tenant_id, context_id FROM provenance ORDER BY context_id LIMIT 3"
+    )
+    with caplog.at_level("WARNING"):
+        refused = await reader.get("/v1/log/checkpoint")
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["rule"] == "log_integrity"
+    assert "runbooks/backup.md" in refused.json()["detail"]
+    assert str(settings.data_dir) not in refused.text and "witness" not in refused.text
+    [logged] = [r for r in caplog.records if r.levelname == "ERROR" and "refusing" in r.message]
+    assert str(settings.data_dir) in logged.message  # the operator's log names the witness
+    after = refused_total(metrics.exposition()[0].decode())
+    assert after == before + 1

@@ -107,3 +107,19 @@ async def test_a_record_logged_around_the_service_fails_log_verify(
          "keyring)")
     ]  # fmt: skip
     assert (await verify_walk(source, key, signed.note, ANSWER_ID)).ok
+
+
+async def test_log_verify_tells_a_removed_leaf_from_a_queued_record(
+    store: PostgresStore, database: Database, settings: Settings, owner: asyncpg.Connection
+) -> None:
+    await store.append(documents(3))
+    signed = await storage.checkpoint(database, settings, "default")
+    await store.append(documents(1, tag="late"))  # queued: no checkpoint has taken it in yet
+    await owner.execute("DELETE FROM log_leaves WHERE context_id = 'doc_1'")
+    key = storage.signing_key(settings).verifier
+    source = DatabaseSource(database, settings, "default")
+    [(_, removed)] = (await verify_walk(source, key, signed.note, "doc_1")).problems
+    assert "it is queued" not in removed, removed
+    assert "not queued" in removed and "removed" in removed, removed
+    [(_, late)] = (await verify_walk(source, key, signed.note, "doclate_0")).problems
+    assert "it is queued" in late, late

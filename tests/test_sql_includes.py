@@ -61,6 +61,14 @@ def test_each_walk_is_written_once() -> None:
         for name in shared
     }
     assert users == {
+        "judged_verdict": [
+            "claim_verdicts",
+            "claims_by_produced_by",
+            "drift_by_produced_by",
+            "statement_verdicts",
+            "suspicious_hops",
+            "verdict_history",
+        ],
         "source_radius": ["blast_radius_by_source", "blast_radius_ids_by_source"],
         "walk_down": sorted({*ASKED, *INVALIDATIONS} - {"walk_back", "suspicious_hops"}),
         "walk_up": ["suspicious_hops", "walk_back"],

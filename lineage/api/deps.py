@@ -6,12 +6,15 @@ the read replica when LINEAGE_READ_DATABASE_URL names one (`Database.reads`): a 
 reads uses it, so a hot standby can serve it.
 """
 
+import re
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from pydantic import BeforeValidator
 from starlette.requests import HTTPConnection
 from starlette.types import Scope as StarletteScope
 
@@ -30,6 +33,7 @@ __all__ = [
     "Caller",
     "Db",
     "Ingest",
+    "IsoTime",
     "Read",
     "ReadDb",
     "SentTraceId",
@@ -93,7 +97,7 @@ async def caller_of(scope: StarletteScope) -> Caller | None:
     if primary is None:
         caller = auth.NO_AUTH_CALLER
     elif (token := auth.bearer_token(connection.headers.get("authorization", ""))) is not None:
-        if auth.KEY_PATTERN.match(token):  # anything else is refused without a lookup
+        if auth.KEY_PATTERN.fullmatch(token):  # anything else is refused without a lookup
             caller = await primary.on_primary(
                 lambda database: auth.authenticate(database, token, cache(database))
             )
@@ -172,6 +176,21 @@ def admit_and_audit(scope: Scope) -> object:
     return Depends(caller, scope="function")
 
 
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _time_not_number(value: object) -> object:
+    """pydantic reads a number as seconds since 1970: `since=0.5` would be a date."""
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise ValueError(
+            f"{str(value)[:40]!r} is a number, not a time: send an ISO 8601 date or time "
+            "such as 2026-09-01 or 2026-09-01T12:00:00Z"
+        )
+    return value
+
+
+# A time query parameter: an ISO 8601 date or time, never a number.
+IsoTime = Annotated[datetime, BeforeValidator(_time_not_number)]
 Db = Annotated[Database, Depends(get_database)]
 ReadDb = Annotated[Database, Depends(get_read_database)]
 AppSettings = Annotated[Settings, Depends(get_settings)]

@@ -36,6 +36,10 @@ BAD_STATUSES = frozenset({400, 401, 403, 405, 408, 413, 415, 422})
 # Health checks, scrapes and live event streams are never shed, nor counted as in flight: a
 # busy process must still answer its probes, and a stream stays open for hours.
 NEVER_SHED = ("/healthz", "/readyz", "/metrics", "/v1/events")
+# Never refused by the bad-request cap, which an anonymous client can fill for its address: the
+# probes, the scrape, the explorer's static page and logging in stay open to everyone behind it.
+# Their bad answers (a wrong key at login) still count against the other routes.
+NEVER_CAPPED = ("/healthz", "/readyz", "/metrics", "/ui", "/v1/session")
 SHED_RETRY_AFTER_S = 1
 # A body left unread is not drained: the connection ends with the answer.
 CLOSE = {"Connection": "close"}
@@ -96,7 +100,8 @@ class BadRequestCap:
 
 class CapBadRequests:
     """429 for a key or address that sent more than `cap.limit` bad requests (any answer in
-    BAD_STATUSES, from here or from an inner layer) within `cap.window_s`."""
+    BAD_STATUSES, from here or from an inner layer) within `cap.window_s`, on every route but
+    those NEVER_CAPPED."""
 
     def __init__(self, app: ASGIApp, cap: BadRequestCap) -> None:
         self.app = app
@@ -107,7 +112,7 @@ class CapBadRequests:
             await self.app(scope, receive, send)
             return
         who = await identity(scope)
-        wait = self.cap.retry_after(who)
+        wait = None if _under(scope["path"], NEVER_CAPPED) else self.cap.retry_after(who)
         if wait is not None:
             response = problems.answer(
                 TooManyRequests(
@@ -209,7 +214,7 @@ class ShedOverload:
         if (
             scope["type"] != "http"
             or not self.limit
-            or _never_shed(scope["path"])
+            or _under(scope["path"], NEVER_SHED)
             or verified_caller(scope) is None
         ):
             await self.app(scope, receive, send)
@@ -232,5 +237,5 @@ class ShedOverload:
             self.in_flight -= 1
 
 
-def _never_shed(path: str) -> bool:
-    return any(path == exempt or path.startswith(exempt + "/") for exempt in NEVER_SHED)
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in prefixes)

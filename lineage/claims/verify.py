@@ -444,7 +444,7 @@ async def ensure_verified(
 
 
 def check_bucket(bucket: str) -> str:
-    if not _BUCKET.match(bucket):
+    if not _BUCKET.fullmatch(bucket):
         raise BadParameter(
             f"bucket {bucket[:40]!r} must be a positive interval of fixed length such as "
             "'1 hour', '1 day' or '7 days' (months and years cannot bin)"

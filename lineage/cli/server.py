@@ -71,6 +71,7 @@ def serve(
     retries, with /readyz answering 503."""
     import uvicorn
 
+    from lineage.api import connections
     from lineage.api.app import create_app
     from lineage.api.logs import log_config
 
@@ -95,8 +96,11 @@ def serve(
         port=bind_port,
         log_config=log_config(settings.log_level),
         access_log=False,  # lineage.access logs each request, with its trace id
+        http=connections.PROTOCOL,  # header deadline and per-address cap
+        ws="none",  # no route takes a WebSocket
     )
     if workers == 1:
+        connections.guard_connections(settings)
         run(create_app(settings, database_url=url, migrate_first=True))  # waits for the database
         return
     from lineage.api.workers import WORKER_APP, worker_environment

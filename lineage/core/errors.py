@@ -188,9 +188,22 @@ class UnknownSigningKey(LineageError):
 
 
 class LogIntegrityError(LineageError):
-    """The stored tree does not match what was signed: its tables were altered."""
+    """The stored tree does not match what was signed: its tables were altered, or the database
+    was restored from a backup older than the newest checkpoint. A 503, not a 500: nothing is
+    signed until an operator recovers the log (runbooks/backup.md). The answer names no path of
+    the server's; the full message, with `operator_note`, is logged at error level and counted
+    (lineage_checkpoints_refused_total)."""
 
+    status = 503
     rule = "log_integrity"
+
+    def __init__(self, message: str, operator_note: str = "") -> None:
+        super().__init__(f"{message}{operator_note}")
+        self.message = message
+
+    @property
+    def detail(self) -> str:
+        return self.message
 
 
 class NotDistributable(LineageError):

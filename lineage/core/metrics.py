@@ -48,6 +48,17 @@ OTLP_UNKNOWN_IDS = Counter(
     "lineage_otlp_unknown_ids",
     "Ids, sources or contents named by spans sent to POST /v1/traces that no record stands for.",
 )
+CHECKPOINTS_REFUSED = Counter(
+    "lineage_checkpoints_refused",
+    "Checkpoints the signer refused to sign: the stored log does not extend what it signed "
+    "(runbooks/backup.md). Any increase wants an operator.",
+)
+CONNECTIONS_CLOSED = Counter(
+    "lineage_connections_closed",
+    "Connections closed before they were a request: header_timeout (headers not complete in "
+    "LINEAGE_HEADER_READ_TIMEOUT_S) or address_cap (LINEAGE_MAX_CONNECTIONS_PER_ADDRESS).",
+    ["reason"],
+)
 EVENT_STREAMS = Gauge(
     "lineage_event_streams", "Live event streams open now.", multiprocess_mode="livesum"
 )
@@ -65,6 +76,14 @@ def time_walk(query: str) -> AbstractContextManager[Any]:
 
 def count_degraded(reason: str, amount: int = 1) -> None:
     DEGRADED.labels(reason).inc(amount)
+
+
+def count_checkpoint_refused() -> None:
+    CHECKPOINTS_REFUSED.inc()
+
+
+def count_connection_closed(reason: str) -> None:
+    CONNECTIONS_CLOSED.labels(reason).inc()
 
 
 def set_spool_depth(records: int) -> None:

@@ -61,7 +61,12 @@ ROOT_KINDS = frozenset({"document", "query", "tool_call"})
 BOOKKEEPING_KINDS = frozenset({"verdict", "tombstone"})
 # Short, guessable texts: their content hashes are keyed with the tenant's text hash key.
 KEYED_KINDS = frozenset({"query", "claim", "answer"})
+# The service's own proof: only its own paths write them (forget its tombstones, the judge path
+# its verdicts); the public append routes refuse them, whatever the key.
+RESERVED_KINDS = BOOKKEEPING_KINDS
 
+# Every pattern is checked with fullmatch (Python's `$` also matches before a final newline)
+# and keeps `^…$`, which pydantic-core's Rust engine reads as the end of the text.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 # Trace ids as people have them: W3C ids, and others (`abc123def456`, a run or request id) made of
 # characters that are safe in a URL path, a log line and a header.
@@ -71,6 +76,8 @@ SAFE_TRACE_ID_RULE = (
     "starting with a letter or digit"
 )
 HASH_PATTERN = re.compile(r"^[a-z0-9]+:[0-9a-f]{16,128}$")
+# sha256 and hmacsha256, the algorithms the service checks, are 256 bits.
+DIGEST_HEX_DIGITS = 64
 MAX_PARENTS = 1000
 MAX_ATTRIBUTES_BYTES = 16 * 1024
 # Well inside what the API's JSON writers take (orjson and pydantic stop near 255 levels).
@@ -205,7 +212,7 @@ class ContextRecord(NewContext):
 
 
 def check_id(value: str, what: str) -> None:
-    if not ID_PATTERN.match(value):
+    if not ID_PATTERN.fullmatch(value):
         raise InvalidRecord(
             "malformed_id",
             f"{what} {value[:140]!r} must match {ID_PATTERN.pattern} "
@@ -221,6 +228,28 @@ def check_batch(tenant_id: str, proposals: Sequence[NewContext]) -> None:
     batch_ids = [p.context_id for p in proposals]
     if len(set(batch_ids)) != len(batch_ids):
         raise InvalidRecord("duplicate_id", "a batch lists the same context_id more than once")
+
+
+def check_digest(digest: str, what: str) -> None:
+    """'<algorithm>:<hex>' of an algorithm this service can check, its digest in full."""
+    if not HASH_PATTERN.fullmatch(digest):
+        raise InvalidRecord(
+            "malformed_hash",
+            f"{what} {digest[:80]!r} must be '<algorithm>:<hex digest>', e.g. 'sha256:9f86d0…'",
+        )
+    algorithm, _, hexdigest = digest.partition(":")
+    if algorithm not in VERIFIABLE_ALGORITHMS:
+        raise InvalidRecord(
+            "unverifiable_hash",
+            f"{what} algorithm {algorithm!r} cannot be checked by this service; "
+            f"use one of {', '.join(VERIFIABLE_ALGORITHMS)}",
+        )
+    if len(hexdigest) != DIGEST_HEX_DIGITS:
+        raise InvalidRecord(
+            "malformed_hash",
+            f"{what}: a {algorithm} digest is exactly {DIGEST_HEX_DIGITS} hex digits, "
+            f"not {len(hexdigest)}",
+        )
 
 
 def validate(record: NewContext) -> None:
@@ -251,22 +280,10 @@ def validate(record: NewContext) -> None:
         raise InvalidRecord("duplicate_parent", "parent_ids lists the same id more than once")
     if record.context_id in record.parent_ids:
         raise InvalidRecord("self_parent", "a record cannot be its own parent")
-    if not HASH_PATTERN.match(record.content_hash):
-        raise InvalidRecord(
-            "malformed_hash",
-            f"content_hash {record.content_hash[:80]!r} must be '<algorithm>:<hex digest>', "
-            "e.g. 'sha256:9f86d0…'",
-        )
-    algorithm = record.content_hash.partition(":")[0]
-    if algorithm not in VERIFIABLE_ALGORITHMS:
-        raise InvalidRecord(
-            "unverifiable_hash",
-            f"content_hash algorithm {algorithm!r} cannot be checked by this service; "
-            f"use one of {', '.join(VERIFIABLE_ALGORITHMS)}",
-        )
+    check_digest(record.content_hash, "content_hash")
     _validate_transform(record)
     _validate_agent_step(record)
-    if record.trace_id is not None and not SAFE_TRACE_ID.match(record.trace_id):
+    if record.trace_id is not None and not SAFE_TRACE_ID.fullmatch(record.trace_id):
         raise InvalidRecord(
             "malformed_trace_id", f"trace_id {record.trace_id[:140]!r}: {SAFE_TRACE_ID_RULE}"
         )
@@ -318,7 +335,7 @@ def _validate_agent_step(record: NewContext) -> None:
     attributes = record.attributes
     session_id = attributes.get(SESSION_ID)
     if session_id is not None and not (
-        isinstance(session_id, str) and ID_PATTERN.match(session_id)
+        isinstance(session_id, str) and ID_PATTERN.fullmatch(session_id)
     ):
         raise InvalidRecord(
             "malformed_session_id",
@@ -345,10 +362,12 @@ def _validate_agent_step(record: NewContext) -> None:
                 f"an enhanced tool_call must give attributes.{name}; use detail 'basic' if the "
                 "tool cannot say",
             )
-        if digest is not None and not (isinstance(digest, str) and HASH_PATTERN.match(digest)):
+        if digest is not None and not isinstance(digest, str):
             raise InvalidRecord(
                 "malformed_hash", f"attributes.{name} must be '<algorithm>:<hex digest>'"
             )
+        if digest is not None:
+            check_digest(digest, f"attributes.{name}")
 
 
 def _validate_transform(record: NewContext) -> None:

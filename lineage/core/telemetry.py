@@ -72,10 +72,10 @@ def trace_context(trace_id: str | None = None) -> Iterator[str]:
 
 def normal_trace_id(trace_id: str) -> str | None:
     """The id in its stored form (a W3C id in lowercase), or None when it is not a safe id."""
-    if not SAFE_TRACE_ID.match(trace_id) or re.fullmatch(r"0{32}", trace_id):
+    if not SAFE_TRACE_ID.fullmatch(trace_id) or re.fullmatch(r"0{32}", trace_id):
         return None
     lowered = trace_id.lower()
-    return lowered if TRACE_ID.match(lowered) else trace_id
+    return lowered if TRACE_ID.fullmatch(lowered) else trace_id
 
 
 def checked_trace_id(trace_id: str) -> str:
@@ -89,8 +89,8 @@ def checked_trace_id(trace_id: str) -> str:
 def trace_id_from_headers(headers: Mapping[str, str]) -> str | None:
     """The trace id a caller sent: W3C `traceparent` first, else `X-Trace-Id` (a W3C or other
     safe id); None if neither is well formed."""
-    match = TRACEPARENT.match(headers.get("traceparent", "").strip().lower())
-    if match and TRACE_ID.match(match["trace_id"]):
+    match = TRACEPARENT.fullmatch(headers.get("traceparent", "").strip().lower())
+    if match and TRACE_ID.fullmatch(match["trace_id"]):
         return match["trace_id"]
     return normal_trace_id(headers.get("x-trace-id", "").strip())
 
@@ -100,7 +100,7 @@ def outgoing_headers() -> dict[str, str]:
     trace_id = current_trace_id()
     if trace_id is None:
         return {}
-    if not TRACE_ID.match(trace_id):  # traceparent carries W3C ids only
+    if not TRACE_ID.fullmatch(trace_id):  # traceparent carries W3C ids only
         return {"X-Trace-Id": trace_id}
     span_context = _span_context()
     if span_context is not None and format(span_context.trace_id, "032x") == trace_id:

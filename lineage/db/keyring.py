@@ -142,7 +142,7 @@ def read_keyring(path: Path) -> list[SigningKey]:
             f"{type(exc).__name__}: {exc}"
         ) from exc
     ids = [key.key_id for key in keys]
-    problems = [f"key id {i!r} is malformed" for i in ids if not ID_PATTERN.match(i)]
+    problems = [f"key id {i!r} is malformed" for i in ids if not ID_PATTERN.fullmatch(i)]
     problems += [f"key id {i!r} appears twice" for i in sorted(set(ids)) if ids.count(i) > 1]
     problems += [
         f"key {key.key_id!r} has a {len(key.secret)}-byte secret; at least {SECRET_BYTES} needed"

@@ -85,7 +85,7 @@ class LineageTransformation(TransformComponent):
         for node in nodes:
             source = node.relationships.get(NodeRelationship.SOURCE)
             parent = by_doc.get(getattr(source, "node_id", ""))
-            if parent is None or not ID_PATTERN.match(node.node_id):
+            if parent is None or not ID_PATTERN.fullmatch(node.node_id):
                 continue  # a node of no document given here, or an id we cannot keep
             chunks.append(
                 Derivation(

@@ -128,7 +128,7 @@ def _document(fields: dict[str, Any]) -> DocumentRef:
     metadata = metadata if isinstance(metadata, dict) else {}
     candidates = [fields.get("id"), metadata.get("context_id"), metadata.get("lineage.context_id")]
     context_id = next(
-        (str(c) for c in candidates if isinstance(c, str | int) and ID_PATTERN.match(str(c))),
+        (str(c) for c in candidates if isinstance(c, str | int) and ID_PATTERN.fullmatch(str(c))),
         None,
     )
     source = next((metadata[k] for k in SOURCE_KEYS if isinstance(metadata.get(k), str)), None)
@@ -144,7 +144,7 @@ def _document(fields: dict[str, Any]) -> DocumentRef:
 def _openinference_documents(attributes: dict[str, Any]) -> list[DocumentRef]:
     by_index: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
-        if match := OI_DOCUMENTS.match(key):
+        if match := OI_DOCUMENTS.fullmatch(key):
             by_index.setdefault(int(match[1]), {})[match[2]] = value
     return [_document(by_index[i]) for i in sorted(by_index)]
 
@@ -173,12 +173,12 @@ def read_span(span: SpanIn) -> SpanReading:
     elif oi_kind == "LLM" or operation in GEN_AI_LLM_OPERATIONS:
         reading.role = "llm"
         inputs = [attributes.get(OI_PROMPTS), attributes.get(GEN_AI_INPUT)]
-        inputs += [v for k, v in attributes.items() if OI_INPUT_MESSAGE.match(k)]
+        inputs += [v for k, v in attributes.items() if OI_INPUT_MESSAGE.fullmatch(k)]
         reading.input_text = "\n".join(t for t in map(_text, inputs) if t) or _text(
             attributes.get(OI_INPUT)
         )
         outputs = [attributes.get(GEN_AI_OUTPUT)]
-        outputs += [v for k, v in attributes.items() if OI_OUTPUT_MESSAGE.match(k)]
+        outputs += [v for k, v in attributes.items() if OI_OUTPUT_MESSAGE.fullmatch(k)]
         reading.output_text = "\n".join(t for t in map(_text, outputs) if t) or _text(
             attributes.get(OI_OUTPUT)
         )
@@ -220,7 +220,7 @@ async def resolve(tx: Transaction, readings: Sequence[SpanReading]) -> Resolved:
     """Three lookups for the whole request, whatever its size."""
     documents = [d for r in readings for d in r.documents]
     ids = {d.context_id for d in documents if d.context_id}
-    ids |= {i for r in readings for i in (*r.block_ids, *r.noted_ids) if ID_PATTERN.match(i)}
+    ids |= {i for r in readings for i in (*r.block_ids, *r.noted_ids) if ID_PATTERN.fullmatch(i)}
     # The records a replay of these spans would make again.
     ids |= {r.record_id("prompt" if r.role == "llm" else "retrieval") for r in readings if r.role}
     rows = await tx.fetch("get_contexts", context_ids=list(ids))

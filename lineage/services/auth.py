@@ -145,7 +145,7 @@ async def authenticate(
 ) -> Caller | None:
     """The caller a bearer token stands for; None for a malformed, unknown or revoked key.
     With `keys`, a key the cache holds is not looked up again."""
-    match = KEY_PATTERN.match(token)
+    match = KEY_PATTERN.fullmatch(token)
     if match is None:
         return None
     key_id, secret = match.groups()

@@ -41,12 +41,12 @@ OLD_POSITION = re.compile(r"^\d{1,20}-\d{1,19}$")
 def parse_position(text: str) -> int:
     """A stream position sent back by a client (`Last-Event-ID` or `?after=`)."""
     text = text.strip()
-    if OLD_POSITION.match(text):
+    if OLD_POSITION.fullmatch(text):
         raise BadParameter(
             f"Last-Event-ID {text!r} is a position from before positions were counted per "
             "tenant: send 0 to replay every record, or reconnect without it for new ones"
         )
-    if POSITION.match(text) is None or int(text) > BIGINT_MAX:
+    if POSITION.fullmatch(text) is None or int(text) > BIGINT_MAX:
         raise BadParameter(
             f"Last-Event-ID {text!r} is not an id this stream sent: send the `id` of the last "
             "event you received, or 0 for every record from the first"

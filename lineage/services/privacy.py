@@ -168,7 +168,7 @@ async def keyed_proposals(tx: Transaction, proposals: Sequence[NewContext]) -> S
     if not any(_needs_key(p) for p in proposals):
         return proposals
     for proposal in filter(_needs_key, proposals):
-        if not _SHA256.match(proposal.content_hash):
+        if not _SHA256.fullmatch(proposal.content_hash):
             raise InvalidRecord(
                 "unkeyed_hash",
                 f"{proposal.context_id}: a {proposal.kind}'s content_hash must be "

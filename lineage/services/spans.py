@@ -44,14 +44,14 @@ class SpanIn(BaseModel):
     @field_validator("trace_id")
     @classmethod
     def w3c_trace_id(cls, trace_id: str) -> str:
-        if not TRACE_ID.match(trace_id):
+        if not TRACE_ID.fullmatch(trace_id):
             raise ValueError("a W3C trace id is 32 lowercase hex digits, not all zero")
         return trace_id
 
     @field_validator("span_id", "parent_span_id")
     @classmethod
     def w3c_span_id(cls, span_id: str | None) -> str | None:
-        if span_id is not None and not SPAN_ID.match(span_id):
+        if span_id is not None and not SPAN_ID.fullmatch(span_id):
             raise ValueError("a W3C span id is 16 lowercase hex digits, not all zero")
         return span_id
 

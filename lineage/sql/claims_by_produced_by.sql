@@ -16,6 +16,14 @@ WITH current_verdict AS (
       AND v.created_at >= :'since'::timestamptz
       AND cardinality(v.parent_ids) = 1
       AND v.attributes ->> 'check' = 'claim'
+      -- include: judged_verdict
+      AND ((v.attributes ->> 'check' = 'claim' AND v.transform = 'verify_claims'
+            AND v.attributes ->> 'verdict'
+                IN ('uncited', 'hallucinated_id', 'unsupported', 'supported', 'unknown'))
+        OR (v.attributes ->> 'check' = 'statement' AND v.transform = 'verify_statements'
+            AND v.attributes ->> 'verdict'
+                IN ('supported', 'unsupported', 'cross_source_merge', 'unknown')))
+      -- end include: judged_verdict
     ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.attributes ->> 'verdict' = 'unknown',
              v.created_at DESC, v.context_id DESC
 )

@@ -19,6 +19,14 @@ WHERE e.tenant_id = :'tenant_id' AND e.parent_id = ANY (:'context_ids'::text[])
   AND v.kind = 'verdict'
   AND cardinality(v.parent_ids) = 1
   AND v.attributes ->> 'check' = 'statement'
+      -- include: judged_verdict
+      AND ((v.attributes ->> 'check' = 'claim' AND v.transform = 'verify_claims'
+            AND v.attributes ->> 'verdict'
+                IN ('uncited', 'hallucinated_id', 'unsupported', 'supported', 'unknown'))
+        OR (v.attributes ->> 'check' = 'statement' AND v.transform = 'verify_statements'
+            AND v.attributes ->> 'verdict'
+                IN ('supported', 'unsupported', 'cross_source_merge', 'unknown')))
+      -- end include: judged_verdict
 WINDOW pair AS (PARTITION BY v.parent_ids[1], v.attributes ->> 'statement',
                              v.attributes ->> 'judge')
 ORDER BY v.parent_ids[1], v.attributes ->> 'statement', v.attributes ->> 'judge',

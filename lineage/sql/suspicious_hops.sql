@@ -123,6 +123,14 @@ claim_verdict AS (
       AND e.parent_id IN (SELECT context_id FROM hop WHERE kind = 'claim')
       AND v.kind = 'verdict' AND cardinality(v.parent_ids) = 1
       AND v.attributes ->> 'check' = 'claim'
+      -- include: judged_verdict
+      AND ((v.attributes ->> 'check' = 'claim' AND v.transform = 'verify_claims'
+            AND v.attributes ->> 'verdict'
+                IN ('uncited', 'hallucinated_id', 'unsupported', 'supported', 'unknown'))
+        OR (v.attributes ->> 'check' = 'statement' AND v.transform = 'verify_statements'
+            AND v.attributes ->> 'verdict'
+                IN ('supported', 'unsupported', 'cross_source_merge', 'unknown')))
+      -- end include: judged_verdict
     ORDER BY v.parent_ids[1], v.attributes ->> 'judge', v.attributes ->> 'verdict' = 'unknown',
              v.created_at DESC, v.context_id DESC
 ),
@@ -137,6 +145,14 @@ statement_verdict AS (
                                 WHERE kind IN ('summary', 'reasoning', 'plan', 'tool_call'))
       AND cardinality(v.parent_ids) = 1
       AND v.attributes ->> 'check' = 'statement'
+      -- include: judged_verdict
+      AND ((v.attributes ->> 'check' = 'claim' AND v.transform = 'verify_claims'
+            AND v.attributes ->> 'verdict'
+                IN ('uncited', 'hallucinated_id', 'unsupported', 'supported', 'unknown'))
+        OR (v.attributes ->> 'check' = 'statement' AND v.transform = 'verify_statements'
+            AND v.attributes ->> 'verdict'
+                IN ('supported', 'unsupported', 'cross_source_merge', 'unknown')))
+      -- end include: judged_verdict
     ORDER BY v.parent_ids[1], v.attributes ->> 'statement', v.attributes ->> 'judge',
              v.attributes ->> 'verdict' = 'unknown', v.created_at DESC, v.context_id DESC
 )

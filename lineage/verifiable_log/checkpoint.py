@@ -73,7 +73,7 @@ class Checkpoint:
                 f"each ending in a newline; got {len(lines) - 1} lines"
             )
         origin, size, root, time = lines[:4]
-        if "/" not in origin or not ID_PATTERN.match(origin.rsplit("/", 1)[1]):
+        if "/" not in origin or not ID_PATTERN.fullmatch(origin.rsplit("/", 1)[1]):
             raise CheckpointError(f"origin {origin!r} must be '<log origin>/<tenant id>'")
         if not size.isdigit() or (size != "0" and size.startswith("0")):
             raise CheckpointError(f"tree size {size!r} must be a decimal number")

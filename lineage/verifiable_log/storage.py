@@ -52,7 +52,7 @@ from typing import Any
 import asyncpg
 
 from lineage import db
-from lineage.core import tasks
+from lineage.core import metrics, tasks
 from lineage.core.errors import (
     BadParameter,
     CheckpointError,
@@ -71,6 +71,8 @@ from lineage.verifiable_log.checkpoint import Checkpoint, SigningKey, load_signi
 BATCH_SIZE = 2000  # leaves per sequencing transaction: bounds how long the lock is held
 
 log = logging.getLogger(__name__)
+# What each refusal to sign tells its caller to do.
+RECOVERY = "; an operator recovers the log as runbooks/backup.md says"
 
 Node = tuple[int, int]
 
@@ -139,7 +141,9 @@ def _read_witness(path: Path, key: SigningKey) -> Checkpoint | None:
     try:
         return key.verifier.open(note)
     except CheckpointError as exc:
-        raise LogIntegrityError(f"the witness {path} does not open with this key: {exc}") from exc
+        raise LogIntegrityError(
+            f"the signer's witness does not open with its key{RECOVERY}", f" ({path}: {exc})"
+        ) from exc
 
 
 def _write_witness(path: Path, note: str) -> None:
@@ -244,10 +248,16 @@ async def inclusion(
             raise NotFound(f"no context {context_id}")
         _check_size("tree_size", tree_size, await _head(tx))
         index = rows[0]["leaf_index"]
-        if index is None:
+        if index is None and rows[0]["queued"]:
             raise BadParameter(
                 f"context {context_id} is not in the log yet: it is queued; a new checkpoint "
                 "(GET /v1/log/checkpoint) integrates it"
+            )
+        if index is None:
+            raise BadParameter(
+                f"context {context_id} is stored but has no leaf in the log and is not queued: "
+                "its leaf was removed, or it was written around the service; no checkpoint "
+                "can prove it (runbooks/backup.md says how to recover the log)"
             )
         if index >= tree_size:
             raise BadParameter(
@@ -284,12 +294,18 @@ async def checkpoint(database: Database, settings: Settings, tenant_id: str) -> 
         [locked] = await tx.fetch("log_lock_head")
         head = TreeHead(locked["tree_size"], bytes(locked["root_hash"]))
         witness = await witness_path(tx.connection, settings, tenant_id)
-        await _check_witnessed(tx, head, witness, key)
-        latest = await tx.fetch("log_latest_checkpoint")
-        if latest and latest[0]["tree_size"] == head.tree_size:
-            note = latest[0]["note"]
-            return SignedCheckpoint(Checkpoint.from_note(note), note)
-        await _check_extends(tx, head, latest[0] if latest else None, key)
+        try:
+            await _check_witnessed(tx, head, witness, key)
+            latest = await tx.fetch("log_latest_checkpoint")
+            if latest and latest[0]["tree_size"] == head.tree_size:
+                note = latest[0]["note"]
+                return SignedCheckpoint(Checkpoint.from_note(note), note)
+            await _check_extends(tx, head, latest[0] if latest else None, key)
+        except LogIntegrityError as exc:
+            # Whoever asked (a reader, the background round, the CLI), an operator must know.
+            log.error("verifiable log: %s", exc)
+            metrics.count_checkpoint_refused()
+            raise
         made = Checkpoint(
             origin_for(settings.log_origin, tenant_id),
             head.tree_size,
@@ -315,19 +331,21 @@ async def _check_witnessed(tx: Transaction, head: TreeHead, path: Path, key: Sig
     if merkle.root_from_subtrees(stored, head.tree_size) != head.root_hash:
         raise LogIntegrityError(
             f"the stored tree of tenant {tx.tenant_id} does not hash to its head's root; "
-            "refusing to sign a checkpoint"
+            f"refusing to sign a checkpoint{RECOVERY}"
         )
     signed = _read_witness(path, key)
     if signed is None or signed.tree_size == 0:
         return
     restored = (
-        f"; if the database was restored from a backup older than that checkpoint, the "
-        f"restore dropped records that were logged: move {path} aside to sign the log as it is"
+        f" (witness {path}); if the database was restored from a backup older than that "
+        f"checkpoint, the restore dropped records that were logged: move {path} aside to sign "
+        "the log as it is"
     )
     if head.tree_size < signed.tree_size:
         raise LogIntegrityError(
             f"the log of tenant {tx.tenant_id} has {head.tree_size} leaves, but this signer signed "
-            f"a checkpoint of {signed.tree_size} ({path}); refusing to sign{restored}"
+            f"a checkpoint of {signed.tree_size}; refusing to sign{RECOVERY}",
+            restored,
         )
     if head.tree_size == signed.tree_size:
         consistent = head.root_hash == signed.root_hash
@@ -343,8 +361,9 @@ async def _check_witnessed(tx: Transaction, head: TreeHead, path: Path, key: Sig
     if not consistent:
         raise LogIntegrityError(
             f"the stored tree of tenant {tx.tenant_id} (size {head.tree_size}) does not extend the "
-            f"checkpoint of size {signed.tree_size} this signer signed ({path}): the log's "
-            f"tables were rewritten; refusing to sign a fork{restored}"
+            f"checkpoint of size {signed.tree_size} this signer signed: the log's tables were "
+            f"rewritten; refusing to sign a fork{RECOVERY}",
+            restored,
         )
 
 
@@ -380,7 +399,7 @@ async def _check_extends(
     if old_size > head.tree_size:
         raise LogIntegrityError(
             f"the log of tenant {tx.tenant_id} has {head.tree_size} leaves but a checkpoint "
-            f"already covers {old_size}; refusing to sign a shorter log"
+            f"already covers {old_size}; refusing to sign a shorter log{RECOVERY}"
         )
     proof = await _proof(tx, merkle.consistency_proof_nodes(old_size, head.tree_size))
     try:
@@ -388,7 +407,7 @@ async def _check_extends(
     except ProofError as exc:
         raise LogIntegrityError(
             f"the stored tree of tenant {tx.tenant_id} does not extend its checkpoint of size "
-            f"{old_size} ({exc}); refusing to sign a checkpoint"
+            f"{old_size} ({exc}); refusing to sign a checkpoint{RECOVERY}"
         ) from exc
 
 
@@ -411,6 +430,8 @@ async def run_once(database: Database, settings: Settings) -> None:
     for tenant_id in tenants:
         try:
             await checkpoint(database, settings, tenant_id)
+        except LogIntegrityError:
+            pass  # logged and counted by checkpoint(); the next round finds it again
         except (LineageError, asyncpg.PostgresError, OSError):
             # Degrade open: the records are safe in the queue; the next round retries.
             log.exception("verifiable log of tenant %s: sequencing or signing failed", tenant_id)

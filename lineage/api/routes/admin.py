@@ -7,7 +7,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 
 from lineage.api import models
-from lineage.api.deps import Admin, Db, ReadDb
+from lineage.api.deps import Admin, Db, IsoTime, ReadDb
 from lineage.services import audit, auth
 
 router = APIRouter(prefix="/v1", tags=["admin"])
@@ -40,7 +40,7 @@ async def revoke_key(key_id: str, database: Db, caller: Admin) -> None:
 async def audit_entries(
     database: ReadDb,
     caller: Admin,
-    since: datetime = datetime(1970, 1, 1, tzinfo=UTC),
+    since: IsoTime = datetime(1970, 1, 1, tzinfo=UTC),
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> dict[str, Any]:
     """The tenant's audit records since a time, oldest first."""

@@ -7,14 +7,22 @@ The judge is `app.state.claim_judge` when the deployment sets one (any `Judge`),
 LINEAGE_CLAIM_JUDGE names (lineage.claims.judges.plugins: offline, openai or an entry point).
 """
 
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Db, Ingest, Read, ReadDb, SentTraceId, Verify
+from lineage.api.deps import (
+    AppSettings,
+    Db,
+    Ingest,
+    IsoTime,
+    Read,
+    ReadDb,
+    SentTraceId,
+    Verify,
+)
 from lineage.api.results import Json
 from lineage.claims.answers import store_answer
 from lineage.claims.drift import drift_report
@@ -67,7 +75,7 @@ class AnswerIn(BaseModel):
     file_ids: dict[str, str] = Field(
         default_factory=dict, description="OpenAI file_id -> context id, for file_citation"
     )
-    capture_text: bool = Field(
+    capture_text: StrictBool = Field(
         default=False, description="opt in: keep claim and answer texts in context_text"
     )
 
@@ -194,7 +202,7 @@ async def get_claims_report(
     database: ReadDb,
     caller: Read,
     settings: AppSettings,
-    since: datetime | None = None,
+    since: IsoTime | None = None,
     bucket: str = "1 day",
     group_by: str = "produced_by",
 ) -> dict[str, Any]:
@@ -209,7 +217,7 @@ async def get_drift_report(
     database: ReadDb,
     caller: Read,
     settings: AppSettings,
-    since: datetime | None = None,
+    since: IsoTime | None = None,
     bucket: str = "1 day",
 ) -> dict[str, Any]:
     """Unsupported and merged rates per bucket, produced_by and judge, with the change against

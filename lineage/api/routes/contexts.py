@@ -10,11 +10,11 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Caller, Db, Ingest, Read, ReadDb, SentTraceId
+from lineage.api.deps import AppSettings, Caller, Db, Ingest, IsoTime, Read, ReadDb, SentTraceId
 from lineage.api.results import Json, impact_response
-from lineage.core.errors import BadParameter, Forbidden, InvalidRecord
+from lineage.core.errors import BadParameter, InvalidRecord
 from lineage.core.hashing import content_hash
-from lineage.core.record import ContextFields, NewContext, new_context_id
+from lineage.core.record import RESERVED_KINDS, ContextFields, NewContext, new_context_id
 from lineage.core.store import Appended
 from lineage.services import appends, reads, records, walks
 
@@ -64,7 +64,7 @@ async def append_context(
 ) -> Json:
     """Append one record: 201 when new, 200 for an identical replay, 409 for other content."""
     proposal = body.proposal(sent_trace_id)
-    _may_write(caller, [proposal.kind])
+    _refuse_reserved([proposal.kind])
     appended = await request.app.state.appends.append(database, caller.tenant_id, proposal)
     _sample(request, caller, [appended])
     return Json(appended.record.api_dict(), status_code=201 if appended.created else 200)
@@ -93,7 +93,7 @@ async def append_batch(
             f"{len(body.records)} records; send at most {settings.max_batch_records} per batch",
         )
     proposals = [item.proposal(sent_trace_id) for item in body.records]
-    _may_write(caller, [p.kind for p in proposals])
+    _refuse_reserved([p.kind for p in proposals])
     appended = await appends.append(database, caller.tenant_id, proposals)
     _sample(request, caller, appended)
     results = [{"created": a.created, "record": a.record.api_dict()} for a in appended]
@@ -107,12 +107,21 @@ def _sample(request: Request, caller: Caller, appended: Sequence[Appended]) -> N
     request.app.state.sampler.offer(caller.tenant_id, new)
 
 
-def _may_write(caller: Caller, kinds: Sequence[str]) -> None:
-    """Verdicts are what people act on: only a key that may run a judge records them."""
-    if "verdict" in kinds and not caller.may("verify"):
-        raise Forbidden(
-            f"this key's scope is {caller.scope}; a verdict record needs the verify scope "
-            "(POST /v1/contexts/{id}/verify records verdicts)"
+# Where each reserved kind comes from, for the refusal to say what to do instead.
+_OWN_PATHS = {
+    "tombstone": "POST /v1/forget (an admin key) appends forget tombstones",
+    "verdict": "POST /v1/contexts/{id}/verify (a key with the verify scope) records verdicts",
+}
+
+
+def _refuse_reserved(kinds: Sequence[str]) -> None:
+    """Tombstones and verdicts are the service's own proof: any key that could append them could
+    forge a forget (a later forget then finds its roots already tombstoned) or a judge's word."""
+    for kind in sorted(set(kinds) & RESERVED_KINDS):
+        raise InvalidRecord(
+            "reserved_kind",
+            f"kind {kind!r} is written only by the service itself, never appended: "
+            f"{_OWN_PATHS.get(kind, 'its own route writes it')}",
         )
 
 
@@ -142,8 +151,8 @@ async def list_contexts(
     session_id: Annotated[
         str, Query(description="only records whose attributes.session_id is this")
     ] = "any",
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: IsoTime | None = None,
+    until: IsoTime | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:

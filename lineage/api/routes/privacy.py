@@ -3,7 +3,7 @@
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from lineage.api import models
 from lineage.api.deps import Admin, AppSettings, Db, ReadDb
@@ -18,11 +18,11 @@ class SettingsIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    capture_source_text: bool | None = Field(
+    capture_source_text: StrictBool | None = Field(
         default=None, description="documents, chunks, summaries, tool results and the rest"
     )
-    capture_query_text: bool | None = Field(default=None, description="queries")
-    capture_answer_text: bool | None = Field(default=None, description="answers and claims")
+    capture_query_text: StrictBool | None = Field(default=None, description="queries")
+    capture_answer_text: StrictBool | None = Field(default=None, description="answers and claims")
 
 
 class ForgetIn(BaseModel):
