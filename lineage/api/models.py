@@ -194,15 +194,6 @@ class QueryTrace(Body):
     spans_truncated: bool
 
 
-class RunEventRecorded(Body):
-    run_id: str
-    state: str
-    inputs: dict[str, str] = Field(description="dataset -> context id")
-    outputs: dict[str, str] = Field(description="dataset -> context id")
-    outputs_not_recorded: list[str]
-    run_record: str | None = Field(description="the record of a failed or aborted run")
-
-
 # --- answers, claims and verdicts --------------------------------------------------------------
 
 
