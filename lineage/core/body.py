@@ -17,8 +17,9 @@ __all__ = ["Body"]
 
 
 class Body(BaseModel):
-    """A body as the route built it: keys the model does not name pass through, and the keys go
-    out in the order the route put them (the same record from two routes keeps its two orders)."""
+    """A body as the route or service built it: keys the model does not name pass through, and
+    the keys go out in the order they were given (the same record from two routes keeps its two
+    orders)."""
 
     model_config = ConfigDict(extra="allow")
     _sent_order: tuple[str, ...] = PrivateAttr(default=())
@@ -39,3 +40,15 @@ class Body(BaseModel):
             return dumped
         ordered = {key: dumped[key] for key in self._sent_order if key in dumped}
         return ordered | dumped
+
+    # The order the keys were given in is how the body is written, not what it says.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Body):
+            return NotImplemented
+        return (
+            type(self) is type(other)
+            and self.__dict__ == other.__dict__
+            and self.__pydantic_extra__ == other.__pydantic_extra__
+        )
+
+    __hash__ = BaseModel.__hash__  # unhashable, as every mutable model
