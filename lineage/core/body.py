@@ -1,5 +1,6 @@
 """The base of every result a route sends: services and the API share one class per result, and
-api/models.py names each route's answer with them."""
+api/models.py names each route's answer with them. A result describes itself in a comment, not a
+docstring: pydantic would publish the docstring as its OpenAPI schema's description."""
 
 from typing import Any
 
