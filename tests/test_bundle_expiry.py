@@ -213,7 +213,7 @@ async def test_a_forget_tombstone_kept_past_retention_travels_and_its_forget_hol
     answers = []
     for tenant_id in ("default", "moved"):
         caller = Caller(tenant_id, None, "admin")
-        forgotten = (await forget(database, Settings(), caller, "s3://old.md")).as_dict()
+        forgotten = (await forget(database, Settings(), caller, "s3://old.md")).model_dump()
         answers.append({k: v for k, v in forgotten.items() if k != "forgotten_at"})
     assert answers[0]["nothing_left"] and answers[0]["affected"]
     assert answers[1] == answers[0]

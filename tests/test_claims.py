@@ -22,7 +22,7 @@ from lineage.claims.answers import (
 from lineage.claims.handoffs import verify_command
 from lineage.claims.judges import Judgement, OfflineJudge
 from lineage.claims.verify import (
-    Verification,
+    ClaimsVerification,
     claims_report,
     current_verdicts,
     ensure_verified,
@@ -673,7 +673,7 @@ async def test_verify_command_uses_captured_texts(
         capture_text=True,
     )  # fmt: skip
     result = await verify_command(database, "default", recorded.answer.context_id)
-    assert isinstance(result, Verification)
+    assert isinstance(result, ClaimsVerification)
     assert result.judge == "offline"
     # Word for word is entailed and a different figure is not, for any sensible judge.
     assert [c.verdict for c in result.claims] == ["supported", "unsupported"], result.lines()

@@ -3,6 +3,7 @@
 import asyncio
 import hashlib
 import json
+from dataclasses import asdict
 from typing import Any
 
 import httpx
@@ -45,7 +46,7 @@ async def test_the_demo_answer_header_looks_through_its_claim(
     assert header.inputs_fingerprint == fingerprint(
         [contexts["query_1"].record.content_hash, contexts["summary_1"].record.content_hash]
     )
-    assert header.as_dict() == {
+    assert asdict(header) == {
         "context_id": ANSWER_ID,
         "trace_id": TRACE_ID,
         "operation": "answer@3",
@@ -118,12 +119,12 @@ async def test_front_matter_and_envelope_carry_the_same_header(
     assert document.startswith("---\nprovenance:\n")
     block, body = document.removeprefix("---\n").split("---\n", 1)
     assert body == "# Notice periods\n"
-    assert yaml.safe_load(block) == {"provenance": header.as_dict()}
+    assert yaml.safe_load(block) == {"provenance": asdict(header)}
     assert envelope(header, {"text": "30 days"}) == {
-        "provenance": header.as_dict(),
+        "provenance": asdict(header),
         "content": {"text": "30 days"},
     }
-    assert json.loads(json.dumps(envelope(header))) == {"provenance": header.as_dict()}
+    assert json.loads(json.dumps(envelope(header))) == {"provenance": asdict(header)}
 
 
 async def test_the_header_endpoint_and_command(

@@ -165,16 +165,16 @@ async def test_a_stream_that_fails_midway_is_cut_off_and_gives_its_connection_ba
     the server goes on serving."""
     await derive_many(store, fan())
     lines = 0
-    count = walks.ImpactSummary.add
+    count = walks.ImpactTally.add
 
-    def failing_at_the_tenth(summary: walks.ImpactSummary, node: dict[str, Any]) -> None:
+    def failing_at_the_tenth(tally: walks.ImpactTally, node: dict[str, Any]) -> None:
         nonlocal lines
         lines += 1
         if lines == 10:
             raise TypeError("cannot count")
-        count(summary, node)
+        count(tally, node)
 
-    monkeypatch.setattr(walks.ImpactSummary, "add", failing_at_the_tenth)
+    monkeypatch.setattr(walks.ImpactTally, "add", failing_at_the_tenth)
     radius = {"source_uri": "s3://big.md"}
     with live_server.serve(create_app(settings, database_url=database_url)) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:

@@ -80,7 +80,7 @@ async def test_capture_is_off_by_default_and_refused_with_the_command_that_turns
     store: PostgresStore, database: Database, owner: asyncpg.Connection
 ) -> None:
     settings = await privacy.get_settings(database, "default")
-    assert settings.as_dict() == {"tenant_id": "default"} | dict.fromkeys(
+    assert settings.model_dump() == {"tenant_id": "default"} | dict.fromkeys(
         privacy.CAPTURE_SWITCHES, False
     )
     records = await one_of_each_kind(store)
@@ -288,12 +288,12 @@ async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
     before = await provenance(owner)
     forgotten = await forget.forget(database, settings, ADMIN, CONTRACTOR_POLICY)
     assert {node["context_id"] for node in forgotten.affected} == CONTRACTOR_RADIUS
-    assert forgotten.counts_by_kind()["document"] == 2
-    assert set(forgotten.purged) == CONTRACTOR_RADIUS
+    assert forgotten.counts_by_kind["document"] == 2
+    assert set(forgotten.purged_text_ids) == CONTRACTOR_RADIUS
     assert await captured(owner) == set(INCIDENT_TEXTS) - CONTRACTOR_RADIUS
     # Provenance is untouched; one record more: the tombstone, under both revisions.
     after = await provenance(owner)
-    assert set(after) - set(before) == set(forgotten.tombstones)
+    assert set(after) - set(before) == set(forgotten.tombstone_ids)
     assert {i: after[i] for i in before} == before
     [tombstone] = await owner.fetch("SELECT * FROM provenance WHERE kind = 'tombstone'")
     assert tombstone["parent_ids"] == ["doc_contractors_v1", "doc_contractors_v2"]
@@ -306,7 +306,7 @@ async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
     assert entry["detail"]["total"] == 8 and entry["detail"]["purged_texts"] == 8
 
     rerun = await forget.forget(database, settings, ADMIN, CONTRACTOR_POLICY)
-    assert rerun.nothing_left and "nothing left to purge" in rerun.summary()
+    assert rerun.nothing_left and "nothing left to purge" in rerun.summary
     assert {node["context_id"] for node in rerun.affected} == CONTRACTOR_RADIUS
     assert await owner.fetchval("SELECT count(*) FROM provenance WHERE kind = 'tombstone'") == 1
     assert len(await audited(owner, "forget")) == 2
@@ -317,7 +317,7 @@ async def test_forget_says_exactly_what_stays_readable_and_it_is_so(
     database: Database, settings: Settings, owner: asyncpg.Connection
 ) -> None:
     forgotten = await forget.forget(database, settings, ADMIN, CONTRACTOR_POLICY)
-    remaining = forgotten.as_dict()["remaining"]
+    remaining = forgotten.remaining
     # What the database still shows to anyone who can read the tenant's provenance.
     sources = await owner.fetch(
         "SELECT content_hash FROM provenance WHERE tenant_id = 'default' AND source_uri = $1",
@@ -337,7 +337,7 @@ async def test_forget_says_exactly_what_stays_readable_and_it_is_so(
         1 for row in kept if row["attributes"] != "{}"
     )
     assert "append-only" in remaining["why"]
-    assert "the URI stays readable on 2 records" in forgotten.summary()
+    assert "the URI stays readable on 2 records" in forgotten.summary
 
 
 @pytest.mark.usefixtures("incident")
@@ -365,7 +365,7 @@ async def test_many_sources_get_several_tombstones(
     for number in range(5):
         await derive(store, [], f"revision {number}", "document", source_uri="s3://person")
     forgotten = await forget.forget(database, settings, ADMIN, "s3://person")
-    assert len(forgotten.tombstones) == 3 and not forgotten.purged
+    assert len(forgotten.tombstone_ids) == 3 and not forgotten.purged_text_ids
     rows = await owner.fetch(
         "SELECT parent_ids FROM provenance WHERE kind = 'tombstone' ORDER BY attributes->'part'"
     )

@@ -181,16 +181,16 @@ async def test_rotation_signs_new_records_with_the_new_key_and_old_ones_still_ve
         new = await derive(PostgresStore(signing_with_it, TENANT), [], "new", "document",
                            source_uri="s3://n")  # fmt: skip
     assert await check(database, old.context_id, rotated) == SignatureCheck(
-        True, True, first_key, "ok"
+        signed=True, verified=True, key_id=first_key, reason="ok"
     )
     assert await check(database, new.context_id, rotated) == SignatureCheck(
-        True, True, added.key_id, "ok"
+        signed=True, verified=True, key_id=added.key_id, reason="ok"
     )
     # The pre-rotation signer never heard of the new key; another keyring knows neither.
     assert (await check(database, new.context_id, signer)).reason == "unknown_key"
     stranger = load_keyring(tmp_path / "stranger.json", create=True)
     assert await check(database, old.context_id, stranger) == SignatureCheck(
-        True, False, first_key, "unknown_key"
+        signed=True, verified=False, key_id=first_key, reason="unknown_key"
     )
 
 
@@ -201,7 +201,7 @@ async def test_a_database_given_no_signer_signs_with_the_keyring_its_settings_na
     assert keyring_path(database.settings) == isolated_data_dir / KEYRING_NAME
     default = signer_for(database.settings)
     assert await check(database, made.context_id, default) == SignatureCheck(
-        True, True, default.current_key_id, "ok"
+        signed=True, verified=True, key_id=default.current_key_id, reason="ok"
     )
 
 

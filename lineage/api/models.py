@@ -1,47 +1,18 @@
 """What each route answers, as pydantic models: the OpenAPI schema documents them and FastAPI
 checks every JSON body a route returns against its model. They describe the bodies as they are
-sent and never drop a key (extra keys pass through); errors are `Problem`s (problems.py)."""
+sent and never drop a key (extra keys pass through); errors are `Problem`s (problems.py). A
+result a service returns as it is sent is declared once, by that service, on lineage.core.body's
+`Body`: the route names it there (e.g. privacy.TenantSettings), and the models here use it."""
 
 from datetime import datetime
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ModelWrapValidatorHandler,
-    PrivateAttr,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, model_validator
 
+from lineage.core.body import Body
 from lineage.core.record import NewContext
-
-
-class Body(BaseModel):
-    """A body as the route built it: keys the model does not name pass through, and the keys go
-    out in the order the route put them (the same record from two routes keeps its two orders)."""
-
-    model_config = ConfigDict(extra="allow")
-    _sent_order: tuple[str, ...] = PrivateAttr(default=())
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _remember_order(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
-        body = handler(data)
-        if isinstance(data, dict) and isinstance(body, Body):
-            body._sent_order = tuple(data)
-        return body
-
-    # No return annotation: pydantic would document it in place of the model's fields.
-    @model_serializer(mode="wrap")
-    def _in_sent_order(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
-        dumped = handler(self)
-        if not self._sent_order or not isinstance(dumped, dict):
-            return dumped
-        ordered = {key: dumped[key] for key in self._sent_order if key in dumped}
-        return ordered | dumped
+from lineage.services.signing import SignatureCheck
+from lineage.services.walks import ImpactSummary
 
 
 class Problem(Body):
@@ -80,13 +51,6 @@ class ListedRecord(Body, NewContext):
 
 class Record(ListedRecord):
     tenant_id: str
-
-
-class SignatureCheck(Body):
-    signed: bool
-    verified: bool
-    key_id: str | None
-    reason: str = Field(description="ok, unsigned, mismatch or unknown_key")
 
 
 class CheckedRecord(Record):
@@ -151,15 +115,6 @@ class Hop(Body):
 class SuspiciousHops(Body):
     context_id: str
     hops: list[Hop]
-
-
-class ImpactSummary(Body):
-    total: int
-    counts_by_kind: dict[str, int]
-    truncated: bool
-    truncated_reason: str | None = Field(
-        default=None, description="max_depth or retention; null when complete"
-    )
 
 
 class Impact(Body):
@@ -239,34 +194,7 @@ class QueryTrace(Body):
     spans_truncated: bool
 
 
-class RunEventRecorded(Body):
-    run_id: str
-    state: str
-    inputs: dict[str, str] = Field(description="dataset -> context id")
-    outputs: dict[str, str] = Field(description="dataset -> context id")
-    outputs_not_recorded: list[str]
-    run_record: str | None = Field(description="the record of a failed or aborted run")
-
-
 # --- answers, claims and verdicts --------------------------------------------------------------
-
-
-class ClaimRecorded(Body):
-    claim_id: str
-    cited_ids: list[str]
-    in_prompt: list[str]
-    not_in_prompt: list[str]
-    lineage: str
-
-
-class AnswerRecorded(Body):
-    answer_id: str
-    prompt_id: str
-    created: bool
-    captured_text: bool
-    ignored_citations: int
-    claims: list[ClaimRecorded]
-    verify: str
 
 
 class Verification(Body):
@@ -345,29 +273,6 @@ class AuditEntry(Body):
 
 class AuditEntries(Body):
     entries: list[AuditEntry]
-
-
-class TenantSettings(Body):
-    tenant_id: str
-    capture_source_text: bool
-    capture_query_text: bool
-    capture_answer_text: bool
-
-
-class Forgotten(Body):
-    remaining: dict[str, Any] = Field(
-        description="what provenance still holds: records whose source_uri reads the URI, "
-        "with plain sha256 hashes, with attributes, and all kept"
-    )
-    source_uri_hash: str
-    total: int
-    counts_by_kind: dict[str, int]
-    affected: list[dict[str, Any]]
-    purged_text_ids: list[str]
-    tombstone_ids: list[str]
-    nothing_left: bool
-    forgotten_at: str
-    summary: str
 
 
 class Session(Body):

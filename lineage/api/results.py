@@ -89,7 +89,7 @@ async def impact_response(
     if wants_stream(request):
         streamed = await started(walks.impact_json(database, settings, question, **values))
         return Stream(chunked(_ndjson(streamed)), media_type=NDJSON)
-    summary = walks.ImpactSummary()
+    tally = walks.ImpactTally()
     records: list[bytes] = []
     async with aclosing(walks.impact_json(database, settings, question, **values)) as walk:
         async for counted, record in walk:
@@ -98,10 +98,11 @@ async def impact_response(
                     f"more than {settings.stream_threshold} records; ask for them as a stream "
                     f"(Accept: {NDJSON}) or narrow with kind"
                 )
-            summary.add(counted)
+            tally.add(counted)
             records.append(record)
+    summary = tally.summary().model_dump(mode="json")
     return Response(
-        b'{"nodes":[%b],"summary":%b}' % (b",".join(records), json_bytes(summary.as_dict())),
+        b'{"nodes":[%b],"summary":%b}' % (b",".join(records), json_bytes(summary)),
         media_type="application/json",
     )
 
@@ -131,14 +132,14 @@ async def _none() -> AsyncGenerator[T, None]:
 async def _ndjson(
     records: AsyncGenerator[tuple[dict[str, Any], bytes], None],
 ) -> AsyncGenerator[bytes, None]:
-    summary = walks.ImpactSummary()
+    tally = walks.ImpactTally()
     try:
         async with aclosing(records):
             async for counted, record in records:
-                summary.add(counted)
+                tally.add(counted)
                 yield record + b"\n"
     except LineageError as exc:
         # The status line is long gone; the last line says the stream is incomplete.
-        yield json_line({"error": str(exc), "summary": summary.as_dict()})
+        yield json_line({"error": str(exc), "summary": tally.summary().model_dump(mode="json")})
         return
-    yield json_line({"summary": summary.as_dict()})
+    yield json_line({"summary": tally.summary().model_dump(mode="json")})

@@ -29,6 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
+from lineage.core.body import Body
 from lineage.core.derive import Context, Derivation, derive, derive_many, render_for_prompt
 from lineage.core.errors import BadParameter, InvalidRecord, NotFound
 from lineage.core.hashing import Sha256, text_matches_hash
@@ -381,43 +384,24 @@ def parse_output(
 # --- recording answers -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ClaimRecorded:
+class ClaimRecorded(Body):
     claim_id: str
-    text: str
     cited_ids: list[str]
     in_prompt: list[str]
     not_in_prompt: list[str]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "claim_id": self.claim_id,
-            "cited_ids": self.cited_ids,
-            "in_prompt": self.in_prompt,
-            "not_in_prompt": self.not_in_prompt,
-            "lineage": f"/v1/contexts/{self.claim_id}/lineage",
-        }
+    lineage: str
+    text: str = Field(exclude=True)  # for the caller in process; the API never sends text
 
 
-@dataclass(frozen=True)
-class AnswerRecorded:
-    answer: Context
+class AnswerRecorded(Body):
+    answer_id: str
     prompt_id: str
-    claims: list[ClaimRecorded]
     created: bool
     captured_text: bool
     ignored_citations: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "answer_id": self.answer.context_id,
-            "prompt_id": self.prompt_id,
-            "created": self.created,
-            "captured_text": self.captured_text,
-            "ignored_citations": self.ignored_citations,
-            "claims": [claim.as_dict() for claim in self.claims],
-            "verify": f"/v1/answers/{self.answer.context_id}/verify",
-        }
+    claims: list[ClaimRecorded]
+    verify: str
+    answer: Context = Field(exclude=True)  # the recorded answer, for the caller in process
 
 
 def _claim_id(tenant_id: str, answer_id: str | None, position: int) -> str:
@@ -481,21 +465,24 @@ async def _record(
     existed = answer_id is not None and await store.get(answer_id) is not None
     *claims, answer = await derive_many(store, items, capture_text=capture_text)
     return AnswerRecorded(
-        answer=answer,
+        answer_id=answer.context_id,
         prompt_id=prompt_id,
-        claims=[
-            ClaimRecorded(
-                c.context_id,
-                p.text,
-                p.cited_ids,
-                [cited for cited in p.cited_ids if cited in scope],
-                [cited for cited in p.cited_ids if cited not in scope],
-            )
-            for c, p in zip(claims, parsed.claims, strict=True)
-        ],
         created=not existed,
         captured_text=capture_text,
         ignored_citations=parsed.ignored_citations,
+        claims=[
+            ClaimRecorded(
+                claim_id=c.context_id,
+                cited_ids=p.cited_ids,
+                in_prompt=[cited for cited in p.cited_ids if cited in scope],
+                not_in_prompt=[cited for cited in p.cited_ids if cited not in scope],
+                lineage=f"/v1/contexts/{c.context_id}/lineage",
+                text=p.text,
+            )
+            for c, p in zip(claims, parsed.claims, strict=True)
+        ],
+        verify=f"/v1/answers/{answer.context_id}/verify",
+        answer=answer,
     )
 
 

@@ -31,8 +31,8 @@ from typing import Any, Final, Literal
 from lineage.claims.answers import _sentences, claim_hypothesis
 from lineage.claims.judges import Judge, OfflineJudge
 from lineage.claims.verify import (
+    ClaimsVerification,
     TextResolver,
-    Verification,
     _call,
     _judge,
     context_text_resolver,
@@ -86,6 +86,7 @@ class StatementVerdict:
     def failing(self) -> bool:
         return self.verdict in FAILING
 
+    # Sent with `failing`, which no field holds, and the span as a list.
     def as_dict(self) -> dict[str, Any]:
         return {
             "statement": self.statement,
@@ -119,6 +120,7 @@ class HandoffVerification:
             counts[statement.verdict] += 1
         return counts
 
+    # Sent as the API's Verification: counts, the number failing and the links to the cause.
     def as_dict(self) -> dict[str, Any]:
         return {
             "context_id": self.context_id,
@@ -364,7 +366,7 @@ async def verify_any(
     resolver: TextResolver | None = None,
     *,
     claim_texts: Mapping[str, str] | None = None,
-) -> Verification | HandoffVerification:
+) -> ClaimsVerification | HandoffVerification:
     """Verify any record an LLM or agent made: an answer's or a claim's claims against what
     they cite, a hand-off's statements against its parents."""
     kind = await record_kind(database, tenant_id, context_id)
@@ -382,6 +384,6 @@ async def verify_any(
 
 async def verify_command(
     database: Database, tenant_id: str, context_id: str, judge: Judge | None = None
-) -> Verification | HandoffVerification:
+) -> ClaimsVerification | HandoffVerification:
     """`lineage verify ID`: verify any LLM-made record with texts from context_text."""
     return await verify_any(database, tenant_id, context_id, judge or OfflineJudge())

@@ -51,9 +51,9 @@ from lineage.settings import Settings
 __all__ = [
     "FAILING",
     "ClaimVerdict",
+    "ClaimsVerification",
     "TextResolver",
     "Verdict",
-    "Verification",
     "bucket_label",
     "check_bucket",
     "claims_report",
@@ -130,6 +130,7 @@ class ClaimVerdict:
     def failing(self) -> bool:
         return self.verdict in FAILING
 
+    # Sent with `failing` and the links from verdict to cause, which no field holds.
     def as_dict(self) -> dict[str, Any]:
         return {
             "claim_id": self.claim_id,
@@ -148,7 +149,10 @@ class ClaimVerdict:
 
 
 @dataclass(frozen=True)
-class Verification:
+class ClaimsVerification:
+    """An answer's (or one claim's) claims with their verdicts; a hand-off's statements are a
+    HandoffVerification (lineage.claims.handoffs)."""
+
     context_id: str
     judge: str
     judge_version: str
@@ -166,6 +170,7 @@ class Verification:
     def failing(self) -> list[ClaimVerdict]:
         return [claim for claim in self.claims if claim.failing]
 
+    # Sent as the API's Verification: counts and the number failing, each claim as it is sent.
     def as_dict(self) -> dict[str, Any]:
         return {
             "context_id": self.context_id,
@@ -313,7 +318,7 @@ async def verify_claims(
     *,
     claim_texts: Mapping[str, str] | None = None,
     concurrency: int = 8,
-) -> Verification:
+) -> ClaimsVerification:
     """Verify every claim of an answer (or one claim) and append one verdict record per claim.
 
     `resolver` gives premise texts by id (default: context_text); `claim_texts` gives claim
@@ -354,7 +359,7 @@ async def verify_claims(
 
     verdicts = await asyncio.gather(*(one(claim) for claim in claims))
     recorded = await _append_verdicts(database, tenant_id, answer_id, claims, verdicts)
-    return Verification(answer_id, judge.name, judge.version, recorded)
+    return ClaimsVerification(answer_id, judge.name, judge.version, recorded)
 
 
 async def _append_verdicts(
@@ -421,7 +426,7 @@ async def ensure_verified(
     context_id: str,
     judge: Judge,
     resolver: TextResolver | None = None,
-) -> Verification:
+) -> ClaimsVerification:
     """The current verdicts when this judge (same version) has one for every claim, else a new
     verification: running it again appends nothing (the demo stays a replay)."""
     claims = await _claims_of(database, tenant_id, context_id)
@@ -440,7 +445,7 @@ async def ensure_verified(
         )
         for row in (mine[c.record.context_id] for c in claims)
     ]  # fmt: skip
-    return Verification(context_id, judge.name, judge.version, verdicts)
+    return ClaimsVerification(context_id, judge.name, judge.version, verdicts)
 
 
 def check_bucket(bucket: str) -> str:

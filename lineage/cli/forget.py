@@ -52,6 +52,6 @@ def forget_source(
     else:  # run again, it has nothing left to purge and lists them all
         print_more(LISTED_ROWS, total, command_line(ctx, output="forgotten.json"))
     if output is not None:
-        output.write_text(json.dumps(forgotten.as_dict(), indent=2) + "\n")
+        output.write_text(json.dumps(forgotten.model_dump(mode="json"), indent=2) + "\n")
         console.print(f"wrote {len(forgotten.affected)} ids to {output}")
-    console.print(forgotten.summary(), highlight=False)
+    console.print(forgotten.summary, highlight=False)

@@ -163,15 +163,16 @@ def print_nodes(nodes: list[dict[str, Any]], output: str, ctx: typer.Context) ->
     import csv
     import sys
 
-    from lineage.services.walks import ID_FILE_COLUMNS, ImpactSummary
+    from lineage.services.walks import ID_FILE_COLUMNS, ImpactTally
 
-    summary = ImpactSummary()
+    tally = ImpactTally()
     for node in nodes:
-        summary.add(node)
+        tally.add(node)
+    summary = tally.summary()
     if output == "ndjson":
         for node in nodes:
             print(json.dumps(node))
-        print(json.dumps({"summary": summary.as_dict()}))
+        print(json.dumps({"summary": summary.model_dump(mode="json")}))
         return
     if output == "csv":
         writer = csv.writer(sys.stdout)
@@ -187,7 +188,6 @@ def print_nodes(nodes: list[dict[str, Any]], output: str, ctx: typer.Context) ->
     console.print(listed)
     file_name = f"{ctx.command_path.split()[-1]}.csv"
     print_more(LISTED_ROWS, len(nodes), f"{command_line(ctx, output='csv')} > {file_name}")
-    counted = summary.as_dict()
-    kinds = ", ".join(f"{kind} {count:,}" for kind, count in counted["counts_by_kind"].items())
-    cut = "; truncated: some lie beyond --max-depth" if counted["truncated"] else ""
-    console.print(f"{counted['total']:,} records" + (f" ({kinds})" if kinds else "") + cut)
+    kinds = ", ".join(f"{kind} {count:,}" for kind, count in summary.counts_by_kind.items())
+    cut = "; truncated: some lie beyond --max-depth" if summary.truncated else ""
+    console.print(f"{summary.total:,} records" + (f" ({kinds})" if kinds else "") + cut)

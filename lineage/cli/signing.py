@@ -75,7 +75,7 @@ def verify_record(
 
     check = run(settings, work)
     if output == "json":
-        print(json.dumps({"context_id": context_id, **check.as_dict()}))
+        print(json.dumps({"context_id": context_id, **check.model_dump(mode="json")}))
     else:
         console.print(
             f"{context_id}: signed {str(check.signed).lower()}, verified "

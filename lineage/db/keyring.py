@@ -54,7 +54,9 @@ class Signer(Protocol):
 
 
 @dataclass(frozen=True)
-class SigningKey:
+class KeyringKey:
+    """One HMAC key of the record keyring (the log's Ed25519 key is a checkpoint SigningKey)."""
+
     key_id: str
     secret: bytes = dataclasses.field(repr=False)
     created_at: str
@@ -63,7 +65,7 @@ class SigningKey:
 class KeyringSigner:
     """HMAC-SHA256 under the newest of its keys; each of its keys verifies."""
 
-    def __init__(self, keys: Sequence[SigningKey]) -> None:
+    def __init__(self, keys: Sequence[KeyringKey]) -> None:
         if not keys:
             raise SigningKeyError("a signing keyring needs at least one key")
         self.keys = tuple(keys)
@@ -88,8 +90,8 @@ def keyring_path(settings: Settings) -> Path:
     return settings.signing_keys_file or settings.data_dir / KEYRING_NAME
 
 
-def new_key() -> SigningKey:
-    return SigningKey(
+def new_key() -> KeyringKey:
+    return KeyringKey(
         key_id=f"hmac-{secrets.token_hex(8)}",
         secret=secrets.token_bytes(SECRET_BYTES),
         created_at=format_timestamp(datetime.now(UTC)),
@@ -110,7 +112,7 @@ def load_keyring(path: Path, *, create: bool) -> KeyringSigner:
     return KeyringSigner(read_keyring(path))
 
 
-def rotate_keyring(path: Path) -> SigningKey:
+def rotate_keyring(path: Path) -> KeyringKey:
     """Add a new newest key (creating the keyring if missing); the older keys stay to verify."""
     keys = read_keyring(path) if path.exists() else []
     added = new_key()
@@ -118,7 +120,7 @@ def rotate_keyring(path: Path) -> SigningKey:
     return added
 
 
-def read_keyring(path: Path) -> list[SigningKey]:
+def read_keyring(path: Path) -> list[KeyringKey]:
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise SigningKeyError(
@@ -128,7 +130,7 @@ def read_keyring(path: Path) -> list[SigningKey]:
     try:
         document = json.loads(path.read_text())
         keys = [
-            SigningKey(
+            KeyringKey(
                 key_id=str(item["key_id"]),
                 secret=base64.b64decode(item["secret"], validate=True),
                 created_at=str(item["created_at"]),
@@ -156,7 +158,7 @@ def read_keyring(path: Path) -> list[SigningKey]:
     return keys
 
 
-def _write_keyring(path: Path, keys: Sequence[SigningKey], *, replace: bool) -> None:
+def _write_keyring(path: Path, keys: Sequence[KeyringKey], *, replace: bool) -> None:
     """Write a complete file beside `path`, then move it into place: never half a keyring."""
     document = {
         "keys": [

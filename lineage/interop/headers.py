@@ -59,9 +59,6 @@ class ProvenanceHeader:
     inputs_fingerprint: str
     consumed_ids: list[str]
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def inputs_fingerprint(content_hashes: list[str]) -> str:
     digest = hashlib.sha256("".join(f"{h}\n" for h in sorted(content_hashes)).encode())
@@ -130,7 +127,7 @@ def _yaml_scalar(value: str | None) -> str:
 def front_matter(header: ProvenanceHeader, body: str = "") -> str:
     """`body` headed by a YAML front-matter block holding the header under `provenance:`."""
     lines = ["---", "provenance:"]
-    for key, value in header.as_dict().items():
+    for key, value in asdict(header).items():
         if isinstance(value, list):
             lines.append(f"  {key}:" + ("" if value else " []"))
             lines += [f"    - {_yaml_scalar(item)}" for item in value]
@@ -141,7 +138,7 @@ def front_matter(header: ProvenanceHeader, body: str = "") -> str:
 
 def envelope(header: ProvenanceHeader, content: Any = None) -> dict[str, Any]:
     """`{"provenance": header}`, with `content` beside it when given."""
-    wrapped: dict[str, Any] = {"provenance": header.as_dict()}
+    wrapped: dict[str, Any] = {"provenance": asdict(header)}
     if content is not None:
         wrapped["content"] = content
     return wrapped

@@ -30,7 +30,6 @@ Facets other than these are not kept: provenance holds identities and hashes, no
 
 import json
 import zlib
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -38,6 +37,7 @@ from uuid import UUID
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lineage.core.body import Body
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, BodyTooLarge, InvalidRecord, UnsupportedEncoding
 from lineage.db.database import Database, Transaction
@@ -45,8 +45,8 @@ from lineage.services.transaction_store import TransactionStore
 
 __all__ = [
     "BodyTooLarge",
-    "RecordedEvent",
     "RunEvent",
+    "RunEventRecorded",
     "UnsupportedEncoding",
     "decode_body",
     "parse_run_event",
@@ -187,35 +187,23 @@ def _content(identity: dict[str, str]) -> str:
     return rfc8785.dumps(identity).decode()
 
 
-@dataclass(frozen=True)
-class RecordedEvent:
-    """Which record each dataset of an event is: source_uri -> context_id."""
-
+# Which record each dataset of an event is: source_uri -> context_id.
+class RunEventRecorded(Body):
     run_id: str
     state: str | None
-    inputs: dict[str, str]
-    outputs: dict[str, str]
-    not_recorded: list[str]  # outputs of a run that has not completed
-    run_record: str | None  # the record of a failed or aborted run
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "state": self.state,
-            "inputs": self.inputs,
-            "outputs": self.outputs,
-            "outputs_not_recorded": self.not_recorded,
-            "run_record": self.run_record,
-        }
+    inputs: dict[str, str] = Field(description="dataset -> context id")
+    outputs: dict[str, str] = Field(description="dataset -> context id")
+    outputs_not_recorded: list[str]  # outputs of a run that has not completed
+    run_record: str | None = Field(description="the record of a failed or aborted run")
 
 
-async def record_run_event(database: Database, tenant_id: str, event: RunEvent) -> RecordedEvent:
+async def record_run_event(database: Database, tenant_id: str, event: RunEvent) -> RunEventRecorded:
     """Record the event's datasets in one tenant transaction (all or none)."""
     async with database.tenant(tenant_id) as tx:
         return await _record_run_event(tx, event)
 
 
-async def _record_run_event(tx: Transaction, event: RunEvent) -> RecordedEvent:
+async def _record_run_event(tx: Transaction, event: RunEvent) -> RunEventRecorded:
     run_id = str(event.run.run_id)
     trace_id = event.run.run_id.hex
     inputs, declared = _unique(event.inputs), _unique(event.outputs)
@@ -278,11 +266,13 @@ async def _record_run_event(tx: Transaction, event: RunEvent) -> RecordedEvent:
             )
         )
     written = await derive_many(TransactionStore(tx), derived)
-    return RecordedEvent(
-        run_id,
-        event.event_type,
-        {dataset.source_uri: known[dataset.source_uri] for dataset in inputs},
-        {dataset.source_uri: c.context_id for dataset, c in zip(outputs, written, strict=False)},
-        not_recorded,
-        written[-1].context_id if len(written) > len(outputs) else None,
+    return RunEventRecorded(
+        run_id=run_id,
+        state=event.event_type,
+        inputs={dataset.source_uri: known[dataset.source_uri] for dataset in inputs},
+        outputs={
+            dataset.source_uri: c.context_id for dataset, c in zip(outputs, written, strict=False)
+        },
+        outputs_not_recorded=not_recorded,
+        run_record=written[-1].context_id if len(written) > len(outputs) else None,
     )

@@ -17,7 +17,7 @@ from lineage.claims.handoffs import (
     verify_handoff,
 )
 from lineage.claims.judges import OfflineJudge
-from lineage.claims.verify import Verification, ensure_verified, mapping_resolver
+from lineage.claims.verify import ClaimsVerification, ensure_verified, mapping_resolver
 from lineage.core import DEFAULT_TENANT, telemetry
 from lineage.core.derive import Context, Derivation, derive_many
 from lineage.core.store import Store
@@ -161,7 +161,7 @@ async def load_incident(store: Store) -> list[Context]:
 
 @dataclass(frozen=True)
 class IncidentChecks:
-    claim: Verification
+    claim: ClaimsVerification
     summary: HandoffVerification
 
 

@@ -22,12 +22,14 @@ says so (it is still audited).
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+from pydantic import Field
 
+from lineage.core.body import Body
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.errors import BadParameter, NotFound, WalkTimeout
 from lineage.core.hashing import HmacSha256
@@ -46,47 +48,20 @@ FORGET_TRANSFORM = "forget"
 FORGET_VERSION = "1"
 
 
-@dataclass(frozen=True)
-class Forgotten:
+class Forgotten(Body):
+    remaining: dict[str, Any] = Field(
+        description="what provenance still holds: records whose source_uri reads the URI, "
+        "with plain sha256 hashes, with attributes, and all kept"
+    )
     source_uri_hash: str  # keyed (hmacsha256), as the tombstones and the audit record hold it
+    total: int
+    counts_by_kind: dict[str, int]
     affected: list[dict[str, Any]]  # context_id, kind, depth: for the downstream stores
-    purged: list[str]  # ids whose captured text was deleted now
-    tombstones: list[str]
-    forgotten_at: datetime
-    remaining: "Remaining"
-
-    @property
-    def nothing_left(self) -> bool:
-        return not self.purged and not self.tombstones
-
-    def counts_by_kind(self) -> dict[str, int]:
-        return dict(sorted(Counter(node["kind"] for node in self.affected).items()))
-
-    def summary(self) -> str:
-        if self.nothing_left:
-            return (
-                f"nothing left to purge: the {len(self.affected)} records of this source_uri "
-                "hold no captured text and were already tombstoned"
-            )
-        return (
-            f"forgotten: {len(self.affected)} records listed for the downstream stores, "
-            f"{len(self.purged)} captured texts purged, {len(self.tombstones)} tombstones "
-            f"appended; provenance kept: {self.remaining.summary()}"
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "remaining": self.remaining.as_dict(),
-            "source_uri_hash": self.source_uri_hash,
-            "forgotten_at": self.forgotten_at.isoformat(),
-            "nothing_left": self.nothing_left,
-            "summary": self.summary(),
-            "total": len(self.affected),
-            "counts_by_kind": self.counts_by_kind(),
-            "affected": self.affected,
-            "purged_text_ids": self.purged,
-            "tombstone_ids": self.tombstones,
-        }
+    purged_text_ids: list[str]  # ids whose captured text was deleted now
+    tombstone_ids: list[str]
+    nothing_left: bool
+    forgotten_at: str
+    summary: str
 
 
 @dataclass(frozen=True)
@@ -98,6 +73,10 @@ class Remaining:
     plain_hash_records: int  # of those, content hashes in plain sha256 (confirmable by bytes)
     records_with_attributes: int  # affected records whose attributes are kept as they were
     records_kept: int  # every affected record: id, kind, edges, transform, trace id, times
+    why: str = (
+        "provenance is append-only and holds no text; the URI, plain document "
+        "hashes and attributes cannot be redacted from it"
+    )
 
     def summary(self) -> str:
         return (
@@ -107,15 +86,37 @@ class Remaining:
             f"({self.records_with_attributes} with attributes)"
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "source_uri_records": self.source_uri_records,
-            "plain_hash_records": self.plain_hash_records,
-            "records_with_attributes": self.records_with_attributes,
-            "records_kept": self.records_kept,
-            "why": "provenance is append-only and holds no text; the URI, plain document "
-            "hashes and attributes cannot be redacted from it",
-        }
+
+def _forgotten(
+    uri_hash: str,
+    affected: list[dict[str, Any]],
+    purged: list[str],
+    tombstones: list[str],
+    remaining: Remaining,
+) -> Forgotten:
+    if purged or tombstones:
+        summary = (
+            f"forgotten: {len(affected)} records listed for the downstream stores, "
+            f"{len(purged)} captured texts purged, {len(tombstones)} tombstones "
+            f"appended; provenance kept: {remaining.summary()}"
+        )
+    else:
+        summary = (
+            f"nothing left to purge: the {len(affected)} records of this source_uri "
+            "hold no captured text and were already tombstoned"
+        )
+    return Forgotten(
+        remaining=asdict(remaining),
+        source_uri_hash=uri_hash,
+        forgotten_at=datetime.now(UTC).isoformat(),
+        nothing_left=not purged and not tombstones,
+        summary=summary,
+        total=len(affected),
+        counts_by_kind=dict(sorted(Counter(node["kind"] for node in affected).items())),
+        affected=affected,
+        purged_text_ids=purged,
+        tombstone_ids=tombstones,
+    )
 
 
 def _remaining(nodes: list[dict[str, Any]], source_uri: str) -> Remaining:
@@ -203,9 +204,7 @@ async def _forget(
     if purged or not tombstoned.issuperset(roots):
         tombstones = await _append_tombstones(tx, roots, uri_hash, affected, purged)
     progress("append tombstones", len(tombstones))
-    forgotten = Forgotten(
-        uri_hash, affected, purged, tombstones, datetime.now(UTC), _remaining(nodes, source_uri)
-    )
+    forgotten = _forgotten(uri_hash, affected, purged, tombstones, _remaining(nodes, source_uri))
     await audit.append(
         tx,
         caller.key_id,
@@ -213,7 +212,7 @@ async def _forget(
         uri_hash,
         {
             "total": len(affected),
-            "counts_by_kind": forgotten.counts_by_kind(),
+            "counts_by_kind": forgotten.counts_by_kind,
             "purged_texts": len(purged),
             "tombstone_ids": tombstones,
         },

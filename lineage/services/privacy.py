@@ -15,11 +15,10 @@
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import asyncpg
 
+from lineage.core.body import Body
 from lineage.core.errors import InvalidRecord, NotFound
 from lineage.core.hashing import HmacSha256, Sha256
 from lineage.core.record import KEYED_KINDS, NewContext
@@ -56,8 +55,7 @@ def _option(switch: str) -> str:
     return "--" + switch.replace("_", "-")
 
 
-@dataclass(frozen=True)
-class TenantSettings:
+class TenantSettings(Body):
     tenant_id: str
     capture_source_text: bool
     capture_query_text: bool
@@ -66,9 +64,6 @@ class TenantSettings:
     def captures(self, kind: str) -> bool:
         on: bool = getattr(self, capture_switch(kind))
         return on
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _settings_from_row(rows: Sequence[asyncpg.Record], tenant_id: str) -> TenantSettings:

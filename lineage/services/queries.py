@@ -114,7 +114,7 @@ async def query_trace(
         nodes = {row["context_id"]: reads.node_from_row(row) for row in rows}
         for record in records:
             check = await signing.verify_record(tx.connection, tenant_id, record, tx.signer)
-            nodes[record.context_id]["signature"] = check.as_dict()
+            nodes[record.context_id]["signature"] = check.model_dump(mode="json")
     trace_id = records[0].trace_id
     spans, truncated = (
         await span_tree(database, settings, tenant_id, trace_id) if trace_id else ([], False)

@@ -46,5 +46,5 @@ async def record_node(
         if verify:
             record = record_from_row(rows[0])
             check = await signing.verify_record(tx.connection, tenant_id, record, tx.signer)
-            node["signature"] = check.as_dict()
+            node["signature"] = check.model_dump(mode="json")
     return node

@@ -2,33 +2,25 @@
 in the transaction that inserts it, stored beside the record in `record_signatures` (never by
 UPDATE), so that a row altered behind the service's back verifies as false."""
 
-import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
 
 import asyncpg
+from pydantic import Field
 
 from lineage import db
+from lineage.core.body import Body
 from lineage.core.errors import UnknownSigningKey
 from lineage.core.record import ContextRecord
 from lineage.db.database import Transaction
 from lineage.db.keyring import Signer
 
-Reason = Literal["ok", "unsigned", "mismatch", "unknown_key"]
 
-
-@dataclass(frozen=True)
-class SignatureCheck:
-    """A record's stored row checked against its stored signature."""
-
+# A record's stored row checked against its stored signature.
+class SignatureCheck(Body):
     signed: bool
     verified: bool
     key_id: str | None
-    reason: Reason
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    reason: str = Field(description="ok, unsigned, mismatch or unknown_key")
 
 
 async def append_signatures(tx: Transaction, records: Sequence[ContextRecord]) -> None:

@@ -6,6 +6,9 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
+from lineage.core.body import Body
 from lineage.core.errors import BadParameter, NotFound
 from lineage.core.record import KINDS
 from lineage.db.database import Database
@@ -61,8 +64,19 @@ class Walk:
 ID_FILE_COLUMNS = ("context_id", "kind", "depth", "truncated")
 
 
+class ImpactSummary(Body):
+    total: int
+    counts_by_kind: dict[str, int]
+    truncated: bool
+    truncated_reason: str | None = Field(
+        default=None, description="max_depth or retention; null when complete"
+    )
+
+
 @dataclass
-class ImpactSummary:
+class ImpactTally:
+    """A walk's nodes counted as they go by, for the summary that closes its answer."""
+
     counts: Counter[str] = field(default_factory=Counter)
     truncated: bool = False
     expired: bool = False
@@ -72,13 +86,13 @@ class ImpactSummary:
         self.truncated = self.truncated or bool(node["truncated"])
         self.expired = self.expired or bool(node.get("expired"))
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "total": sum(self.counts.values()),
-            "counts_by_kind": dict(sorted(self.counts.items())),
-            "truncated": self.truncated or self.expired,
-            "truncated_reason": truncated_reason(self.truncated, self.expired),
-        }
+    def summary(self) -> ImpactSummary:
+        return ImpactSummary(
+            total=sum(self.counts.values()),
+            counts_by_kind=dict(sorted(self.counts.items())),
+            truncated=self.truncated or self.expired,
+            truncated_reason=truncated_reason(self.truncated, self.expired),
+        )
 
 
 def check_depth(settings: Settings, max_depth: int | None) -> int:

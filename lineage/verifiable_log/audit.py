@@ -94,7 +94,7 @@ class DatabaseSource:
         async with self.database.tenant(self.tenant_id) as tx:
             record = (await get_records(tx, [context_id]))[context_id]
             check = await signing.verify_record(tx.connection, self.tenant_id, record, signer)
-        return {**check.as_dict(), "checked_by": "this machine's record keyring"}
+        return {**check.model_dump(mode="json"), "checked_by": "this machine's record keyring"}
 
 
 class HttpSource:

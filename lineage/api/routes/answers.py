@@ -24,7 +24,7 @@ from lineage.api.deps import (
     Verify,
 )
 from lineage.api.results import Json
-from lineage.claims.answers import store_answer
+from lineage.claims.answers import AnswerRecorded, store_answer
 from lineage.claims.drift import drift_report
 from lineage.claims.handoffs import (
     current_statement_verdicts,
@@ -112,8 +112,8 @@ class VerifyIn(BaseModel):
 @router.post(
     "/v1/answers",
     status_code=201,
-    responses={200: {"model": models.AnswerRecorded, "description": models.REPLAY}},
-    response_model=models.AnswerRecorded,
+    responses={200: {"model": AnswerRecorded, "description": models.REPLAY}},
+    response_model=AnswerRecorded,
 )
 async def post_answer(
     body: AnswerIn, request: Request, database: Db, caller: Ingest, sent_trace_id: SentTraceId
@@ -135,7 +135,7 @@ async def post_answer(
     )
     if recorded.created:
         request.app.state.sampler.offer(caller.tenant_id, [(recorded.answer.context_id, "answer")])
-    return Json(recorded.as_dict(), status_code=201 if recorded.created else 200)
+    return Json(recorded.model_dump(mode="json"), status_code=201 if recorded.created else 200)
 
 
 @router.post(

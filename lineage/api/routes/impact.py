@@ -121,7 +121,7 @@ async def get_impact_page(
     name, start = await _impact_start(database, settings, caller, source_uri, context_id)
     wanted = walks.check_kind(kind)
     counted = "all" if wanted == "all" or wanted in BOOKKEEPING_KINDS else "any"
-    summary = walks.ImpactSummary()
+    tally = walks.ImpactTally()
     layers: defaultdict[int, Counter[str]] = defaultdict(Counter)
     page: list[dict[str, Any]] = []
     matching = 0
@@ -130,7 +130,7 @@ async def get_impact_page(
         tenant_id=caller.tenant_id, kind=counted,
         max_depth=walks.check_depth(settings, max_depth), **start,
     ):  # fmt: skip
-        summary.add(node)
+        tally.add(node)
         layers[node["depth"]][node["kind"]] += 1
         if wanted in {"any", "all"} or node["kind"] == wanted:
             if offset <= matching < offset + limit:
@@ -140,7 +140,7 @@ async def get_impact_page(
         "source_uri": source_uri,
         "context_id": context_id,
         "kind": wanted,
-        "summary": summary.as_dict(),
+        "summary": tally.summary().model_dump(mode="json"),
         "layers": [
             {"depth": depth, "counts_by_kind": dict(sorted(layers[depth].items()))}
             for depth in sorted(layers)
@@ -176,15 +176,15 @@ async def _csv_file(lines: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes,
 async def _json_file(
     start: dict[str, Any], kind: str, nodes: AsyncGenerator[dict[str, Any], None]
 ) -> AsyncGenerator[bytes, None]:
-    summary = walks.ImpactSummary()
+    tally = walks.ImpactTally()
     yield f'{{"start": {json.dumps(start)}, "kind": {json.dumps(kind)}, "records": ['.encode()
     separator = b""
     async with aclosing(nodes):
         async for node in nodes:
-            summary.add(node)
+            tally.add(node)
             yield separator + json_bytes({key: node[key] for key in walks.ID_FILE_COLUMNS})
             separator = b", "
-    yield f'], "summary": {json.dumps(summary.as_dict())}}}'.encode()
+    yield f'], "summary": {json.dumps(tally.summary().model_dump(mode="json"))}}}'.encode()
 
 
 @router.get("/impact/ids", responses=models.IMPACT_FILES)

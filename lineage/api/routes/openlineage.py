@@ -2,15 +2,19 @@
 
 from fastapi import APIRouter, Request
 
-from lineage.api import models
 from lineage.api.deps import AppSettings, Db, Ingest
 from lineage.api.results import Json
-from lineage.interop.openlineage import decode_body, parse_run_event, record_run_event
+from lineage.interop.openlineage import (
+    RunEventRecorded,
+    decode_body,
+    parse_run_event,
+    record_run_event,
+)
 
 router = APIRouter(prefix="/api/v1", tags=["openlineage"])
 
 
-@router.post("/lineage", response_model=models.RunEventRecorded)
+@router.post("/lineage", response_model=RunEventRecorded)
 async def post_lineage(
     request: Request, database: Db, caller: Ingest, settings: AppSettings
 ) -> Json:
@@ -22,4 +26,4 @@ async def post_lineage(
     )
     event = parse_run_event(body)
     recorded = await record_run_event(database, caller.tenant_id, event)
-    return Json(recorded.as_dict())
+    return Json(recorded.model_dump(mode="json"))

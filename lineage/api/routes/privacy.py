@@ -1,14 +1,11 @@
 """Privacy, for admin keys: the tenant's text capture switches, and the right to be forgotten."""
 
-from typing import Any
-
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from lineage.api import models
 from lineage.api.deps import Admin, AppSettings, Db, ReadDb
 from lineage.services import privacy
-from lineage.services.forget import forget
+from lineage.services.forget import Forgotten, forget
 
 router = APIRouter(prefix="/v1", tags=["privacy"])
 
@@ -32,25 +29,25 @@ class ForgetIn(BaseModel):
     max_depth: int | None = Field(default=None, description="defaults to the service's")
 
 
-@router.get("/tenant/settings", response_model=models.TenantSettings)
-async def get_tenant_settings(database: ReadDb, caller: Admin) -> dict[str, Any]:
+@router.get("/tenant/settings", response_model=privacy.TenantSettings)
+async def get_tenant_settings(database: ReadDb, caller: Admin) -> privacy.TenantSettings:
     """Which texts this tenant captures (all off by default)."""
-    return (await privacy.get_settings(database, caller.tenant_id)).as_dict()
+    return await privacy.get_settings(database, caller.tenant_id)
 
 
-@router.put("/tenant/settings", response_model=models.TenantSettings)
-async def put_tenant_settings(body: SettingsIn, database: Db, caller: Admin) -> dict[str, Any]:
+@router.put("/tenant/settings", response_model=privacy.TenantSettings)
+async def put_tenant_settings(
+    body: SettingsIn, database: Db, caller: Admin
+) -> privacy.TenantSettings:
     """Turn text capture on or off, per class of text; returns every switch."""
-    updated = await privacy.update_settings(database, caller, body.model_dump())
-    return updated.as_dict()
+    return await privacy.update_settings(database, caller, body.model_dump())
 
 
-@router.post("/forget", response_model=models.Forgotten)
+@router.post("/forget", response_model=Forgotten)
 async def forget_source(
     body: ForgetIn, database: Db, caller: Admin, settings: AppSettings
-) -> dict[str, Any]:
+) -> Forgotten:
     """Right to be forgotten: every record derived from `source_uri` (with its kind, for the
     downstream stores), captured text purged, tombstones appended, in one transaction. 422 if
     max_depth cuts the walk short (nothing written), 404 if no record has the source_uri."""
-    forgotten = await forget(database, settings, caller, body.source_uri, body.max_depth)
-    return forgotten.as_dict()
+    return await forget(database, settings, caller, body.source_uri, body.max_depth)
