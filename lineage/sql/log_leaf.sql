@@ -8,11 +8,13 @@
 SELECT l.leaf_index, p.tenant_id, p.context_id, p.parent_ids, p.kind, p.source_uri,
        p.content_hash, p.transform, p.transform_version, p.produced_by, p.index_snapshot,
        p.trace_id, p.created_at, p.attributes,
-       l.leaf_index IS NULL AND EXISTS (SELECT 1 FROM log_queue AS q
-                                        WHERE q.tenant_id = p.tenant_id
-                                          AND q.context_id = p.context_id) AS queued
+       l.leaf_index IS NULL AND q.queued IS NOT NULL AS queued
 FROM provenance AS p
 LEFT JOIN log_leaves AS l ON l.tenant_id = p.tenant_id AND l.context_id = p.context_id
+-- A join, not EXISTS: Citus on PostgreSQL 15 refuses an outer join beside a pseudoconstant qual.
+LEFT JOIN LATERAL (SELECT true AS queued FROM log_queue AS lq
+                   WHERE lq.tenant_id = p.tenant_id AND lq.context_id = p.context_id
+                   LIMIT 1) AS q ON true
 WHERE p.tenant_id = :'tenant_id' AND p.context_id = :'context_id'
 UNION ALL
 SELECT l.leaf_index, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
