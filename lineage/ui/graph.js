@@ -6,6 +6,8 @@
 // minimap shows where the frame is when the graph outgrows it.
 
 import { clip, colour, el, markLabel, svg } from "./dom.js";
+import { PAGE, RecordGraph } from "./fold.js";
+import { Minimap } from "./minimap.js";
 
 const NODE_WIDTH = 200;
 const NODE_HEIGHT = 54;
@@ -13,13 +15,10 @@ const MARK_HEIGHT = 18;
 const NODE_GAP = 26;
 const LAYER_GAP = 46;
 const MARGIN = 20;
-const PAGE = 12; // records, or documents' groups, that an opened group draws at a time
 const SMALLEST_FONT = 12; // px at scale 1: style.css's smallest label in a box
 const MIN_SCALE = 11 / SMALLEST_FONT; // zoomed out further, a label would render under 11 px
 const MAX_SCALE = 2.5;
 const QUICK_ORDER_ABOVE = 300; // boxes; beyond, one ordering pass instead of dagre's best of many
-const MINIMAP_WIDTH = 200;
-const MINIMAP_HEIGHT = 130;
 const FINDINGS = 12; // matches listed under the find box
 
 function arrowHead(id, paint) {
@@ -46,23 +45,12 @@ export function nodeDetail(node) {
   return [made, node.index_snapshot].filter(Boolean).join(" · ") || node.source_uri || "";
 }
 
-function groupBy(items, keyOf) {
-  const groups = new Map();
-  for (const item of items) {
-    const key = keyOf(item);
-    if (!groups.has(key)) groups.set(key, []);
-    groups.get(key).push(item);
-  }
-  return groups;
-}
-
-const SEVERAL = "*"; // a record derived from more than one document
-
 export class DagView {
   // records: [{context_id, kind, parent_ids, ...}]; marks: Map id -> [{reason, detail}];
   // start: the id drawn on top and never folded; onSelect(record, marks) when a box is chosen.
   constructor({ records, marks = new Map(), start = null, label, onSelect = () => {} }) {
-    this.records = new Map(records.map((record) => [record.context_id, record]));
+    this.walk = new RecordGraph(records, marks);
+    this.records = this.walk.records;
     this.marks = marks;
     this.start = start;
     this.label = label;
@@ -71,18 +59,19 @@ export class DagView {
     this.opened = new Map(); // group key -> how many of its records (or groups) are drawn
     this.path = null; // {ids, boxes, edges} highlighted from marked hops up to the start
     this.selected = null;
-    this.stale = true;
     this.view = { x: 0, y: 0, k: 1 };
     this.frame = el("div", { className: "graph-frame", id: "graph", tabindex: "-1" });
-    this.minimap = el("canvas", { className: "minimap", width: MINIMAP_WIDTH,
-      height: MINIMAP_HEIGHT, "aria-label": "minimap: click to move the view", hidden: true });
+    this.minimap = new Minimap((gx, gy) => {
+      this.view.x = this.frame.clientWidth / 2 - gx * this.view.k;
+      this.view.y = this.frame.clientHeight / 2 - gy * this.view.k;
+      this.apply();
+    });
     this.findings = el("ul", { className: "graph-findings", hidden: true });
     this.toolbar = el("div", { className: "graph-tools", role: "toolbar",
       "aria-label": "graph controls" });
     this.element = el("div", { className: "graph" }, this.toolbar,
-      el("div", { className: "graph-stage" }, this.frame, this.minimap, this.findings));
+      el("div", { className: "graph-stage" }, this.frame, this.minimap.canvas, this.findings));
     this.bindPanZoom();
-    this.bindMinimap();
     // The record panel opening narrows the frame: fit again so that nothing is cut off.
     let width = 0;
     new ResizeObserver(() => {
@@ -95,59 +84,7 @@ export class DagView {
 
   // Add records (the live view); the next draw places them.
   add(records) {
-    for (const record of records) {
-      if (this.records.has(record.context_id)) continue;
-      this.records.set(record.context_id, record);
-      this.stale = true;
-    }
-  }
-
-  // --- what each record is: its layer, its document, whether a marked hop fed it ---------------
-
-  prepare() {
-    if (!this.stale) return;
-    this.stale = false;
-    const layer = new Map();
-    const source = new Map();
-    const tainted = new Map();
-    // Iterative depth-first order (parents first): a walk can be thousands of records deep.
-    for (const id of this.records.keys()) {
-      if (layer.has(id)) continue;
-      const stack = [[id, false]];
-      while (stack.length) {
-        const [at, parentsDone] = stack.pop();
-        if (layer.has(at)) continue;
-        const record = this.records.get(at);
-        const parents = record.parent_ids.filter((p) => this.records.has(p) && p !== at);
-        if (!parentsDone) {
-          stack.push([at, true]);
-          for (const parent of parents) if (!layer.has(parent)) stack.push([parent, false]);
-          continue;
-        }
-        let rank = 0;
-        let from = record.kind === "document" ? at : null;
-        let bad = this.marks.has(at);
-        for (const parent of parents) {
-          rank = Math.max(rank, (layer.get(parent) ?? -1) + 1);
-          const theirs = source.get(parent) ?? null;
-          if (record.kind !== "document" && theirs !== null) {
-            from = from === null || from === theirs ? theirs : SEVERAL;
-          }
-          bad = bad || tainted.get(parent) || false;
-        }
-        layer.set(at, rank);
-        source.set(at, from);
-        tainted.set(at, bad);
-      }
-    }
-    this.layer = layer;
-    this.source = source;
-    this.tainted = tainted;
-    const kinds = new Map();
-    for (const record of this.records.values()) {
-      kinds.set(record.kind, (kinds.get(record.kind) || 0) + 1);
-    }
-    this.kinds = kinds;
+    this.walk.add(records);
   }
 
   // Boxes a layer may hold side by side at life size.
@@ -156,81 +93,9 @@ export class DagView {
     return Math.max(3, Math.floor((width - 2 * MARGIN + NODE_GAP) / (NODE_WIDTH + NODE_GAP)));
   }
 
-  // --- folding: which records share a box ----------------------------------------------------
-
-  // The boxes and edges drawn. Each layer draws its records one by one when they fit across the
-  // frame, else folds them by kind and source document, else by kind; an opened group draws a
-  // page of its records (or, folded by kind, of its documents' groups) and folds the rest.
-  plan(columns) {
-    const boxes = new Map();
-    const owner = new Map();
-    const single = (record) => {
-      boxes.set(record.context_id, { id: record.context_id, group: false, kind: record.kind,
-        record, members: [record] });
-      owner.set(record.context_id, record.context_id);
-    };
-    const folded = (key, members, level, more = 0) => {
-      boxes.set(key, { id: key, group: true, kind: members[0].kind, level, members, more,
-        source: level === 1 ? this.source.get(members[0].context_id) : null });
-      for (const record of members) owner.set(record.context_id, key);
-    };
-    const bySource = (record) => `${record.kind}|${this.source.get(record.context_id) ?? ""}`;
-    const place = (members, level, parentKey) => {
-      const groups = [...groupBy(members, level === 2 ? (r) => r.kind : bySource)];
-      for (const [name, list] of groups) {
-        const key = `${parentKey}|${name}`;
-        if (list.length === 1) single(list[0]);
-        else if (!this.opened.has(key)) folded(key, list, level);
-        else if (level === 2 && groupBy(list, bySource).size > 1) {
-          const shown = this.opened.get(key);
-          const sources = [...groupBy(list, bySource).values()]
-            .sort((a, b) => this.markedIn(b) - this.markedIn(a) || b.length - a.length);
-          place(sources.slice(0, shown).flat(), 1, key);
-          const rest = sources.slice(shown).flat();
-          if (rest.length) folded(key, rest, 2, sources.length - shown);
-        } else {
-          const shown = this.opened.get(key);
-          const ordered = [...list].sort((a, b) => this.markedIn([b]) - this.markedIn([a]));
-          ordered.slice(0, shown).forEach(single);
-          const rest = ordered.slice(shown);
-          if (rest.length === 1) single(rest[0]);
-          else if (rest.length) folded(key, rest, level, rest.length);
-        }
-      }
-    };
-    const byLayer = groupBy([...this.records.values()], (r) => this.layer.get(r.context_id));
-    for (const [rank, records] of [...byLayer].sort((a, b) => b[0] - a[0])) {
-      const free = records.filter((r) => !this.pins(r.context_id));
-      records.filter((r) => this.pins(r.context_id)).forEach(single);
-      const room = columns - (records.length - free.length);
-      let level = 0;
-      if (free.length > room) level = groupBy(free, bySource).size <= room ? 1 : 2;
-      if (level === 0) free.forEach(single);
-      else place(free, level, `layer${rank}`);
-    }
-    const edges = new Map();
-    for (const record of this.records.values()) {
-      const child = owner.get(record.context_id);
-      for (const parentId of record.parent_ids) {
-        if (!this.records.has(parentId)) continue;
-        const parent = owner.get(parentId);
-        if (parent === child) continue;
-        const key = `${parent}\n${child}`;
-        if (!edges.has(key)) edges.set(key, { key, parent, child, count: 0, tainted: false });
-        const edge = edges.get(key);
-        edge.count += 1;
-        edge.tainted = edge.tainted || this.tainted.get(parentId);
-      }
-    }
-    return { boxes, owner, edges: [...edges.values()] };
-  }
-
+  // Records drawn in a box of their own, whatever their group: the start, and those chosen.
   pins(id) {
     return id === this.start || this.pinned.has(id);
-  }
-
-  markedIn(records) {
-    return records.reduce((n, record) => n + (this.marks.has(record.context_id) ? 1 : 0), 0);
   }
 
   height(box) {
@@ -259,14 +124,13 @@ export class DagView {
 
   draw() {
     const began = performance.now();
-    this.prepare();
     // Long edges take room beside the boxes too: fold harder until the layers fit across,
     // unless a reader opened groups (then the graph is as wide as they asked).
     let columns = this.columns();
     let plan;
     let g;
     for (;;) {
-      plan = this.plan(columns);
+      plan = this.walk.plan(columns, (id) => this.pins(id), this.opened);
       g = this.layout(plan);
       const fits = g.graph().width <= (this.frame.clientWidth || 1000);
       if (fits || this.opened.size || columns <= 3) break;
@@ -332,7 +196,7 @@ export class DagView {
       onkeydown: (event) => {
         if (event.key === "Enter") {
           event.preventDefault();
-          const [first] = this.find(find.value);
+          const [first] = this.walk.find(find.value);
           if (first) this.focus(first.context_id);
         } else if (event.key === "Escape") {
           find.value = "";
@@ -401,28 +265,19 @@ export class DagView {
     return group;
   }
 
-  // A document's name that fits a box: the last part of its source URI, else its id.
-  sourceName(source) {
-    if (source === SEVERAL) return "several documents";
-    const document = this.records.get(source);
-    const uri = (document && document.source_uri) || "";
-    return uri.replace(/\/+$/, "").split("/").pop() || source || "no document";
-  }
-
   groupBox(box, left, top) {
     const count = box.members.length;
-    const marked = this.markedIn(box.members);
-    const documents = new Set(box.members.map((r) => this.source.get(r.context_id)));
-    documents.delete(null);
+    const marked = this.walk.markedIn(box.members);
+    const documents = this.walk.documentsOf(box.members);
     const title = box.more ? `+${count.toLocaleString()} more ${box.kind}`
       : `${count.toLocaleString()} × ${box.kind}`;
     let detail;
     const source = box.level === 1 && this.records.get(box.source);
-    if (box.level === 1) detail = `of ${this.sourceName(box.source)}`;
+    if (box.level === 1) detail = `of ${this.walk.sourceName(box.source)}`;
     else if (box.kind === "document") detail = `${count.toLocaleString()} sources`;
-    else if (documents.size) {
-      detail = `from ${documents.has(SEVERAL) ? "several" : documents.size.toLocaleString()}` +
-        ` document${documents.size === 1 && !documents.has(SEVERAL) ? "" : "s"}`;
+    else if (documents.count) {
+      detail = `from ${documents.several ? "several" : documents.count.toLocaleString()}` +
+        ` document${documents.count === 1 && !documents.several ? "" : "s"}`;
     } else detail = "derived from no document";
     const opens = box.more ? (box.level === 2 ? `${box.more} more documents' groups`
       : `${Math.min(PAGE, count)} more`) : box.level === 2 ? "by document" : `${Math.min(PAGE,
@@ -490,25 +345,8 @@ export class DagView {
     this.fit();
   }
 
-  find(text) {
-    const wanted = text.trim().toLowerCase();
-    if (!wanted) return [];
-    const found = [];
-    for (const record of this.records.values()) {
-      const fields = [record.context_id, record.kind, record.source_uri, record.produced_by,
-        record.transform_version, record.index_snapshot];
-      if (fields.some((value) => value && value.toLowerCase().includes(wanted))) {
-        found.push(record);
-      }
-    }
-    // An exact id first, then ids that start with the text, then the rest.
-    const score = (r) => (r.context_id.toLowerCase() === wanted ? 0
-      : r.context_id.toLowerCase().startsWith(wanted) ? 1 : 2);
-    return found.sort((a, b) => score(a) - score(b));
-  }
-
   listFindings(text) {
-    const found = this.find(text);
+    const found = this.walk.find(text);
     this.findings.hidden = !text.trim();
     this.findings.replaceChildren(
       el("li", { className: "muted" }, found.length
@@ -540,47 +378,11 @@ export class DagView {
     if (first) this.reveal(first);
   }
 
-  // The records on a path from ids up to the start are ids and everything in the walk derived
-  // from them: the boxes and the edges that hold those.
-  pathThrough(ids) {
-    const from = new Set(ids);
-    const reached = new Map();
-    for (const id of this.records.keys()) {
-      const stack = [id];
-      while (stack.length) {
-        const at = stack[stack.length - 1];
-        if (reached.has(at)) {
-          stack.pop();
-        } else if (from.has(at)) {
-          reached.set(at, true);
-          stack.pop();
-        } else {
-          const parents = this.records.get(at).parent_ids.filter((p) => this.records.has(p));
-          const pending = parents.filter((p) => !reached.has(p));
-          if (pending.length) stack.push(...pending);
-          else {
-            reached.set(at, parents.some((p) => reached.get(p)));
-            stack.pop();
-          }
-        }
-      }
-    }
-    const boxes = new Set();
-    const edges = new Set();
-    const owner = this.drawn.owner;
-    for (const record of this.records.values()) {
-      if (!reached.get(record.context_id)) continue;
-      boxes.add(owner.get(record.context_id));
-      for (const parent of record.parent_ids) {
-        if (reached.get(parent)) edges.add(`${owner.get(parent)}\n${owner.get(record.context_id)}`);
-      }
-    }
-    return { boxes, edges };
-  }
-
   // The selected box, and the path (else the selected box's own edges) highlighted.
   decorate() {
-    if (this.path) Object.assign(this.path, this.pathThrough(this.path.ids));
+    if (this.path) {
+      Object.assign(this.path, this.walk.pathThrough(this.path.ids, this.drawn.owner));
+    }
     const path = this.path;
     this.svg.classList.toggle("path-shown", Boolean(path));
     this.svg.dataset.pathBoxes = path ? String(path.boxes.size) : "0";
@@ -666,59 +468,19 @@ export class DagView {
     this.frame.addEventListener("pointercancel", stop);
   }
 
-  // --- the minimap: every box, the frame's part of the graph outlined ---------------------
-
-  minimapScale() {
-    return Math.min(MINIMAP_WIDTH / this.size.width, MINIMAP_HEIGHT / this.size.height);
-  }
-
+  // The minimap: every box, and the part of the graph in the frame.
   paintMinimap() {
     if (!this.size || !this.drawn) return;
-    const { k } = this.view;
-    const outgrown = this.size.width * k > this.frame.clientWidth + 1 ||
-      this.size.height * k > this.frame.clientHeight + 1;
-    this.minimap.hidden = !outgrown;
-    if (!outgrown) return;
-    const context = this.minimap.getContext("2d");
-    const s = this.minimapScale();
-    context.clearRect(0, 0, MINIMAP_WIDTH, MINIMAP_HEIGHT);
-    for (const [id, placed] of this.positions) {
+    const { x, y, k } = this.view;
+    const patches = [...this.positions].map(([id, placed]) => {
       const box = this.drawn.boxes.get(id);
-      const marked = box.group ? this.markedIn(box.members) : this.marks.has(id);
-      context.fillStyle = marked ? "#dc2626" : colour(box.kind);
-      context.globalAlpha = this.path && !this.path.boxes.has(id) ? 0.3 : 0.9;
-      context.fillRect((placed.x - NODE_WIDTH / 2) * s, (placed.y - placed.height / 2) * s,
-        Math.max(2, NODE_WIDTH * s), Math.max(2, placed.height * s));
-    }
-    context.globalAlpha = 1;
-    context.strokeStyle = "#1d4ed8";
-    context.lineWidth = 2;
-    context.strokeRect(-this.view.x / k * s, -this.view.y / k * s,
-      this.frame.clientWidth / k * s, this.frame.clientHeight / k * s);
-  }
-
-  bindMinimap() {
-    let dragging = false;
-    const moveTo = (event) => {
-      const bounds = this.minimap.getBoundingClientRect();
-      const s = this.minimapScale();
-      const gx = (event.clientX - bounds.left) / s;
-      const gy = (event.clientY - bounds.top) / s;
-      this.view.x = this.frame.clientWidth / 2 - gx * this.view.k;
-      this.view.y = this.frame.clientHeight / 2 - gy * this.view.k;
-      this.apply();
-    };
-    this.minimap.addEventListener("pointerdown", (event) => {
-      dragging = true;
-      this.minimap.setPointerCapture(event.pointerId);
-      moveTo(event);
+      const marked = box.group ? this.walk.markedIn(box.members) : this.marks.has(id);
+      return { x: placed.x - NODE_WIDTH / 2, y: placed.y - placed.height / 2, width: NODE_WIDTH,
+        height: placed.height, paint: marked ? "#dc2626" : colour(box.kind),
+        faded: Boolean(this.path && !this.path.boxes.has(id)) };
     });
-    this.minimap.addEventListener("pointermove", (event) => {
-      if (dragging) moveTo(event);
-    });
-    this.minimap.addEventListener("pointerup", () => {
-      dragging = false;
-    });
+    this.minimap.paint(this.size, patches, { x: -x / k, y: -y / k,
+      width: this.frame.clientWidth / k, height: this.frame.clientHeight / k });
   }
 
   // Bring a box into the frame, centred, when it is outside.
