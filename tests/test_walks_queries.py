@@ -139,6 +139,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
 OWNER_ONLY = {
     "tenant_create", "tenant_delete", "operator_audit_list", "bundle_import_settings",
     "bundle_retire_text_keys", "bundle_import_expiry", "bundle_import_tombstone", "bundle_analyze",
+    "bundle_export_analyze", "lock_waits",
     "retention_policy_get",
     "retention_policy_set", "partitions_shape", "open_partitions_check", "open_partitions_validate",
 }  # fmt: skip

@@ -240,6 +240,7 @@ EARLIEST = datetime.min.replace(tzinfo=UTC)
 LATEST = datetime.max.replace(tzinfo=UTC)
 # Sensible values for every psql variable the files use, by name.
 SAMPLE_VALUES: dict[str, Any] = {
+    "application_name": "lineage test",
     "tenant_id": "default",
     "context_id": "nope",
     "context_ids": ["nope"],

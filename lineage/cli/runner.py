@@ -60,19 +60,43 @@ def run(
     url: str | None = None,
 ) -> T:
     """Open this invocation's one Database (its pool, the keyring its settings name), do the
-    work, close it; errors a user can act on become one red line."""
+    work, close it; errors a user can act on become one red line. While it works, a wait for
+    a lock is said on stderr (lineage.cli.waits)."""
+    import asyncio
+
+    import click
+
+    from lineage.cli.progress import interval_s
+    from lineage.cli.waits import application_name, named, watch_lock_waits
     from lineage.db.database import Database
 
+    context, names = click.get_current_context(silent=True), []
+    while context is not None and context.parent is not None:  # up to, not with, the program
+        names.append(context.info_name or "")
+        context = context.parent
+    command = " ".join(reversed(names)) or "command"
+
     async def main() -> T:
+        target = url or database_url(settings)
+        name = application_name(command)
         database = await Database.connect(
-            settings, url or database_url(settings), max_size=2, as_owner=as_owner
+            settings, named(target, name), max_size=2, as_owner=as_owner
+        )
+        watcher = asyncio.create_task(
+            watch_lock_waits(target, name, _say, interval_s()), name="lock waits"
         )
         try:
             return await work(database)
         finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
             await database.close()
 
     return traced(main)
+
+
+def _say(line: str) -> None:
+    diagnostics.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def traced(main: Callable[[], Coroutine[Any, Any, T]]) -> T:

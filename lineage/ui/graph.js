@@ -1,19 +1,25 @@
 // A lineage DAG drawn by layers with dagre (vendor/dagre.min.js): the start at the top, every
-// source on the bottom layer, each record on the layer of its longest path from a source,
-// edges routed around the boxes. Pan by dragging, zoom with the wheel or the buttons; a kind
-// with many records folds into one group box (marked records always stay drawn).
+// source on the bottom layer, each record on the layer of its longest path from a source.
+// A walk of thousands of records still reads at life size: a layer holds at most as many boxes
+// as fit across the frame, the rest folded by kind and source document into group boxes that
+// open on click a page at a time. Pan and zoom stop where the smallest label is still 11 px; a
+// minimap shows where the frame is when the graph outgrows it.
 
 import { clip, colour, el, markLabel, svg } from "./dom.js";
+import { PAGE, RecordGraph } from "./fold.js";
+import { Minimap } from "./minimap.js";
 
-const NODE_WIDTH = 210;
-const NODE_HEIGHT = 60;
-const GROUP_HEIGHT = 52;
+const NODE_WIDTH = 200;
+const NODE_HEIGHT = 54;
 const MARK_HEIGHT = 18;
-const FOLD_AT = 24; // a kind with more records than this starts folded
-const QUICK_ORDER_ABOVE = 300; // boxes; beyond, one ordering pass instead of dagre's best of many
-const MIN_SCALE = 0.004; // a layer of a thousand boxes still fits the frame
-const LEGIBLE = 0.35; // below this scale the boxes' text is left out (unreadable, slow)
+const NODE_GAP = 26;
+const LAYER_GAP = 46;
+const MARGIN = 20;
+const SMALLEST_FONT = 12; // px at scale 1: style.css's smallest label in a box
+const MIN_SCALE = 11 / SMALLEST_FONT; // zoomed out further, a label would render under 11 px
 const MAX_SCALE = 2.5;
+const QUICK_ORDER_ABOVE = 300; // boxes; beyond, one ordering pass instead of dagre's best of many
+const FINDINGS = 12; // matches listed under the find box
 
 function arrowHead(id, paint) {
   return svg("marker", { id, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7,
@@ -41,24 +47,30 @@ export function nodeDetail(node) {
 
 export class DagView {
   // records: [{context_id, kind, parent_ids, ...}]; marks: Map id -> [{reason, detail}];
-  // start: the id drawn on top and never folded; onSelect(record) when a box is chosen.
+  // start: the id drawn on top and never folded; onSelect(record, marks) when a box is chosen.
   constructor({ records, marks = new Map(), start = null, label, onSelect = () => {} }) {
-    this.records = new Map(records.map((record) => [record.context_id, record]));
+    this.walk = new RecordGraph(records, marks);
+    this.records = this.walk.records;
     this.marks = marks;
     this.start = start;
     this.label = label;
     this.onSelect = onSelect;
-    this.counts = new Map();
-    for (const record of this.records.values()) {
-      this.counts.set(record.kind, (this.counts.get(record.kind) || 0) + 1);
-    }
-    this.folded = new Set([...this.counts].filter(([, n]) => n > FOLD_AT).map(([k]) => k));
+    this.pinned = new Set(); // records drawn in a box of their own, whatever their group
+    this.opened = new Map(); // group key -> how many of its records (or groups) are drawn
+    this.path = null; // {ids, boxes, edges} highlighted from marked hops up to the start
     this.selected = null;
     this.view = { x: 0, y: 0, k: 1 };
     this.frame = el("div", { className: "graph-frame", id: "graph", tabindex: "-1" });
+    this.minimap = new Minimap((gx, gy) => {
+      this.view.x = this.frame.clientWidth / 2 - gx * this.view.k;
+      this.view.y = this.frame.clientHeight / 2 - gy * this.view.k;
+      this.apply();
+    });
+    this.findings = el("ul", { className: "graph-findings", hidden: true });
     this.toolbar = el("div", { className: "graph-tools", role: "toolbar",
       "aria-label": "graph controls" });
-    this.element = el("div", { className: "graph" }, this.toolbar, this.frame);
+    this.element = el("div", { className: "graph" }, this.toolbar,
+      el("div", { className: "graph-stage" }, this.frame, this.minimap.canvas, this.findings));
     this.bindPanZoom();
     // The record panel opening narrows the frame: fit again so that nothing is cut off.
     let width = 0;
@@ -70,75 +82,24 @@ export class DagView {
     }).observe(this.frame);
   }
 
-  // Add records (the live view); keeps the current zoom unless nothing was drawn yet.
+  // Add records (the live view); the next draw places them.
   add(records) {
-    for (const record of records) {
-      if (this.records.has(record.context_id)) continue;
-      this.records.set(record.context_id, record);
-      this.counts.set(record.kind, (this.counts.get(record.kind) || 0) + 1);
-      if (this.counts.get(record.kind) === FOLD_AT + 1) this.folded.add(record.kind);
-    }
+    this.walk.add(records);
   }
 
-  // A hop is tainted when it is marked or derives from a tainted hop: the path a bad input
-  // took up to the start.
-  tainted() {
-    const memo = new Map();
-    const visit = (id) => {
-      if (memo.has(id)) return memo.get(id);
-      memo.set(id, false);
-      const node = this.records.get(id);
-      const bad = this.marks.has(id) || (node ? node.parent_ids.some((parent) =>
-        this.records.has(parent) && visit(parent)) : false);
-      memo.set(id, bad);
-      return bad;
-    };
-    for (const id of this.records.keys()) visit(id);
-    return memo;
+  // Boxes a layer may hold side by side at life size.
+  columns() {
+    const width = this.frame.clientWidth || 1000;
+    return Math.max(3, Math.floor((width - 2 * MARGIN + NODE_GAP) / (NODE_WIDTH + NODE_GAP)));
   }
 
-  shownAs(record) {
-    const stays = record.context_id === this.start || this.marks.has(record.context_id);
-    return this.folded.has(record.kind) && !stays ? `group:${record.kind}` : record.context_id;
-  }
-
-  // The boxes and edges drawn: records one by one, folded kinds one box each.
-  plan() {
-    const boxes = new Map();
-    const tainted = this.tainted();
-    for (const record of this.records.values()) {
-      const id = this.shownAs(record);
-      if (!boxes.has(id)) {
-        boxes.set(id, id.startsWith("group:")
-          ? { id, group: true, kind: record.kind, members: [], tainted: false }
-          : { id, group: false, kind: record.kind, record });
-      }
-      const box = boxes.get(id);
-      if (box.group) {
-        box.members.push(record.context_id);
-        box.tainted = box.tainted || tainted.get(record.context_id);
-      } else {
-        box.tainted = tainted.get(record.context_id);
-      }
-    }
-    const edges = new Map();
-    for (const record of this.records.values()) {
-      const child = this.shownAs(record);
-      for (const parentId of record.parent_ids) {
-        const parentRecord = this.records.get(parentId);
-        if (!parentRecord) continue;
-        const parent = this.shownAs(parentRecord);
-        if (parent === child) continue;
-        const key = `${parent}\n${child}`;
-        if (!edges.has(key)) edges.set(key, { parent, child, count: 0 });
-        edges.get(key).count += 1;
-      }
-    }
-    return { boxes, edges: [...edges.values()] };
+  // Records drawn in a box of their own, whatever their group: the start, and those chosen.
+  pins(id) {
+    return id === this.start || this.pinned.has(id);
   }
 
   height(box) {
-    if (box.group) return GROUP_HEIGHT;
+    if (box.group) return NODE_HEIGHT;
     return NODE_HEIGHT + (this.marks.get(box.id) || []).length * MARK_HEIGHT;
   }
 
@@ -147,8 +108,8 @@ export class DagView {
     // Edges run from what was derived to what it was derived from, so that the sources are
     // dagre's sinks: longest-path ranking puts every sink on the last layer and each record
     // on the layer of its longest path from a source.
-    g.setGraph({ rankdir: "TB", ranker: "longest-path", nodesep: 28, ranksep: 50,
-      edgesep: 14, marginx: 24, marginy: 24 });
+    g.setGraph({ rankdir: "TB", ranker: "longest-path", nodesep: NODE_GAP, ranksep: LAYER_GAP,
+      edgesep: 12, marginx: MARGIN, marginy: MARGIN });
     g.setDefaultEdgeLabel(() => ({}));
     for (const box of plan.boxes.values()) {
       g.setNode(box.id, { width: NODE_WIDTH, height: this.height(box) });
@@ -159,10 +120,23 @@ export class DagView {
     return g;
   }
 
+  // --- drawing ---------------------------------------------------------------------------
+
   draw() {
     const began = performance.now();
-    const plan = this.plan();
-    const g = this.layout(plan);
+    // Long edges take room beside the boxes too: fold harder until the layers fit across,
+    // unless a reader opened groups (then the graph is as wide as they asked).
+    let columns = this.columns();
+    let plan;
+    let g;
+    for (;;) {
+      plan = this.walk.plan(columns, (id) => this.pins(id), this.opened);
+      g = this.layout(plan);
+      const fits = g.graph().width <= (this.frame.clientWidth || 1000);
+      if (fits || this.opened.size || columns <= 3) break;
+      columns -= 1;
+    }
+    this.drawn = plan;
     const size = g.graph();
     this.size = { width: size.width, height: size.height };
     const root = svg("svg", { role: "img", "aria-label": this.label, class: "graph-svg" });
@@ -177,13 +151,15 @@ export class DagView {
     this.positions = new Map();
     for (const edge of plan.edges) {
       const points = [...g.edge(edge.child, edge.parent).points].reverse(); // parent to child
-      const bad = plan.boxes.get(edge.parent).tainted;
+      const width = edge.count > 1 ? Math.min(7, 1.6 + Math.log2(edge.count) * 0.7) : null;
       edgeLayer.append(svg("path", {
-        d: through(points), class: bad ? "edge tainted" : "edge",
-        "data-child": edge.child, "data-parent": edge.parent,
-        "marker-end": `url(#${bad ? "arrow-tainted" : "arrow"})`,
+        d: through(points), class: edge.tainted ? "edge tainted" : "edge",
+        "data-child": edge.child, "data-parent": edge.parent, "data-count": edge.count,
+        style: width ? `stroke-width: ${width.toFixed(1)}px` : null,
+        "marker-end": `url(#${edge.tainted ? "arrow-tainted" : "arrow"})`,
       }, svg("title", {}, edge.count > 1
-        ? `${edge.count} records of ${edge.child} derive from ${edge.parent}`
+        ? `${edge.count.toLocaleString()} links from ${this.boxName(plan.boxes.get(edge.parent))}` +
+          ` to ${this.boxName(plan.boxes.get(edge.child))}`
         : `${edge.child} was derived from ${edge.parent}`)));
     }
     for (const box of plan.boxes.values()) {
@@ -198,16 +174,36 @@ export class DagView {
     this.svg = root;
     this.frame.replaceChildren(root);
     this.drawTools(plan);
+    this.decorate();
     this.renderMs = performance.now() - began;
     root.dataset.renderMs = this.renderMs.toFixed(1);
     root.dataset.boxes = String(plan.boxes.size);
-    if (this.selected) this.highlight(this.selected);
+    root.dataset.records = String(this.records.size);
     return this.element;
   }
 
+  boxName(box) {
+    if (!box.group) return box.id;
+    return `${box.members.length.toLocaleString()} ${box.kind} records`;
+  }
+
   drawTools(plan) {
-    const kinds = [...this.counts].sort((a, b) => b[1] - a[1]);
-    const foldable = kinds.filter(([, count]) => count > 1);
+    const folded = [...plan.boxes.values()].filter((box) => box.group).length;
+    const find = el("input", { type: "search", className: "graph-find", id: "graph-find",
+      placeholder: "find a record: id, kind, source, maker", "aria-label": "find a record",
+      autocomplete: "off", spellcheck: "false",
+      oninput: () => this.listFindings(find.value),
+      onkeydown: (event) => {
+        if (event.key === "Enter") {
+          event.preventDefault();
+          const [first] = this.walk.find(find.value);
+          if (first) this.focus(first.context_id);
+        } else if (event.key === "Escape") {
+          find.value = "";
+          this.listFindings("");
+        }
+      },
+    });
     this.toolbar.replaceChildren(
       el("button", { type: "button", className: "quiet", "data-zoom": "in",
         "aria-label": "zoom in", onclick: () => this.zoomBy(1.25) }, "+"),
@@ -215,36 +211,16 @@ export class DagView {
         "aria-label": "zoom out", onclick: () => this.zoomBy(0.8) }, "−"),
       el("button", { type: "button", className: "quiet", "data-zoom": "fit",
         onclick: () => this.fit() }, "Fit"),
-      el("button", { type: "button", className: "quiet", "data-fold": "none",
-        title: "draw every record, however many", onclick: () => this.unfoldAll() }, "Draw all"),
-      el("span", { className: "muted" }, `${plan.boxes.size.toLocaleString()} boxes` +
-        (foldable.length ? " · fold a kind:" : "")),
-      ...foldable.map(([kind, count]) => {
-        const folded = this.folded.has(kind);
-        const chip = el("button", {
-          type: "button", className: "fold-toggle" + (folded ? " folded" : ""),
-          "data-kind": kind, "aria-pressed": folded ? "true" : "false",
-          title: folded ? `draw the ${count} ${kind} records one by one`
-            : `fold the ${kind} records into one box`,
-          onclick: () => this.toggle(kind),
-        }, `${kind} ${count.toLocaleString()}`);
-        chip.style.setProperty("--kind", colour(kind));
-        return chip;
-      }),
+      el("button", { type: "button", className: "quiet", "data-fold": "reset",
+        title: "fold every opened group again and clear the highlighted path",
+        disabled: !this.opened.size && !this.pinned.size && !this.path,
+        onclick: () => this.reset() }, "Fold back"),
+      find,
+      el("span", { className: "muted", id: "graph-count" },
+        `${this.records.size.toLocaleString()} records in ` +
+        `${plan.boxes.size.toLocaleString()} boxes` +
+        (folded ? ` · ${folded.toLocaleString()} folded groups: click one to open it` : "")),
     );
-  }
-
-  unfoldAll() {
-    this.folded.clear();
-    this.draw();
-    this.fit();
-  }
-
-  toggle(kind) {
-    if (this.folded.has(kind)) this.folded.delete(kind);
-    else this.folded.add(kind);
-    this.draw();
-    this.fit();
   }
 
   nodeBox(node, left, top, height) {
@@ -269,12 +245,12 @@ export class DagView {
       svg("rect", { class: "box", width: NODE_WIDTH, height, rx: 8 }),
       svg("rect", { class: "band", width: NODE_WIDTH, height: 18, rx: 8 }),
       svg("rect", { class: "band", y: 10, width: NODE_WIDTH, height: 8 }),
-      svg("text", { class: "kind-label", x: 10, y: 13 }, node.kind),
-      svg("text", { class: "node-id", x: 10, y: 35 }, clip(node.context_id, 24)),
-      svg("text", { class: "node-detail", x: 10, y: 51 }, clip(nodeDetail(node), 34)),
+      svg("text", { class: "kind-label", x: 10, y: 14 }, node.kind),
+      svg("text", { class: "node-id", x: 10, y: 35 }, clip(node.context_id, 22)),
+      svg("text", { class: "node-detail", x: 10, y: 49 }, clip(nodeDetail(node), 30)),
     );
     if (marks.length) {
-      group.append(svg("text", { class: "mark-count", x: NODE_WIDTH - 10, y: 13,
+      group.append(svg("text", { class: "mark-count", x: NODE_WIDTH - 10, y: 14,
         "text-anchor": "end" }, `⚠ ${marks.length}`));
     }
     marks.forEach((mark, index) => {
@@ -291,29 +267,140 @@ export class DagView {
 
   groupBox(box, left, top) {
     const count = box.members.length;
+    const marked = this.walk.markedIn(box.members);
+    const documents = this.walk.documentsOf(box.members);
+    const title = box.more ? `+${count.toLocaleString()} more ${box.kind}`
+      : `${count.toLocaleString()} × ${box.kind}`;
+    let detail;
+    const source = box.level === 1 && this.records.get(box.source);
+    if (box.level === 1) detail = `of ${this.walk.sourceName(box.source)}`;
+    else if (box.kind === "document") detail = `${count.toLocaleString()} sources`;
+    else if (documents.count) {
+      detail = `from ${documents.several ? "several" : documents.count.toLocaleString()}` +
+        ` document${documents.count === 1 && !documents.several ? "" : "s"}`;
+    } else detail = "derived from no document";
+    const opens = box.more ? (box.level === 2 ? `${box.more} more documents' groups`
+      : `${Math.min(PAGE, count)} more`) : box.level === 2 ? "by document" : `${Math.min(PAGE,
+      count)} records`;
     const group = svg("g", {
-      class: "node group", transform: `translate(${left} ${top})`, tabindex: "0",
-      role: "button", "data-kind": box.kind, "data-count": String(count), "data-id": box.id,
-      "aria-label": `${count} ${box.kind} records folded: press to draw them`,
-      onclick: () => this.toggle(box.kind),
+      class: "node group" + (marked ? " marked" : "") + (box.more ? " more" : ""),
+      transform: `translate(${left} ${top})`, tabindex: "0", role: "button",
+      "data-kind": box.kind, "data-count": String(count), "data-id": box.id,
+      "data-level": String(box.level), "data-marked": String(marked),
+      "aria-label": `${title} folded, ${detail}` + (marked ? `, ${marked} marked` : "") +
+        `: press to open ${opens}`,
+      onclick: () => this.open(box.id),
       onkeydown: (event) => {
         if (event.key === "Enter" || event.key === " ") {
           event.preventDefault();
-          this.toggle(box.kind);
+          this.open(box.id);
         }
       },
     });
     group.style.setProperty("--kind", colour(box.kind));
     group.append(
-      svg("title", {}, `${count} ${box.kind} records, folded`),
-      svg("rect", { class: "box stack", x: 6, y: 6, width: NODE_WIDTH, height: GROUP_HEIGHT,
-        rx: 8 }),
-      svg("rect", { class: "box", width: NODE_WIDTH, height: GROUP_HEIGHT, rx: 8 }),
-      svg("rect", { class: "band", width: 8, height: GROUP_HEIGHT, rx: 4 }),
-      svg("text", { class: "node-id", x: 18, y: 23 }, `${count.toLocaleString()} × ${box.kind}`),
-      svg("text", { class: "node-detail", x: 18, y: 41 }, "folded · click to draw each"),
+      svg("title", {}, `${title} ${detail}` +
+        (source ? ` (${source.source_uri || source.context_id})` : "") +
+        (marked ? `, ${marked.toLocaleString()} marked` : "") +
+        ` · click to open ${opens}`),
+      svg("rect", { class: "box stack", x: 5, y: 5, width: NODE_WIDTH - 5,
+        height: NODE_HEIGHT - 5, rx: 8 }),
+      svg("rect", { class: "box", width: NODE_WIDTH - 5, height: NODE_HEIGHT - 5, rx: 8 }),
+      svg("rect", { class: "band", width: 8, height: NODE_HEIGHT - 5, rx: 4 }),
+      svg("text", { class: "node-id group-title", x: 16, y: marked ? 18 : 21 }, clip(title, 22)),
+      svg("text", { class: "node-detail", x: 16, y: marked ? 32 : 38 }, clip(detail, 28)),
     );
+    if (marked) {
+      group.append(svg("text", { class: "group-marks", x: 16, y: 45 },
+        `⚠ ${marked.toLocaleString()} marked`));
+    }
     return group;
+  }
+
+  // --- opening groups, finding and focusing records --------------------------------------
+
+  // Open a group a page further: its next records, or its next documents' groups, centred.
+  open(key) {
+    const box = this.drawn.boxes.get(key);
+    this.opened.set(key, (this.opened.get(key) || 0) + PAGE);
+    this.draw();
+    this.fit();
+    const out = box ? [...new Set(box.members.map((r) => this.drawn.owner.get(r.context_id)))]
+      .map((id) => this.positions.get(id)) : [];
+    const { k } = this.view;
+    const width = this.frame.clientWidth;
+    if (out.length && this.size.width * k > width) {
+      const centre = (Math.min(...out.map((p) => p.x)) + Math.max(...out.map((p) => p.x))) / 2;
+      this.view.x = Math.min(0, Math.max(width - this.size.width * k, width / 2 - centre * k));
+      this.apply();
+    }
+  }
+
+  reset() {
+    this.opened.clear();
+    this.pinned.clear();
+    this.path = null;
+    this.selected = null;
+    this.draw();
+    this.fit();
+  }
+
+  listFindings(text) {
+    const found = this.walk.find(text);
+    this.findings.hidden = !text.trim();
+    this.findings.replaceChildren(
+      el("li", { className: "muted" }, found.length
+        ? `${found.length.toLocaleString()} match${found.length === 1 ? "" : "es"}` +
+          (found.length > FINDINGS ? `, the first ${FINDINGS}:` : ":") : "no record matches"),
+      ...found.slice(0, FINDINGS).map((record) => el("li", {}, el("button", {
+        type: "button", className: "linkish id", "data-id": record.context_id,
+        onclick: () => this.focus(record.context_id),
+      }, record.context_id), el("span", { className: "muted" }, ` ${record.kind}` +
+        (this.marks.has(record.context_id) ? " ⚠" : "")))),
+    );
+  }
+
+  // A record found: its box of its own, the path from it up to the start, the record panel.
+  focus(contextId) {
+    this.findings.hidden = true;
+    this.select(contextId);
+  }
+
+  // Highlight every path from these records (marked hops, say) up to the start, drawing each in
+  // a box of its own when they are few.
+  showPath(ids) {
+    if (ids.length <= PAGE) ids.forEach((id) => this.pinned.add(id));
+    this.path = { ids };
+    this.selected = null;
+    this.draw();
+    this.fit();
+    const first = this.drawn.owner.get(ids[0]);
+    if (first) this.reveal(first);
+  }
+
+  // The selected box, and the path (else the selected box's own edges) highlighted.
+  decorate() {
+    if (this.path) {
+      Object.assign(this.path, this.walk.pathThrough(this.path.ids, this.drawn.owner));
+    }
+    const path = this.path;
+    this.svg.classList.toggle("path-shown", Boolean(path));
+    this.svg.dataset.pathBoxes = path ? String(path.boxes.size) : "0";
+    for (const box of this.svg.querySelectorAll(".node")) {
+      box.classList.toggle("selected", box.dataset.id === this.selected);
+      box.classList.toggle("on-path", Boolean(path && path.boxes.has(box.dataset.id)));
+    }
+    for (const edge of this.svg.querySelectorAll(".edge")) {
+      const on = path ? path.edges.has(`${edge.dataset.parent}\n${edge.dataset.child}`)
+        : Boolean(this.selected) && (edge.dataset.child === this.selected ||
+          edge.dataset.parent === this.selected);
+      edge.classList.toggle("on-path", on);
+      edge.classList.toggle("faded", (Boolean(path) || Boolean(this.selected)) && !on);
+      const tainted = edge.classList.contains("tainted");
+      edge.setAttribute("marker-end",
+        `url(#${on ? "arrow-selected" : tainted ? "arrow-tainted" : "arrow"})`);
+    }
+    this.paintMinimap();
   }
 
   // --- pan and zoom ----------------------------------------------------------------------
@@ -322,20 +409,25 @@ export class DagView {
     const { x, y, k } = this.view;
     if (this.viewport) this.viewport.setAttribute("transform", `translate(${x} ${y}) scale(${k})`);
     this.frame.dataset.scale = k.toFixed(3);
-    this.frame.classList.toggle("overview", k < LEGIBLE);
+    this.paintMinimap();
   }
 
-  // The whole graph in view, at most life size; the frame as tall as that needs, within the
-  // window.
+  // The whole graph in view at life size when it fits, else as much as legible labels allow,
+  // the start's top centred; the frame as tall as that needs, within the window.
   fit() {
+    if (!this.size) return;
     const width = this.frame.clientWidth || 800;
-    const tallest = Math.max(320, window.innerHeight * 0.8);
+    const tallest = Math.max(360, window.innerHeight * 0.8);
     const k = Math.max(MIN_SCALE, Math.min(1, width / this.size.width,
       tallest / this.size.height));
     this.frame.style.height = `${Math.max(240, Math.min(tallest, this.size.height * k))}px`;
     const height = this.frame.clientHeight;
-    this.view = { k, x: (width - this.size.width * k) / 2,
-      y: Math.max(0, (height - this.size.height * k) / 2) };
+    let x = (width - this.size.width * k) / 2;
+    const start = this.start && this.positions.get(this.start);
+    if (x < 0 && start) {
+      x = Math.min(0, Math.max(width - this.size.width * k, width / 2 - start.x * k));
+    }
+    this.view = { k, x, y: Math.max(0, (height - this.size.height * k) / 2) };
     this.apply();
   }
 
@@ -376,6 +468,21 @@ export class DagView {
     this.frame.addEventListener("pointercancel", stop);
   }
 
+  // The minimap: every box, and the part of the graph in the frame.
+  paintMinimap() {
+    if (!this.size || !this.drawn) return;
+    const { x, y, k } = this.view;
+    const patches = [...this.positions].map(([id, placed]) => {
+      const box = this.drawn.boxes.get(id);
+      const marked = box.group ? this.walk.markedIn(box.members) : this.marks.has(id);
+      return { x: placed.x - NODE_WIDTH / 2, y: placed.y - placed.height / 2, width: NODE_WIDTH,
+        height: placed.height, paint: marked ? "#dc2626" : colour(box.kind),
+        faded: Boolean(this.path && !this.path.boxes.has(id)) };
+    });
+    this.minimap.paint(this.size, patches, { x: -x / k, y: -y / k,
+      width: this.frame.clientWidth / k, height: this.frame.clientHeight / k });
+  }
+
   // Bring a box into the frame, centred, when it is outside.
   reveal(id) {
     const placed = this.positions.get(id);
@@ -393,30 +500,20 @@ export class DagView {
 
   // --- choosing a record ---------------------------------------------------------------
 
-  highlight(id) {
-    for (const box of this.svg.querySelectorAll(".node")) {
-      box.classList.toggle("selected", box.dataset.id === id);
-    }
-    for (const edge of this.svg.querySelectorAll(".edge")) {
-      const touches = edge.dataset.child === id || edge.dataset.parent === id;
-      edge.classList.toggle("selected", touches);
-      edge.classList.toggle("faded", !touches);
-      const tainted = edge.classList.contains("tainted");
-      edge.setAttribute("marker-end",
-        `url(#${touches ? "arrow-selected" : tainted ? "arrow-tainted" : "arrow"})`);
-    }
-  }
-
+  // A record chosen: in a box of its own (out of its group), the path from it up to the start
+  // highlighted, brought into view, shown in the record panel.
   select(contextId) {
     const record = this.records.get(contextId);
     if (!record) return;
-    if (this.shownAs(record) !== contextId) {
-      this.folded.delete(record.kind);
+    this.selected = contextId;
+    this.path = contextId === this.start ? null : { ids: [contextId] };
+    if (this.drawn.owner.get(contextId) !== contextId) {
+      this.pinned.add(contextId);
       this.draw();
       this.fit();
+    } else {
+      this.decorate();
     }
-    this.selected = contextId;
-    this.highlight(contextId);
     this.reveal(contextId);
     this.onSelect(record, this.marks.get(contextId) || []);
   }

@@ -5,7 +5,7 @@ import { api, clip, colour, el, fill, go, kindChip, link, plural, svg } from "./
 import { recordTable } from "./record.js";
 
 const PAGE_SIZE = 100;
-const BOX_WIDTH = 170;
+const BOX_WIDTH = 184;
 const BOX_HEIGHT = 54;
 const GAP = 22;
 const LAYER_GAP = 46;
@@ -50,7 +50,7 @@ export function layerGraph(layers, chosen, here) {
         svg("rect", { class: "band", width: 8, height: BOX_HEIGHT, rx: 4 }),
         svg("text", { class: "layer-count", x: 18, y: 24 }, count.toLocaleString()),
         svg("text", { class: "node-detail", x: 18, y: 42 }, clip(kind === chosen
-          ? `${kind} · listed below` : `${kind} · click to list`, 24)),
+          ? `${kind} · listed below` : `${kind} · click to list`, 26)),
       );
       root.append(box);
     });
@@ -71,6 +71,9 @@ export async function showRadius(view, start, params) {
     "data-download": `${fileKind}-${format}`,
   }, format.toUpperCase()));
   const last = Math.min(offset + radius.nodes.length, radius.matching);
+  const began = performance.now();
+  const graph = layerGraph(radius.layers, kind, here);
+  graph.dataset.renderMs = (performance.now() - began).toFixed(1);
   const listed = kind === "any" ? "All" : kind;
   fill(view,
     el("h1", {}, "Blast radius of ", el("span", { className: "id" },
@@ -87,8 +90,7 @@ export async function showRadius(view, start, params) {
     radius.summary.truncated ? el("div", { className: "warning", role: "status" },
       "The walk stopped at its depth limit: more records lie beyond; the counts and files " +
       "are incomplete.") : null,
-    el("div", { className: "graph radius", id: "radius-graph" },
-      layerGraph(radius.layers, kind, here)),
+    el("div", { className: "graph radius", id: "radius-graph" }, graph),
     el("div", { className: "downloads" },
       el("span", {}, `Download ${kind === "any" ? "all" : kind} ids:`), files(kind),
       kind !== "any" ? [el("span", {}, "all ids:"), files("any")] : null),

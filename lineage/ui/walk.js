@@ -35,10 +35,19 @@ export async function showWalk(view, contextId, maxDepth) {
     graph.element,
     legend(),
   );
+  const began = performance.now();
   graph.draw();
   graph.fit();
+  // Until the browser has laid out and painted the graph: what a reader waits for.
+  requestAnimationFrame(() => setTimeout(() => {
+    graph.frame.dataset.paintedMs = (performance.now() - began).toFixed(1);
+  }));
 }
 
+const LISTED = 12; // records of a mark group listed under it; the find box reaches the rest
+
+// The marks grouped by what is suspect, then by the kind and depth of the hops: one row per
+// reason however many records carry it, each group a button that highlights its path.
 function suspiciousSummary(hops, graph) {
   if (!hops.length) {
     return el("div", { className: "verdict clean", id: "suspicious" },
@@ -48,14 +57,58 @@ function suspiciousSummary(hops, graph) {
       "model steps (produced_by).");
   }
   const hopIds = new Set(hops.map((hop) => hop.context_id));
+  const byReason = new Map();
+  for (const hop of hops) {
+    if (!byReason.has(hop.reason)) byReason.set(hop.reason, new Map());
+    const groups = byReason.get(hop.reason);
+    const where = `${hop.kind}\n${hop.depth}`;
+    if (!groups.has(where)) groups.set(where, []);
+    groups.get(where).push(hop);
+  }
+  const shown = el("div", { className: "mark-detail", id: "mark-detail", hidden: true });
+  const rows = [...byReason].sort((a, b) => size(b[1]) - size(a[1])).map(([reason, groups]) =>
+    el("li", { "data-reason": reason }, markPill(reason), " ",
+      el("span", { className: "muted" }, plural(size(groups), "hop"), ": "),
+      [...groups.values()].sort((a, b) => b.length - a.length).map((group) => {
+        const [{ kind, depth }] = group;
+        const button = el("button", {
+          type: "button", className: "mark-group", "data-reason": reason, "data-kind": kind,
+          "data-depth": String(depth), "data-count": String(group.length),
+          title: "highlight the path from these hops up to the answer, and list them",
+          onclick: () => {
+            for (const other of document.querySelectorAll("#suspicious .mark-group")) {
+              other.classList.toggle("chosen", other === button);
+            }
+            graph.showPath(group.map((hop) => hop.context_id));
+            listGroup(shown, reason, group, graph);
+          },
+        }, kindChip(kind), ` depth ${depth} `, el("strong", {}, `× ${group.length}`));
+        return button;
+      })));
   return el("div", { className: "verdict suspect", id: "suspicious" },
     el("strong", {}, `${plural(hops.length, "suspicious mark")} on ${plural(hopIds.size, "hop")}`),
-    el("ul", {}, hops.map((hop) => el("li", {},
-      markPill(hop.reason), " ",
-      el("button", { type: "button", className: "id linkish",
-        onclick: () => graph.select(hop.context_id) }, hop.context_id),
-      el("span", { className: "muted" }, ` ${hop.kind}, depth ${hop.depth}: `),
-      hop.detail))));
+    el("span", { className: "muted" }, " · by reason, then kind and depth: choose a group to " +
+      "highlight its path up to the answer"),
+    el("ul", { className: "mark-groups" }, rows),
+    shown);
+}
+
+function size(groups) {
+  return [...groups.values()].reduce((n, group) => n + group.length, 0);
+}
+
+// A chosen mark group's records: their ids, to focus one, and the first one's reason in full.
+function listGroup(holder, reason, group, graph) {
+  holder.hidden = false;
+  fill(holder,
+    el("p", {}, markPill(reason), ` ${plural(group.length, group[0].kind + " record")} at ` +
+      `depth ${group[0].depth}: `, el("span", { className: "muted" }, group[0].detail,
+      group.length > 1 ? " (the first; each says why)" : "")),
+    el("p", { className: "mark-ids" }, group.slice(0, LISTED).map((hop) => el("button", {
+      type: "button", className: "id linkish", "data-id": hop.context_id, title: hop.detail,
+      onclick: () => graph.focus(hop.context_id) }, hop.context_id)),
+    group.length > LISTED ? el("span", { className: "muted" }, `and ${(group.length - LISTED)
+      .toLocaleString()} more: open their group in the graph, or find one by id`) : null));
 }
 
 function legend() {
@@ -67,9 +120,11 @@ function legend() {
     el("p", { className: "muted" }, "The start is on top and every source on the bottom " +
       "layer; each record sits on the layer of its longest path from a source. Arrows point " +
       "from a source to what was derived from it; red arrows carry a marked hop's content on " +
-      "towards the answer. Drag to pan, scroll or use + and − to zoom; a kind with many " +
-      "records is folded into one box (marked records always stay drawn). Marks are " +
-      "computed by the service (sql/suspicious_hops.sql):"),
+      "towards the answer. A layer with more records than fit across is folded by kind and " +
+      "source document into group boxes (⚠ counts their marked records): click one to open " +
+      "it a page at a time. Drag to pan, scroll or use + and − to zoom (never below legible " +
+      "labels; the minimap shows the rest), find a record by id to draw it and its path up " +
+      "to the answer. Marks are computed by the service (sql/suspicious_hops.sql):"),
     el("dl", { className: "legend-marks" }, Object.entries(MARKS).map(([reason, mark]) => [
       el("dt", { "data-reason": reason }, markPill(reason)),
       el("dd", {}, mark.explains),
