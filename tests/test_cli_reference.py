@@ -22,7 +22,6 @@ REGENERATE = f"python {' '.join(GENERATE)} docs/cli.md"
 
 # Parameters that have no help text yet: write theirs in lineage/cli/ and strike them here.
 PARAMETERS_WITHOUT_HELP = {
-    "lineage audit list --limit",
     "lineage audit operator --limit",
     "lineage key revoke KEY_ID",
     "lineage tenant create NAME",

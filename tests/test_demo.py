@@ -2,11 +2,16 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 
 from lineage.db.database import Database
@@ -218,3 +223,102 @@ def test_serve_builds_the_app_with_the_authentication_it_prints(database_url: st
     for settings, host, expected in cases:
         app = create_app(serving_settings(settings, host), database_url=database_url)
         assert app.state.auth == expected, (settings.database_url, settings.auth, host)
+
+
+# A command the demo suggests: `lineage`, a verb, and its arguments (ids, no options).
+SUGGESTED = re.compile(r"\blineage [a-z][a-z-]*(?: [a-z][a-z0-9_]*)*")
+
+
+def block_after(output: str, heading: str) -> list[str]:
+    """The lines after the first line holding `heading`, up to the next blank line."""
+    lines = [line.rstrip() for line in output.splitlines()]
+    start = next(i for i, line in enumerate(lines) if heading in line) + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i]), len(lines))
+    return lines[start:end]
+
+
+def lines_of(output: str) -> list[str]:
+    return [line.rstrip() for line in output.splitlines() if line.strip()]
+
+
+@contextmanager
+def serving_command(args: list[str], env: dict[str, str], url: str) -> Iterator[None]:
+    server = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None, server.communicate()[0]
+            assert time.monotonic() < deadline, f"{' '.join(args)} was not ready in 30 s"
+            time.sleep(0.2)
+        yield
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+
+
+@pytest.mark.slow
+def test_every_command_the_demo_suggests_shows_what_the_demo_showed(
+    database_url: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGE_")}
+    # As on the embedded default the demo is written for: no keys on the loopback address.
+    env |= {"LINEAGE_DATABASE_URL": database_url, "LINEAGE_DATA_DIR": str(tmp_path / "data"),
+            "LINEAGE_PORT": str(port), "LINEAGE_AUTH": "none", "COLUMNS": "200"}  # fmt: skip
+
+    def lineage_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "lineage", *args],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    demo = lineage_cli("demo")
+    assert demo.returncode == 0, demo.stderr
+    shown = demo.stdout
+    suggested = list(dict.fromkeys(SUGGESTED.findall(shown)))  # in the order shown
+    verbs = {command.split()[1] for command in suggested}
+    assert verbs == {"walk", "verify", "freshness", "serve"}, suggested
+    after_walk = lines_of(shown.partition("The walk back")[2])[1:]
+    walked = after_walk[: next(i for i, x in enumerate(after_walk) if "suspicious hops" in x) + 1]
+    for command in suggested:
+        if command == "lineage serve":
+            serve_shows_the_walk(shown, walked, env)
+            continue
+        done = lineage_cli(*command.split()[1:])
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        if command.startswith("lineage walk "):
+            assert lines_of(done.stdout) == walked, command
+        elif command.startswith("lineage verify "):
+            judged = block_after(shown, f"({command})")
+            assert judged, shown
+            assert lines_of(done.stdout) == judged, command
+        elif command == "lineage freshness":
+            listed = block_after(shown, f"`{command}`")
+            found = listed[: next(i for i, line in enumerate(listed) if len(line.split()) != 2)]
+            count = re.search(r"finds (\d+) records", shown)
+            assert count and len(found) == int(count[1]), shown
+            assert f"{count[1]} records" in done.stdout, done.stdout
+            rows = {tuple(line.split()[1:3]) for line in lines_of(done.stdout)[2:-1]}
+            assert rows == {tuple(line.split()) for line in found}, done.stdout
+        else:
+            pytest.fail(f"the demo suggests {command}: add what it must show")
+
+
+def serve_shows_the_walk(shown: str, walked: list[str], env: dict[str, str]) -> None:
+    """`lineage serve`, then the printed /ui: the page, the API docs and the same walk back."""
+    ui = re.search(r"open (http://\S+/ui),\s+paste\s+(\w+)", shown)
+    assert ui, shown
+    base = ui[1].removesuffix("/ui")
+    assert base == f"http://127.0.0.1:{env['LINEAGE_PORT']}"
+    with serving_command([sys.executable, "-m", "lineage", "serve"], env, base):
+        assert httpx.get(ui[1], timeout=10).status_code == 200
+        assert httpx.get(f"{base}/docs", timeout=10).status_code == 200
+        walk = httpx.get(f"{base}/v1/contexts/{ui[2]}/lineage", timeout=10).json()
+    ids = {node["context_id"] for node in walk["nodes"]}
+    tree = re.findall(r"^[│ ]*(?:[├└]── )?[a-z_]+ (\w+)  ", "\n".join(walked), re.M)
+    assert ids == set(tree), walk

@@ -83,12 +83,13 @@ async def test_commands_the_demo_suggests_do_not_change_the_next_demo(
 ) -> None:
     await load_incident(store)
     _, first_hops, first = await story(database, settings)
-    # No text is captured, so these reruns can only say unknown (or judge nothing).
+    # The demo captured the texts it judged: the reruns it suggests judge them the same.
     rerun = await verify_command(database, "default", "answer_1")
-    assert [c.verdict for c in getattr(rerun, "claims", [])] == ["unknown"]
+    assert [c.verdict for c in getattr(rerun, "claims", [])] == ["supported"]
     summary = await verify_command(database, "default", SUMMARY_ID)
-    assert isinstance(summary, HandoffVerification) and not summary.statements
-    assert summary.unavailable
+    assert isinstance(summary, HandoffVerification) and not summary.unavailable
+    assert [s.verdict for s in summary.statements] == ["cross_source_merge"]
+    assert "\n".join(summary.lines()) in "\n".join(first)
     verdicts = await owner.fetchval("SELECT count(*) FROM provenance WHERE kind = 'verdict'")
     _, again_hops, again = await story(database, settings)
     assert again == first

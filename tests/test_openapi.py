@@ -94,3 +94,39 @@ def test_a_record_answer_lacking_a_field_is_refused() -> None:
     del record["index_snapshot"]
     with pytest.raises(ValidationError, match="the record lacks index_snapshot"):
         Record.model_validate(record)
+
+
+# Routes anyone may call: no key, so no security requirement and no 401 or 403 to document.
+OPEN_OPERATIONS = {"GET /healthz", "GET /readyz", "POST /v1/session", "DELETE /v1/session"}
+
+
+def test_the_bearer_scheme_is_documented(schema: dict[str, Any]) -> None:
+    schemes = schema["components"]["securitySchemes"]
+    assert schemes["bearer"]["type"] == "http"
+    assert schemes["bearer"]["scheme"] == "bearer"
+    assert "lineage key create" in schemes["bearer"]["description"]
+
+
+def test_every_protected_operation_needs_a_key_and_documents_401_and_403(
+    schema: dict[str, Any],
+) -> None:
+    names = {name for name, _ in operations(schema)}
+    assert names >= OPEN_OPERATIONS
+    for name, operation in operations(schema):
+        responses = operation["responses"]
+        if name in OPEN_OPERATIONS:
+            assert "security" not in operation, name
+            assert not {"401", "403"} & set(responses), name
+            continue
+        schemes = {scheme for requirement in operation["security"] for scheme in requirement}
+        assert schemes == ({"metrics_token"} if name == "GET /metrics" else {"bearer"}), name
+        for status in ("401", "403"):
+            assert responses[status]["content"] == {PROBLEM: PROBLEM_SCHEMA}, (name, status)
+
+
+def test_each_operation_names_the_scope_its_key_needs(schema: dict[str, Any]) -> None:
+    paths = schema["paths"]
+    assert paths["/v1/keys"]["post"]["security"] == [{"bearer": ["admin"]}]
+    assert paths["/v1/contexts"]["get"]["security"] == [{"bearer": ["read"]}]
+    assert paths["/v1/contexts"]["post"]["security"] == [{"bearer": ["ingest"]}]
+    assert "scope admin" in paths["/v1/keys"]["post"]["responses"]["403"]["description"]

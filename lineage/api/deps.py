@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BeforeValidator
 from starlette.requests import HTTPConnection
 from starlette.types import Scope as StarletteScope
@@ -155,11 +156,28 @@ async def identify(request: Request) -> Caller:
     return caller
 
 
+# The scheme /openapi.json names on every operation that needs a key (so /docs offers
+# "Authorize"); `caller_of` reads the header itself, as the admission layer needs it first.
+BEARER = HTTPBearer(
+    scheme_name="bearer",
+    description=(
+        "A key, sent as `Authorization: Bearer lk_...` (create one with `lineage key create "
+        "--tenant NAME --scope SCOPE`). Each operation lists the scope it needs: admin grants "
+        "every scope, verify grants read. With LINEAGE_AUTH=none no key is needed."
+    ),
+    auto_error=False,
+)
+
+
 def admit_and_audit(scope: Scope) -> object:
     """A dependency that admits callers whose key grants `scope` and writes an audit row for
     every request except an ingest (in the work's transaction when it can, alone otherwise)."""
 
-    async def caller(request: Request) -> AsyncIterator[Caller]:
+    async def caller(
+        request: Request,
+        # Documents the key and its scope; the header is read (once) by caller_of.
+        _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER, scopes=[scope])],
+    ) -> AsyncIterator[Caller]:
         found = await identify(request)
         request.state.caller = found
         if not found.may(scope):

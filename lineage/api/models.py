@@ -137,9 +137,10 @@ class ImpactPage(Body):
     summary: ImpactSummary
     layers: list[Layer]
     matching: int
-    offset: int
+    offset: int = Field(description="the records of `kind` before this page")
     nodes: list[WalkNode]
-    next_offset: int | None
+    next: str | None = Field(description="the cursor of the next page; null on the last")
+    next_offset: int | None = Field(description="the next page's `offset`; null on the last")
 
 
 # --- traces, spans and queries -----------------------------------------------------------------
@@ -273,6 +274,7 @@ class AuditEntry(Body):
 
 class AuditEntries(Body):
     entries: list[AuditEntry]
+    next: str | None = Field(description="the cursor of the next page; null on the last")
 
 
 class Session(Body):
@@ -301,6 +303,7 @@ class Checkpoint(Body):
 
 class Checkpoints(Body):
     checkpoints: list[str] = Field(description="signed checkpoint notes, oldest first")
+    next: str | None = Field(description="the cursor of the next page; null on the last")
 
 
 class InclusionProof(Body):

@@ -124,6 +124,19 @@ PROBLEM_STATUSES = {
 }
 
 
+def _document_refusals(responses: dict[str, Any], security: list[dict[str, list[str]]]) -> None:
+    """An operation that needs a key answers 401 without a valid one, 403 when its scope falls
+    short (the scopes each requirement lists)."""
+    scopes = sorted(
+        {s for requirement in security for named in requirement.values() for s in named}
+    )
+    needs = f"scope {' or '.join(scopes)}" if scopes else "this operation"
+    responses.setdefault(
+        "401", {"description": "no key, or one that is malformed, unknown or revoked"}
+    )
+    responses.setdefault("403", {"description": f"the key is valid but does not grant {needs}"})
+
+
 def document(app: FastAPI) -> None:
     """Errors documented as they are sent: problem+json for every 4xx and 5xx, in place of the
     validation-error shape FastAPI documents by default and this API never sends."""
@@ -138,6 +151,8 @@ def document(app: FastAPI) -> None:
             for operation in operations.values():
                 responses = operation["responses"]
                 responses.pop("422", None)
+                if "security" in operation:
+                    _document_refusals(responses, operation["security"])
                 for status, description in PROBLEM_STATUSES.items():
                     responses.setdefault(status, {"description": description})
                 for status, response in responses.items():

@@ -109,6 +109,7 @@ class HandoffVerification:
     parent_ids: list[str]
     statements: list[StatementVerdict] = field(default_factory=list)
     unavailable: str = ""  # why nothing was judged, when nothing was
+    text: str = ""  # the text judged, to quote each statement in `lines` (never sent)
 
     @property
     def failing(self) -> list[StatementVerdict]:
@@ -136,7 +137,7 @@ class HandoffVerification:
             "suspicious": f"/v1/contexts/{self.context_id}/suspicious",
         }
 
-    def lines(self, text: str | None = None) -> list[str]:
+    def lines(self) -> list[str]:
         """Plain text for the CLI and the demo: one line per statement, failing ones marked."""
         parents = ", ".join(self.parent_ids)
         lines = [
@@ -147,7 +148,7 @@ class HandoffVerification:
             lines.append(f"  not judged: {self.unavailable}")
         for s in self.statements:
             mark = "FAIL" if s.failing else "ok  "
-            quoted = f' "{text[s.span[0] : s.span[1]]}"' if text else ""
+            quoted = f' "{self.text[s.span[0] : s.span[1]]}"' if self.text else ""
             lines.append(f"  {mark} statement {s.statement}{quoted} {s.verdict}: {s.reason}")
         counts = ", ".join(f"{k} {v}" for k, v in self.counts().items() if v)
         lines.append(
@@ -280,7 +281,7 @@ async def verify_handoff(
 
     verdicts = await asyncio.gather(*(one(i, span) for i, span in enumerate(spans)))
     recorded = await _append(database, tenant_id, record, judge, verdicts)
-    return dataclasses.replace(result, statements=recorded)
+    return dataclasses.replace(result, statements=recorded, text=text)
 
 
 async def _checked_texts(

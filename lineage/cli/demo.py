@@ -20,7 +20,9 @@ def demo(tenant: TenantOption = DEFAULT_TENANT, config: ConfigOption = None) -> 
     from lineage.services.demo import (
         ANSWER_ID,
         CORRECT_ANSWER,
+        DEMO_TEXTS,
         SUMMARY_ID,
+        keep_texts,
         load_incident,
         story,
     )
@@ -33,6 +35,13 @@ def demo(tenant: TenantOption = DEFAULT_TENANT, config: ConfigOption = None) -> 
     async def work(database: Database) -> tuple[Walk, list[dict[str, Any]], list[str]]:
         contexts = await load_incident(PostgresStore(database, tenant))
         diagnostics.print(f"loaded {len(contexts)} demo records (tenant {tenant})")
+        if turned_on := await keep_texts(database, tenant):
+            off = " ".join(f"--no-{switch.replace('_', '-')}" for switch in turned_on)
+            diagnostics.print(
+                f"turned on {', '.join(turned_on)} for tenant {tenant} and captured the texts "
+                f"of {', '.join(DEMO_TEXTS)}, so that `lineage verify` judges them as the demo "
+                f"does; `lineage tenant settings {tenant} {off}` turns capture off again"
+            )
         return await story(database, settings, tenant)
 
     walk, hops, lines = run(settings, work, url=url)
@@ -44,9 +53,18 @@ def demo(tenant: TenantOption = DEFAULT_TENANT, config: ConfigOption = None) -> 
     render.print_walk(walk, hops)
     render.print_hops(hops)
     render.print_lines(lines)
-    console.print(
-        f"\nNext: [bold]lineage serve[/bold], then open "
-        f"http://{settings.host}:{settings.port}/ui and paste {ANSWER_ID} "
-        f"(API docs at http://{settings.host}:{settings.port}/docs); "
-        f"or [bold]lineage walk {ANSWER_ID}[/bold], [bold]lineage verify {SUMMARY_ID}[/bold]."
-    )
+    on = "" if tenant == DEFAULT_TENANT else f" --tenant {tenant}"
+    address = f"http://{settings.host}:{settings.port}"
+    suggested = {
+        f"lineage walk {ANSWER_ID}{on}": "the walk back and its marks",
+        f"lineage verify {ANSWER_ID}{on}": "the claim check",
+        f"lineage verify {SUMMARY_ID}{on}": "the hand-off check",
+        f"lineage freshness{on}": "the records made from a superseded revision",
+        "lineage serve": f"then open {address}/ui, paste {ANSWER_ID} (API: {address}/docs)",
+    }
+    width = max(map(len, suggested)) + 2
+    console.print("\nNext, each shows again a part of the above:")
+    for command, what in suggested.items():
+        console.print(
+            f"  [bold]{command}[/bold]{' ' * (width - len(command))}{what}", highlight=False
+        )

@@ -132,6 +132,9 @@ def print_lines(lines: list[str]) -> None:
     from rich.text import Text
 
     for line in lines:
+        if not line.strip():
+            console.print()  # a padded empty Text prints no line at all
+            continue
         text = line.lstrip(" ")
         indent = len(line) - len(text)
         console.print(Padding(Text(text), (0, 0, 0, indent), expand=False), highlight=False)

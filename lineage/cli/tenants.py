@@ -132,20 +132,28 @@ def key_revoke(key_id: str, tenant: NamedTenantOption, config: ConfigOption = No
 
 @audit_app.command("list")
 def audit_list(
+    ctx: typer.Context,
     tenant: NamedTenantOption,
     since: Annotated[str, typer.Option("--since", help="An ISO time.")] = "1970-01-01T00:00:00Z",
-    limit: Annotated[int, typer.Option("--limit")] = 100,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many a page.")] = 100,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="The page after the one that named it.")
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
-    """The tenant's audit records, oldest first, one JSON object per line."""
+    """The tenant's audit records, oldest first, one JSON object per line, a page at a time:
+    the command for the next page goes to stderr."""
     from datetime import datetime
 
     from lineage.services import audit
 
     start = datetime.fromisoformat(since)
-    rows = run(load(config), lambda database: audit.entries(database, tenant, start, limit))
-    for row in rows:
+    page = run(load(config), lambda database: audit.entries(database, tenant, start, limit, cursor))
+    for row in page["entries"]:
         print(json.dumps(row, default=str))
+    if page["next"] is not None:
+        more = render.command_line(ctx, cursor=page["next"])
+        diagnostics.print(f"more: {more}", highlight=False, soft_wrap=True)
 
 
 @tenant_app.command("delete")

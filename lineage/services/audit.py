@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lineage.core import metrics
+from lineage.core import cursors, metrics
 from lineage.db.database import PENDING_WRITE, Database, PendingWrite, Transaction
 from lineage.db.errors import PRIMARY_TIMEOUT_S, PRIMARY_UNAVAILABLE
 from lineage.services.auth import Caller
@@ -184,8 +184,13 @@ async def drain_forever(database: Database, settings: Settings) -> None:
 
 
 async def entries(
-    database: Database, tenant_id: str, since: datetime, limit: int
-) -> list[dict[str, Any]]:
+    database: Database, tenant_id: str, since: datetime, limit: int, cursor: str | None = None
+) -> dict[str, Any]:
+    """A page of the tenant's audit records since a time, oldest first: `entries`, and `next`,
+    the cursor of the page after (None on the last)."""
+    (after_audit_id,) = cursors.decode(cursor, int) if cursor is not None else (0,)
     async with database.tenant(tenant_id) as tx:
-        rows = await tx.fetch("audit_list", since=since, limit=limit)
-    return [dict(row) for row in rows]
+        rows = await tx.fetch("audit_list", since=since, after_audit_id=after_audit_id, limit=limit)
+    found = [dict(row) for row in rows]
+    more = len(found) == limit
+    return {"entries": found, "next": cursors.encode(found[-1]["audit_id"]) if more else None}

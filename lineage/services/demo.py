@@ -17,19 +17,20 @@ from lineage.claims.handoffs import (
     verify_handoff,
 )
 from lineage.claims.judges import OfflineJudge
-from lineage.claims.verify import ClaimsVerification, ensure_verified, mapping_resolver
+from lineage.claims.verify import ClaimsVerification, ensure_verified
 from lineage.core import DEFAULT_TENANT, telemetry
 from lineage.core.derive import Context, Derivation, derive_many
 from lineage.core.store import Store
 from lineage.db.database import Database
-from lineage.services import reads, walks
+from lineage.services import privacy, reads, walks
+from lineage.services.auth import Caller
 from lineage.settings import Settings
 
 ANSWER_ID = "answer_1"
 SUMMARY_ID = "summary_1"
 CORRECT_ANSWER = "14 days' written notice before termination"
 CORRECTED_BY = "doc_contractors_v2"
-# The texts the demo's checks read (a pipeline would capture them, or send them).
+# The texts the demo's checks read, captured as a pipeline would so `lineage verify` reads them.
 DEMO_TEXTS = ("summary_1", "claim_1", "chunk_17", "chunk_42")
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 INGEST_TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
@@ -169,20 +170,34 @@ def _text(context_id: str) -> str:
     return next(item.text for item in INCIDENT if item.context_id == context_id)
 
 
+async def keep_texts(database: Database, tenant_id: str = DEFAULT_TENANT) -> list[str]:
+    """Capture the texts the demo's checks read, so that `lineage verify` judges them again as
+    the demo did. Capture is opt-in: the switches it needs are turned on (audited) first. The
+    switches it turned on; a rerun captures nothing new and turns nothing on."""
+    kinds = {item.context_id: item.kind for item in INCIDENT if item.context_id in DEMO_TEXTS}
+    switches = await privacy.get_settings(database, tenant_id)
+    off = sorted({privacy.capture_switch(kind) for kind in kinds.values()} - {
+        switch for switch in privacy.CAPTURE_SWITCHES if getattr(switches, switch)
+    })  # fmt: skip
+    if off:
+        demo = Caller(tenant_id, None, "admin")
+        await privacy.update_settings(database, demo, dict.fromkeys(off, True))
+    async with database.tenant(tenant_id) as tx:
+        await privacy.capture(tx, {name: _text(name) for name in DEMO_TEXTS}, kinds)
+    return off
+
+
 async def verify_incident(database: Database, tenant_id: str = DEFAULT_TENANT) -> IncidentChecks:
     """Judge the claim against its summary and the summary against its chunks, with the texts
-    handed over here (text capture is off by default). Each check runs once: a rerun finds
-    the offline judge's verdicts and appends nothing, and a weaker later run (`lineage verify`
-    with no texts captured gives unknown) never replaces them, so every demo shows the same."""
+    `keep_texts` captured. Each check runs once: a rerun finds the offline judge's verdicts and
+    appends nothing, so every demo shows the same (and so does `lineage verify`)."""
+    await keep_texts(database, tenant_id)
     judge = OfflineJudge()
-    texts = mapping_resolver({name: _text(name) for name in DEMO_TEXTS})
-    claim = await ensure_verified(database, tenant_id, ANSWER_ID, judge, texts)
+    claim = await ensure_verified(database, tenant_id, ANSWER_ID, judge)
     current = await current_statement_verdicts(database, tenant_id, [SUMMARY_ID])
     mine = [v for v in current if v["judge"] == judge.name and v["judge_version"] == judge.version]
     if not mine:
-        return IncidentChecks(
-            claim, await verify_handoff(database, tenant_id, SUMMARY_ID, judge, texts)
-        )
+        return IncidentChecks(claim, await verify_handoff(database, tenant_id, SUMMARY_ID, judge))
     summary = next(item for item in INCIDENT if item.context_id == SUMMARY_ID)
     statements = [
         StatementVerdict(
@@ -201,6 +216,7 @@ async def verify_incident(database: Database, tenant_id: str = DEFAULT_TENANT) -
             judge.version,
             [str(p) for p in summary.parents],
             statements,
+            text=summary.text,
         ),
     )
 
@@ -231,7 +247,7 @@ async def story(
         "",
         f"Hand-off check (lineage verify {SUMMARY_ID}): each statement of the summary against "
         "the chunks it was made from.",
-        *checks.summary.lines(_text(SUMMARY_ID)),
+        *checks.summary.lines(),
         "",
         "Root causes",
         "  1. A stale index: chunk_42 was cut by chunker@1.4 into snapshot idx_2026_08_01 before "

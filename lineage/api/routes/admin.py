@@ -41,7 +41,9 @@ async def audit_entries(
     database: ReadDb,
     caller: Admin,
     since: IsoTime = datetime(1970, 1, 1, tzinfo=UTC),
+    cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> dict[str, Any]:
-    """The tenant's audit records since a time, oldest first."""
-    return {"entries": await audit.entries(database, caller.tenant_id, since, limit)}
+    """The tenant's audit records since a time, oldest first, a page at a time (follow
+    `next`)."""
+    return await audit.entries(database, caller.tenant_id, since, limit, cursor)

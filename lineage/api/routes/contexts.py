@@ -1,6 +1,5 @@
 """Contexts: append, read, walk back, blast radius of one context, list and filter."""
 
-import base64
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -12,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from lineage.api import models
 from lineage.api.deps import AppSettings, Caller, Db, Ingest, IsoTime, Read, ReadDb, SentTraceId
 from lineage.api.results import Json, impact_response
+from lineage.core import cursors
 from lineage.core.errors import BadParameter, InvalidRecord
 from lineage.core.hashing import content_hash
 from lineage.core.record import RESERVED_KINDS, ContextFields, NewContext, new_context_id
@@ -125,16 +125,12 @@ def _refuse_reserved(kinds: Sequence[str]) -> None:
         )
 
 
-def _cursor(created_at: str, context_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{created_at}|{context_id}".encode()).decode()
-
-
 def _after(cursor: str | None) -> tuple[datetime, str]:
     if cursor is None:
         return EARLIEST, ""
+    created_at, context_id = cursors.decode(cursor, str, str)
     try:
-        created_at, _, context_id = base64.urlsafe_b64decode(cursor).decode().partition("|")
-        return datetime.fromisoformat(created_at.replace("Z", "+00:00")), context_id
+        return datetime.fromisoformat(created_at), context_id
     except ValueError as exc:
         raise BadParameter("cursor is not one this API returned as `next`") from exc
 
@@ -176,7 +172,7 @@ async def list_contexts(
     last = rows[-1] if len(rows) == limit else None
     return {
         "records": rows,
-        "next": _cursor(last["created_at"], last["context_id"]) if last else None,
+        "next": cursors.encode(last["created_at"], last["context_id"]) if last else None,
     }
 
 

@@ -15,7 +15,8 @@ from lineage.api import models
 from lineage.api.deps import AppSettings, Caller, Read, ReadDb, exactly_one
 from lineage.api.results import Stream, chunked, impact_response, json_bytes, started
 from lineage.api.routes.contexts import EARLIEST, LATEST
-from lineage.core.errors import NotFound
+from lineage.core import cursors
+from lineage.core.errors import BadParameter, NotFound
 from lineage.core.record import BOOKKEEPING_KINDS
 from lineage.db.database import Database
 from lineage.services import reads, walks
@@ -109,22 +110,29 @@ async def get_impact_page(
     source_uri: str | None = None,
     context_id: str | None = None,
     kind: str = "answer",
-    offset: Annotated[int, Query(ge=0)] = 0,
+    cursor: str | None = None,
+    offset: Annotated[
+        int | None, Query(ge=0, description="instead of `cursor`: the records to skip")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     max_depth: int | None = None,
 ) -> dict[str, Any]:
     """A blast radius (of every revision of a source_uri, or of one context) a page at a time:
     counts by kind, counts by kind on each layer (`layers`, by depth from the start), then up
-    to `limit` records of `kind` from `offset` (follow `next_offset`).
+    to `limit` records of `kind` (follow `next`; `offset` is how many come before the page).
     Each page lists the radius's ids again, holds only the page in memory and reads only the
     page's records."""
+    if cursor is not None and offset is not None:
+        raise BadParameter("give cursor (the `next` of a page) or offset, not both")
+    # The radius streams in (depth, context_id) order: a page starts after its cursor's record.
+    after = cursors.decode(cursor, int, str) if cursor is not None else None
     name, start = await _impact_start(database, settings, caller, source_uri, context_id)
     wanted = walks.check_kind(kind)
     counted = "all" if wanted == "all" or wanted in BOOKKEEPING_KINDS else "any"
     tally = walks.ImpactTally()
     layers: defaultdict[int, Counter[str]] = defaultdict(Counter)
     page: list[dict[str, Any]] = []
-    matching = 0
+    matching = skipped = 0  # records of `kind`; those before the page
     async for node in walks.impact_ids(
         database, settings, name,
         tenant_id=caller.tenant_id, kind=counted,
@@ -133,9 +141,16 @@ async def get_impact_page(
         tally.add(node)
         layers[node["depth"]][node["kind"]] += 1
         if wanted in {"any", "all"} or node["kind"] == wanted:
-            if offset <= matching < offset + limit:
+            if after is None:
+                before = matching < (offset or 0)
+            else:
+                before = (node["depth"], node["context_id"]) <= after
+            if before:
+                skipped += 1
+            elif len(page) < limit:
                 page.append(node)
             matching += 1
+    more = skipped + len(page) < matching
     return {
         "source_uri": source_uri,
         "context_id": context_id,
@@ -146,9 +161,10 @@ async def get_impact_page(
             for depth in sorted(layers)
         ],
         "matching": matching,
-        "offset": offset,
+        "offset": skipped,
         "nodes": await _with_records(database, settings, caller.tenant_id, page),
-        "next_offset": offset + limit if offset + limit < matching else None,
+        "next": cursors.encode(page[-1]["depth"], page[-1]["context_id"]) if more else None,
+        "next_offset": skipped + len(page) if more else None,
     }
 
 

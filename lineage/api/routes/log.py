@@ -9,8 +9,10 @@ from fastapi import APIRouter, Query
 
 from lineage.api import models
 from lineage.api.deps import AppSettings, Db, Read, ReadDb
+from lineage.core import cursors
 from lineage.core.record import format_timestamp
 from lineage.verifiable_log import storage
+from lineage.verifiable_log.checkpoint import Checkpoint
 
 router = APIRouter(prefix="/v1/log", tags=["verifiable log"])
 
@@ -50,14 +52,20 @@ async def get_checkpoint(caller: Read, database: Db, settings: AppSettings) -> d
 async def get_checkpoints(
     caller: Read,
     database: ReadDb,
-    after: Annotated[int, Query(ge=0, description="Only checkpoints larger than this.")] = 0,
+    after: Annotated[
+        int, Query(ge=0, description="Only checkpoints larger than this tree size.")
+    ] = 0,
+    cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many.")] = 100,
 ) -> dict[str, Any]:
     """Every checkpoint the service signed for the caller's log, oldest first, larger than
-    `after`: what a monitor follows (`lineage log monitor --url`), so that two checkpoints
-    that do not extend one another are seen by someone other than the server."""
-    notes = await storage.checkpoint_history(database, caller.tenant_id, after, limit)
-    return {"checkpoints": notes}
+    `after`, a page at a time (follow `next`): what a monitor follows (`lineage log monitor
+    --url`), so that two checkpoints that do not extend one another are seen by someone other
+    than the server."""
+    (paged,) = cursors.decode(cursor, int) if cursor is not None else (0,)
+    notes = await storage.checkpoint_history(database, caller.tenant_id, max(after, paged), limit)
+    last = Checkpoint.from_note(notes[-1]).tree_size if len(notes) == limit else None
+    return {"checkpoints": notes, "next": cursors.encode(last) if last is not None else None}
 
 
 @router.get("/proof/inclusion", response_model=models.InclusionProof)
