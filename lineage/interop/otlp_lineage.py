@@ -8,6 +8,10 @@ becomes records, through derive(). The mapping table is in docs/traces.md ("OTLP
   (the chunk a pipeline recorded with derive()), else the newest record with the source URI its
   metadata names (`source`, `source_uri`, `file_path`, `url`). Its index_snapshot is
   `gen_ai.data_source.id`; its attributes keep each parent's score.
+- An **embedding span** (OpenInference `EMBEDDING` with `embedding.embeddings.N.*`, or
+  `gen_ai.operation.name = embeddings` with its texts in `gen_ai.input.messages`) that names its
+  model becomes an `embedding` record per text, whose one parent is the chunk that text is (by
+  sha256): produced_by the model, transform_version `embedding@<model>`, attributes.dimensions.
 - An **LLM span** (OpenInference `LLM`, GenAI `chat`/`text_completion`/`generate_content`)
   becomes a `prompt` record (its input) and an `answer` record (its output). The prompt's
   parents are the ids of the `<context id="...">` blocks render_for_prompt() put in its input,
@@ -45,6 +49,8 @@ OI_INPUT_MESSAGE = re.compile(r"^llm\.input_messages\.\d+\.message\.content$")
 OI_OUTPUT_MESSAGE = re.compile(r"^llm\.output_messages\.\d+\.message\.content$")
 OI_PROMPTS = "llm.prompts"
 OI_MODEL = "llm.model_name"
+OI_EMBEDDINGS = re.compile(r"^embedding\.embeddings\.(\d+)\.embedding\.(text|vector)$")
+OI_EMBEDDING_MODEL = "embedding.model_name"
 # OpenTelemetry GenAI semantic conventions (opentelemetry-semantic-conventions, incubating).
 GEN_AI_OPERATION = "gen_ai.operation.name"
 GEN_AI_DOCUMENTS = "gen_ai.retrieval.documents"
@@ -53,6 +59,7 @@ GEN_AI_INPUT = "gen_ai.input.messages"
 GEN_AI_OUTPUT = "gen_ai.output.messages"
 GEN_AI_MODELS = ("gen_ai.response.model", "gen_ai.request.model")
 GEN_AI_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+GEN_AI_DIMENSIONS = "gen_ai.embeddings.dimension.count"
 
 LOCAL_ATTRIBUTE = "lineage.unknown_ids"
 MAX_LISTED = 50  # unknown ids kept per span, and scores per retrieval record
@@ -85,8 +92,9 @@ class SpanReading:
     """What lineage reads from one span."""
 
     span: SpanIn
-    role: str | None = None  # "retrieval", "llm" or None
-    documents: list[DocumentRef] = field(default_factory=list)
+    role: str | None = None  # "retrieval", "embedding", "llm" or None
+    documents: list[DocumentRef] = field(default_factory=list)  # retrieved, or embedded
+    dimensions: int | None = None
     index_snapshot: str | None = None
     block_ids: list[str] = field(default_factory=list)
     input_text: str = ""
@@ -96,6 +104,14 @@ class SpanReading:
 
     def record_id(self, role: str) -> str:
         return f"otel:{self.span.trace_id}:{self.span.span_id}:{role}"
+
+    def record_ids(self) -> list[str]:
+        """The ids of the records this span makes (some, when its references resolve)."""
+        if self.role == "embedding":
+            return [self.record_id(f"embedding.{n}") for n in range(len(self.documents))]
+        if self.role is None:
+            return []
+        return [self.record_id("prompt" if self.role == "llm" else "retrieval")]
 
 
 def _text(value: Any) -> str:
@@ -156,6 +172,38 @@ def _gen_ai_documents(attributes: dict[str, Any]) -> list[DocumentRef]:
     return [_document(d) for d in documents if isinstance(d, dict)]
 
 
+def _embedded_texts(attributes: dict[str, Any]) -> tuple[list[str], int | None]:
+    """The texts an embedding span embedded (OpenInference's per embedding, else GenAI's input
+    messages: strings, or messages of text parts), and the length of its first vector."""
+    by_index: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if match := OI_EMBEDDINGS.fullmatch(key):
+            by_index.setdefault(int(match[1]), {})[match[2]] = value
+    texts = [by_index[i].get("text") for i in sorted(by_index)]
+    vectors = [by_index[i]["vector"] for i in sorted(by_index) if "vector" in by_index[i]]
+    dimensions = len(vectors[0]) if vectors and isinstance(vectors[0], list) else None
+    if not by_index:
+        messages = _json(attributes.get(GEN_AI_INPUT))
+        texts = [_message_text(m) for m in messages] if isinstance(messages, list) else []
+    return [t if isinstance(t, str) else "" for t in texts], dimensions
+
+
+def _message_text(message: Any) -> str:
+    """An input as text: a string, or a message's `content` or text parts."""
+    if not isinstance(message, dict):
+        return message if isinstance(message, str) else ""
+    parts = message.get("parts")
+    parts = parts if isinstance(parts, list) else [message]
+    return "\n".join(
+        p["content"] for p in parts if isinstance(p, dict) and isinstance(p.get("content"), str)
+    )
+
+
+def _model(attributes: dict[str, Any], *names: str) -> str | None:
+    model = next((m for m in (attributes.get(k) for k in names) if isinstance(m, str)), None)
+    return model if model and model != "unknown" else None
+
+
 def read_span(span: SpanIn) -> SpanReading:
     attributes = span.attributes
     reading = SpanReading(span)
@@ -170,6 +218,13 @@ def read_span(span: SpanIn) -> SpanReading:
     if oi_kind == "RETRIEVER" or operation == "retrieval":
         reading.documents = _openinference_documents(attributes) + _gen_ai_documents(attributes)
         reading.role = "retrieval" if reading.documents else None
+    elif oi_kind == "EMBEDDING" or operation == "embeddings":
+        texts, dimensions = _embedded_texts(attributes)
+        reading.documents = [_document({"content": text}) for text in texts]
+        counted = _score(attributes.get(GEN_AI_DIMENSIONS))
+        reading.dimensions = int(counted) if counted else dimensions
+        reading.model = _model(attributes, OI_EMBEDDING_MODEL, *GEN_AI_MODELS)
+        reading.role = "embedding" if reading.documents and reading.model else None
     elif oi_kind == "LLM" or operation in GEN_AI_LLM_OPERATIONS:
         reading.role = "llm"
         inputs = [attributes.get(OI_PROMPTS), attributes.get(GEN_AI_INPUT)]
@@ -184,9 +239,7 @@ def read_span(span: SpanIn) -> SpanReading:
         )
         everything = reading.input_text + "\n" + _text(attributes.get(OI_INPUT))
         reading.block_ids = list(dict.fromkeys(CONTEXT_BLOCK.findall(everything)))
-        models = (attributes.get(k) for k in (OI_MODEL, *GEN_AI_MODELS))
-        model = next((m for m in models if isinstance(m, str)), None)
-        reading.model = model if model and model != "unknown" else None
+        reading.model = _model(attributes, OI_MODEL, *GEN_AI_MODELS)
     return reading
 
 
@@ -222,7 +275,7 @@ async def resolve(tx: Transaction, readings: Sequence[SpanReading]) -> Resolved:
     ids = {d.context_id for d in documents if d.context_id}
     ids |= {i for r in readings for i in (*r.block_ids, *r.noted_ids) if ID_PATTERN.fullmatch(i)}
     # The records a replay of these spans would make again.
-    ids |= {r.record_id("prompt" if r.role == "llm" else "retrieval") for r in readings if r.role}
+    ids |= {made for r in readings for made in r.record_ids()}
     rows = await tx.fetch("get_contexts", context_ids=list(ids))
     known = {row["context_id"] for row in rows}
     hashes = {d.content_hash for d in documents if d.content_hash and d.context_id not in known}
@@ -275,6 +328,40 @@ def _nested_generations(readings: Iterable[SpanReading]) -> set[str]:
     }
 
 
+def _embeddings(reading: SpanReading, resolved: Resolved, unknown: list[str]) -> list[Derivation]:
+    """One embedding record per chunk the span embedded, its only parent that chunk: what the
+    model (its maker, and its transform version `embedding@<model>`) made from it. Texts that
+    are no chunk the tenant recorded go to `unknown`."""
+    span, model = reading.span, reading.model
+    identity = {"trace_id": span.trace_id, "span_id": span.span_id}
+    made: list[Derivation] = []
+    embedded: set[str] = set()
+    for n, document in enumerate(reading.documents):
+        chunk = resolved.record_of(document)
+        if chunk is None:
+            unknown.append(document.shown())
+            continue
+        record_id = reading.record_id(f"embedding.{n}")
+        if chunk in embedded or record_id in resolved.ids:
+            continue
+        embedded.add(chunk)
+        made.append(
+            Derivation(
+                [chunk],
+                json.dumps({"chunk": chunk, "model": model, "span": identity}, sort_keys=True),
+                "embedding",
+                transform="embedding",
+                version=model,
+                produced_by=model,
+                trace_id=span.trace_id,
+                attributes={"otel": identity}
+                | ({"dimensions": reading.dimensions} if reading.dimensions else {}),
+                context_id=record_id,
+            )
+        )
+    return made
+
+
 def map_spans(
     readings: Sequence[SpanReading],
     resolved: Resolved,
@@ -324,6 +411,8 @@ def map_spans(
                 retrievals.setdefault(span.trace_id, []).append(
                     (record_id, _micros(span.end_time_unix_nano))
                 )
+        elif reading.role == "embedding":
+            mapped.derivations += _embeddings(reading, resolved, unknown)
         if unknown:
             mapped.unknown[span.span_id] = unknown[:MAX_LISTED]
     nested = _nested_generations(readings)
