@@ -22,7 +22,7 @@ from lineage import derive, render_for_prompt
 from lineage.api.app import create_app
 from lineage.core.hashing import content_hash
 from lineage.db.database import Database
-from lineage.interop import otlp_lineage
+from lineage.interop import otlp_reading
 from lineage.services import auth
 from lineage.settings import Settings
 from lineage.store import PostgresStore
@@ -109,18 +109,18 @@ def run_pipeline(provider: TracerProvider, made: dict[str, Any]) -> str:
 
 
 def test_our_attribute_names_are_the_semantic_conventions() -> None:
-    assert otlp_lineage.OI_SPAN_KIND == SpanAttributes.OPENINFERENCE_SPAN_KIND
-    assert otlp_lineage.OI_INPUT == SpanAttributes.INPUT_VALUE
-    assert otlp_lineage.OI_OUTPUT == SpanAttributes.OUTPUT_VALUE
-    assert otlp_lineage.OI_PROMPTS == SpanAttributes.LLM_PROMPTS
-    assert otlp_lineage.OI_MODEL == SpanAttributes.LLM_MODEL_NAME
-    assert otlp_lineage.GEN_AI_OPERATION == gen_ai_attributes.GEN_AI_OPERATION_NAME
-    assert otlp_lineage.GEN_AI_DOCUMENTS == gen_ai_attributes.GEN_AI_RETRIEVAL_DOCUMENTS
-    assert otlp_lineage.GEN_AI_DATA_SOURCE == gen_ai_attributes.GEN_AI_DATA_SOURCE_ID
-    assert otlp_lineage.GEN_AI_INPUT == gen_ai_attributes.GEN_AI_INPUT_MESSAGES
-    assert otlp_lineage.GEN_AI_OUTPUT == gen_ai_attributes.GEN_AI_OUTPUT_MESSAGES
+    assert otlp_reading.OI_SPAN_KIND == SpanAttributes.OPENINFERENCE_SPAN_KIND
+    assert otlp_reading.OI_INPUT == SpanAttributes.INPUT_VALUE
+    assert otlp_reading.OI_OUTPUT == SpanAttributes.OUTPUT_VALUE
+    assert otlp_reading.OI_PROMPTS == SpanAttributes.LLM_PROMPTS
+    assert otlp_reading.OI_MODEL == SpanAttributes.LLM_MODEL_NAME
+    assert otlp_reading.GEN_AI_OPERATION == gen_ai_attributes.GEN_AI_OPERATION_NAME
+    assert otlp_reading.GEN_AI_DOCUMENTS == gen_ai_attributes.GEN_AI_RETRIEVAL_DOCUMENTS
+    assert otlp_reading.GEN_AI_DATA_SOURCE == gen_ai_attributes.GEN_AI_DATA_SOURCE_ID
+    assert otlp_reading.GEN_AI_INPUT == gen_ai_attributes.GEN_AI_INPUT_MESSAGES
+    assert otlp_reading.GEN_AI_OUTPUT == gen_ai_attributes.GEN_AI_OUTPUT_MESSAGES
     document = f"{SpanAttributes.RETRIEVAL_DOCUMENTS}.3.{DocumentAttributes.DOCUMENT_SCORE}"
-    assert otlp_lineage.OI_DOCUMENTS.match(document)
+    assert otlp_reading.OI_DOCUMENTS.match(document)
 
 
 async def test_the_real_exporter_gives_a_walk_back_from_answer_to_documents(

@@ -7,7 +7,7 @@ from typing import Any
 from lineage.core.derive import derive_many
 from lineage.core.metrics import OTLP_UNKNOWN_IDS
 from lineage.db.database import Database, Transaction
-from lineage.interop import otlp, otlp_lineage
+from lineage.interop import otlp, otlp_lineage, otlp_reading
 from lineage.services.spans import store_spans
 from lineage.services.transaction_store import TransactionStore
 
@@ -36,16 +36,16 @@ async def record_export(
 async def _record_export(
     tx: Transaction, spans: list[otlp.DecodedSpan], max_spans_per_trace: int
 ) -> dict[str, Any]:
-    readings = [otlp_lineage.read_span(decoded.span) for decoded in spans]
+    readings = [otlp_reading.read_span(decoded.span) for decoded in spans]
     resolved = await otlp_lineage.resolve(tx, readings)
     llm_traces = {r.span.trace_id for r in readings if r.role == "llm"}
     stored = await _stored_retrievals(tx, llm_traces)
     mapped = otlp_lineage.map_spans(readings, resolved, stored)
     to_store = []
     for reading in readings:
-        attributes = otlp_lineage.hashed_text(reading.span.attributes)
+        attributes = otlp_reading.hashed_text(reading.span.attributes)
         if listed := mapped.unknown.get(reading.span.span_id):
-            attributes[otlp_lineage.LOCAL_ATTRIBUTE] = listed
+            attributes[otlp_reading.LOCAL_ATTRIBUTE] = listed
         to_store.append(reading.span.model_copy(update={"attributes": attributes}))
     stored_spans = await store_spans(tx, to_store, max_spans_per_trace)
     made = await derive_many(TransactionStore(tx), mapped.derivations)
