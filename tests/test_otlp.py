@@ -135,10 +135,12 @@ async def test_the_real_exporter_gives_a_walk_back_from_answer_to_documents(
     records = {r["kind"]: r for r in trace["records"]}
     assert set(records) == {"retrieval", "prompt", "answer"} or len(trace["records"]) == 4
     retrievals = [r for r in trace["records"] if r["kind"] == "retrieval"]
-    by_snapshot = {r["index_snapshot"]: r for r in retrievals}
-    assert by_snapshot[None]["parent_ids"] == [made["chunk"].context_id]
-    assert by_snapshot[None]["attributes"]["scores"] == {made["chunk"].context_id: 0.91}
-    assert by_snapshot["kb-index@2026-12-01"]["parent_ids"] == [made["other"].context_id]
+    by_source = {r["source_uri"]: r for r in retrievals}
+    assert by_source[None]["parent_ids"] == [made["chunk"].context_id]
+    assert by_source[None]["attributes"]["scores"] == {made["chunk"].context_id: 0.91}
+    # gen_ai.data_source.id says where the documents came from, not which snapshot served them.
+    assert by_source["kb-index@2026-12-01"]["parent_ids"] == [made["other"].context_id]
+    assert {r["index_snapshot"] for r in retrievals} == {None}
     answer = records["answer"]
     assert answer["produced_by"] == "gpt-test"
     # The prompt's parents are its rendered context blocks; the unknown one is not invented.
