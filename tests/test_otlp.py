@@ -22,7 +22,7 @@ from lineage import derive, render_for_prompt
 from lineage.api.app import create_app
 from lineage.core.hashing import content_hash
 from lineage.db.database import Database
-from lineage.interop import otlp_lineage
+from lineage.interop import otlp_reading
 from lineage.services import auth
 from lineage.settings import Settings
 from lineage.store import PostgresStore
@@ -109,18 +109,18 @@ def run_pipeline(provider: TracerProvider, made: dict[str, Any]) -> str:
 
 
 def test_our_attribute_names_are_the_semantic_conventions() -> None:
-    assert otlp_lineage.OI_SPAN_KIND == SpanAttributes.OPENINFERENCE_SPAN_KIND
-    assert otlp_lineage.OI_INPUT == SpanAttributes.INPUT_VALUE
-    assert otlp_lineage.OI_OUTPUT == SpanAttributes.OUTPUT_VALUE
-    assert otlp_lineage.OI_PROMPTS == SpanAttributes.LLM_PROMPTS
-    assert otlp_lineage.OI_MODEL == SpanAttributes.LLM_MODEL_NAME
-    assert otlp_lineage.GEN_AI_OPERATION == gen_ai_attributes.GEN_AI_OPERATION_NAME
-    assert otlp_lineage.GEN_AI_DOCUMENTS == gen_ai_attributes.GEN_AI_RETRIEVAL_DOCUMENTS
-    assert otlp_lineage.GEN_AI_DATA_SOURCE == gen_ai_attributes.GEN_AI_DATA_SOURCE_ID
-    assert otlp_lineage.GEN_AI_INPUT == gen_ai_attributes.GEN_AI_INPUT_MESSAGES
-    assert otlp_lineage.GEN_AI_OUTPUT == gen_ai_attributes.GEN_AI_OUTPUT_MESSAGES
+    assert otlp_reading.OI_SPAN_KIND == SpanAttributes.OPENINFERENCE_SPAN_KIND
+    assert otlp_reading.OI_INPUT == SpanAttributes.INPUT_VALUE
+    assert otlp_reading.OI_OUTPUT == SpanAttributes.OUTPUT_VALUE
+    assert otlp_reading.OI_PROMPTS == SpanAttributes.LLM_PROMPTS
+    assert otlp_reading.OI_MODEL == SpanAttributes.LLM_MODEL_NAME
+    assert otlp_reading.GEN_AI_OPERATION == gen_ai_attributes.GEN_AI_OPERATION_NAME
+    assert otlp_reading.GEN_AI_DOCUMENTS == gen_ai_attributes.GEN_AI_RETRIEVAL_DOCUMENTS
+    assert otlp_reading.GEN_AI_DATA_SOURCE == gen_ai_attributes.GEN_AI_DATA_SOURCE_ID
+    assert otlp_reading.GEN_AI_INPUT == gen_ai_attributes.GEN_AI_INPUT_MESSAGES
+    assert otlp_reading.GEN_AI_OUTPUT == gen_ai_attributes.GEN_AI_OUTPUT_MESSAGES
     document = f"{SpanAttributes.RETRIEVAL_DOCUMENTS}.3.{DocumentAttributes.DOCUMENT_SCORE}"
-    assert otlp_lineage.OI_DOCUMENTS.match(document)
+    assert otlp_reading.OI_DOCUMENTS.match(document)
 
 
 async def test_the_real_exporter_gives_a_walk_back_from_answer_to_documents(
@@ -135,10 +135,12 @@ async def test_the_real_exporter_gives_a_walk_back_from_answer_to_documents(
     records = {r["kind"]: r for r in trace["records"]}
     assert set(records) == {"retrieval", "prompt", "answer"} or len(trace["records"]) == 4
     retrievals = [r for r in trace["records"] if r["kind"] == "retrieval"]
-    by_snapshot = {r["index_snapshot"]: r for r in retrievals}
-    assert by_snapshot[None]["parent_ids"] == [made["chunk"].context_id]
-    assert by_snapshot[None]["attributes"]["scores"] == {made["chunk"].context_id: 0.91}
-    assert by_snapshot["kb-index@2026-12-01"]["parent_ids"] == [made["other"].context_id]
+    by_source = {r["source_uri"]: r for r in retrievals}
+    assert by_source[None]["parent_ids"] == [made["chunk"].context_id]
+    assert by_source[None]["attributes"]["scores"] == {made["chunk"].context_id: 0.91}
+    # gen_ai.data_source.id says where the documents came from, not which snapshot served them.
+    assert by_source["kb-index@2026-12-01"]["parent_ids"] == [made["other"].context_id]
+    assert {r["index_snapshot"] for r in retrievals} == {None}
     answer = records["answer"]
     assert answer["produced_by"] == "gpt-test"
     # The prompt's parents are its rendered context blocks; the unknown one is not invented.

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from lineage import derive
 from lineage.db.database import Database
 from lineage.db.named_sql import INCLUDE_DIR, QUERIES, SQL_DIR, expand, fragments
 from lineage.services import reads
@@ -33,6 +34,11 @@ INVALIDATIONS: dict[str, dict[str, Any]] = {
     f"invalidate{ids}_by_{start}": {start: value, "kind": "all"}
     for start, value in (("index_snapshot", "idx_2026_08_01"), ("transform_version", "chunker@1.4"))
     for ids in ("", "_ids")
+}
+# Asked once an embedding record (by this model) stands under the demo's chunk_42.
+EMBEDDING_MODEL = "text-embedding-ada-002"
+EMBEDDED: dict[str, dict[str, Any]] = {
+    "invalidate_by_embedding_model": {"embedding_model": EMBEDDING_MODEL, "kind": "all"},
 }
 
 
@@ -70,7 +76,7 @@ def test_each_walk_is_written_once() -> None:
             "verdict_history",
         ],
         "source_radius": ["blast_radius_by_source", "blast_radius_ids_by_source"],
-        "walk_down": sorted({*ASKED, *INVALIDATIONS} - {"walk_back", "suspicious_hops"}),
+        "walk_down": sorted({*ASKED, *INVALIDATIONS, *EMBEDDED} - {"walk_back", "suspicious_hops"}),
         "walk_up": ["suspicious_hops", "walk_back"],
     }
     for path in sql_files():
@@ -102,12 +108,15 @@ def psql_value(value: Any) -> str:
     return "{" + ",".join(value) + "}" if isinstance(value, list) else str(value)
 
 
-@pytest.mark.parametrize("name", sorted({**ASKED, **INVALIDATIONS}))
+@pytest.mark.parametrize("name", sorted({**ASKED, **INVALIDATIONS, **EMBEDDED}))
 async def test_each_walk_file_runs_under_psql_and_lists_what_the_service_answers(
     name: str, database_url: str, store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     await load_incident(store)
-    values = {"tenant_id": "default", "max_depth": 20, **{**ASKED, **INVALIDATIONS}[name]}
+    if name in EMBEDDED:
+        await derive(store, ["chunk_42"], "[0.1, 0.2]", "embedding", produced_by=EMBEDDING_MODEL)
+    asked = {**ASKED, **INVALIDATIONS, **EMBEDDED}[name]
+    values = {"tenant_id": "default", "max_depth": 20, **asked}
     served = [row["context_id"] for row in await reads.run(database, settings, name, **values)]
     printed = await run_psql(
         database_url, SQL_DIR / f"{name}.sql", {k: psql_value(v) for k, v in values.items()}, "-At"

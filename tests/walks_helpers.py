@@ -253,6 +253,7 @@ SAMPLE_VALUES: dict[str, Any] = {
     "source_uri": "any",
     "transform_version": "chunker@1.4",
     "index_snapshot": "idx_none",
+    "embedding_model": "embedder_none",
     "trace_id": "any",
     "produced_by": "any",
     "session_id": "any",

@@ -74,6 +74,9 @@ def impact(
         str | None, typer.Option(help="e.g. chunker@1.4: what depends on its output.")
     ] = None,
     index_snapshot: Annotated[str | None, typer.Option(help="An index snapshot id.")] = None,
+    embedding_model: Annotated[
+        str | None, typer.Option(help="What depends on the chunks this model embedded.")
+    ] = None,
     context_id: Annotated[str | None, typer.Option(help="One context's blast radius.")] = None,
     kind: KindOption = "any",
     max_depth: DepthOption = None,
@@ -81,11 +84,13 @@ def impact(
     tenant: TenantOption = DEFAULT_TENANT,
     config: ConfigOption = None,
 ) -> None:
-    """Blast radius: everything derived from a document, transform version, snapshot or id."""
+    """Blast radius: everything derived from a document, transform version, snapshot, embedding
+    model or id."""
     name, value = exactly_one(
         source_uri=source_uri,
         transform_version=transform_version,
         index_snapshot=index_snapshot,
+        embedding_model=embedding_model,
         context_id=context_id,
     )
     if name == "context_id":

@@ -1,203 +1,36 @@
-"""Lineage from spans: what OpenInference and OpenTelemetry GenAI retrieval and LLM spans say
-becomes records, through derive(). The mapping table is in docs/traces.md ("OTLP intake").
+"""Lineage from spans: what OpenInference and OpenTelemetry GenAI spans say (as
+lineage.interop.otlp_reading reads them) becomes records, through derive(). The mapping table,
+span by span, is in docs/traces.md ("OTLP intake").
 
-- A **retrieval span** (`openinference.span.kind = RETRIEVER` with `retrieval.documents.N.*`, or
-  `gen_ai.operation.name = retrieval` with `gen_ai.retrieval.documents`) becomes a `retrieval`
-  record whose parents are the records its documents are: a known context id (the document's
-  id, or `context_id` in its metadata), else the newest record with the sha256 of its content
-  (the chunk a pipeline recorded with derive()), else the newest record with the source URI its
-  metadata names (`source`, `source_uri`, `file_path`, `url`). Its index_snapshot is
-  `gen_ai.data_source.id`; its attributes keep each parent's score.
-- An **LLM span** (OpenInference `LLM`, GenAI `chat`/`text_completion`/`generate_content`)
-  becomes a `prompt` record (its input) and an `answer` record (its output). The prompt's
-  parents are the ids of the `<context id="...">` blocks render_for_prompt() put in its input,
-  else the retrieval records of the same trace whose spans ended before it began. An LLM span
-  with an LLM child in the same request is the same generation and adds nothing.
-- `ctx.consumed_ids` / `ctx.produced_ids` stay on the span as they are.
+- A **retrieval** becomes a `retrieval` record whose parents are the records its documents are:
+  a known context id, else the newest record with the sha256 of its content, else the newest
+  record with the source URI its metadata names; `gen_ai.data_source.id` is its source_uri. A
+  **rerank** is the same over what the reranker kept, naming what it dropped.
+- An **embedding span** that names its model becomes an `embedding` record per text, its one
+  parent the chunk that text is: produced_by the model, transform_version `embedding@<model>`.
+- An **LLM span** becomes a `prompt` and an `answer`: the prompt derives from its context
+  blocks, else the trace's reranks or retrievals that ended before it began, else (when those
+  named only what the tenant never recorded) a `query` root of its input. Nested LLM spans are
+  one generation, whichever request brought each.
+- A GenAI **tool execution** becomes a root `tool_call`; an **agent invocation** a `reasoning`
+  step over the records made from the spans below it.
 
 An id (or source, or content) that the tenant does not know is never made into a record: it is
 listed on the span (`lineage.unknown_ids`), counted and reported. Record ids are made from the
 trace and span ids (`otel:<trace>:<span>:<role>`), so a replayed export records nothing twice.
-Texts (inputs, outputs, document contents, messages, embeddings) are hashed, never stored: the
-stored span keeps their sha256 in their place.
 """
 
 import json
-import math
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from lineage.core.derive import Derivation
 from lineage.core.hashing import content_hash
-from lineage.core.record import ID_PATTERN
-from lineage.core.telemetry import CONSUMED_ATTRIBUTE, PRODUCED_ATTRIBUTE
+from lineage.core.record import ID_PATTERN, MAX_PARENTS, SESSION_ID
 from lineage.db.database import Transaction
-from lineage.services.spans import SpanIn
-
-# OpenInference semantic conventions (openinference-semantic-conventions).
-OI_SPAN_KIND = "openinference.span.kind"
-OI_DOCUMENTS = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(id|score|content|metadata)$")
-OI_INPUT = "input.value"
-OI_OUTPUT = "output.value"
-OI_INPUT_MESSAGE = re.compile(r"^llm\.input_messages\.\d+\.message\.content$")
-OI_OUTPUT_MESSAGE = re.compile(r"^llm\.output_messages\.\d+\.message\.content$")
-OI_PROMPTS = "llm.prompts"
-OI_MODEL = "llm.model_name"
-# OpenTelemetry GenAI semantic conventions (opentelemetry-semantic-conventions, incubating).
-GEN_AI_OPERATION = "gen_ai.operation.name"
-GEN_AI_DOCUMENTS = "gen_ai.retrieval.documents"
-GEN_AI_DATA_SOURCE = "gen_ai.data_source.id"
-GEN_AI_INPUT = "gen_ai.input.messages"
-GEN_AI_OUTPUT = "gen_ai.output.messages"
-GEN_AI_MODELS = ("gen_ai.response.model", "gen_ai.request.model")
-GEN_AI_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-
-LOCAL_ATTRIBUTE = "lineage.unknown_ids"
-MAX_LISTED = 50  # unknown ids kept per span, and scores per retrieval record
-SOURCE_KEYS = ("source_uri", "source", "file_path", "url")
-CONTEXT_BLOCK = re.compile(r'<context id="([^"]{1,128})">')
-# Attributes that hold text (or vectors of it): hashed on the way in, never stored.
-TEXT_ATTRIBUTES = re.compile(
-    r"^(input\.value|output\.value|llm\.prompts|llm\.prompt_template\.variables"
-    r"|gen_ai\.(input|output)\.messages|gen_ai\.system_instructions|gen_ai\.prompt"
-    r"|gen_ai\.completion|gen_ai\.retrieval\.query\.text|gen_ai\.tool\.call\.(arguments|result))$"
-    r"|\.(content|text|vector|arguments)$"
-)
-
-
-@dataclass(frozen=True)
-class DocumentRef:
-    """One retrieved document as a span names it."""
-
-    context_id: str | None
-    score: float | None
-    content_hash: str | None
-    source_uri: str | None
-
-    def shown(self) -> str:
-        return self.context_id or self.source_uri or self.content_hash or "?"
-
-
-@dataclass
-class SpanReading:
-    """What lineage reads from one span."""
-
-    span: SpanIn
-    role: str | None = None  # "retrieval", "llm" or None
-    documents: list[DocumentRef] = field(default_factory=list)
-    index_snapshot: str | None = None
-    block_ids: list[str] = field(default_factory=list)
-    input_text: str = ""
-    output_text: str = ""
-    model: str | None = None
-    noted_ids: list[str] = field(default_factory=list)  # ctx.consumed_ids / ctx.produced_ids
-
-    def record_id(self, role: str) -> str:
-        return f"otel:{self.span.trace_id}:{self.span.span_id}:{role}"
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(_text(item) for item in value)
-    return json.dumps(value, sort_keys=True)
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return None
-    return value
-
-
-def _score(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) and abs(value) < 2**53 else None
-
-
-def _document(fields: dict[str, Any]) -> DocumentRef:
-    metadata = _json(fields.get("metadata"))
-    metadata = metadata if isinstance(metadata, dict) else {}
-    candidates = [fields.get("id"), metadata.get("context_id"), metadata.get("lineage.context_id")]
-    context_id = next(
-        (str(c) for c in candidates if isinstance(c, str | int) and ID_PATTERN.fullmatch(str(c))),
-        None,
-    )
-    source = next((metadata[k] for k in SOURCE_KEYS if isinstance(metadata.get(k), str)), None)
-    content = fields.get("content")
-    return DocumentRef(
-        context_id=context_id,
-        score=_score(fields.get("score")),
-        content_hash=content_hash(content) if isinstance(content, str) and content else None,
-        source_uri=source or None,
-    )
-
-
-def _openinference_documents(attributes: dict[str, Any]) -> list[DocumentRef]:
-    by_index: dict[int, dict[str, Any]] = {}
-    for key, value in attributes.items():
-        if match := OI_DOCUMENTS.fullmatch(key):
-            by_index.setdefault(int(match[1]), {})[match[2]] = value
-    return [_document(by_index[i]) for i in sorted(by_index)]
-
-
-def _gen_ai_documents(attributes: dict[str, Any]) -> list[DocumentRef]:
-    documents = _json(attributes.get(GEN_AI_DOCUMENTS))
-    if not isinstance(documents, list):
-        return []
-    return [_document(d) for d in documents if isinstance(d, dict)]
-
-
-def read_span(span: SpanIn) -> SpanReading:
-    attributes = span.attributes
-    reading = SpanReading(span)
-    for name in (CONSUMED_ATTRIBUTE, PRODUCED_ATTRIBUTE):
-        noted = attributes.get(name)
-        if isinstance(noted, list):
-            reading.noted_ids += [i for i in noted if isinstance(i, str)]
-    oi_kind = attributes.get(OI_SPAN_KIND)
-    operation = attributes.get(GEN_AI_OPERATION)
-    data_source = attributes.get(GEN_AI_DATA_SOURCE)
-    reading.index_snapshot = data_source if isinstance(data_source, str) and data_source else None
-    if oi_kind == "RETRIEVER" or operation == "retrieval":
-        reading.documents = _openinference_documents(attributes) + _gen_ai_documents(attributes)
-        reading.role = "retrieval" if reading.documents else None
-    elif oi_kind == "LLM" or operation in GEN_AI_LLM_OPERATIONS:
-        reading.role = "llm"
-        inputs = [attributes.get(OI_PROMPTS), attributes.get(GEN_AI_INPUT)]
-        inputs += [v for k, v in attributes.items() if OI_INPUT_MESSAGE.fullmatch(k)]
-        reading.input_text = "\n".join(t for t in map(_text, inputs) if t) or _text(
-            attributes.get(OI_INPUT)
-        )
-        outputs = [attributes.get(GEN_AI_OUTPUT)]
-        outputs += [v for k, v in attributes.items() if OI_OUTPUT_MESSAGE.fullmatch(k)]
-        reading.output_text = "\n".join(t for t in map(_text, outputs) if t) or _text(
-            attributes.get(OI_OUTPUT)
-        )
-        everything = reading.input_text + "\n" + _text(attributes.get(OI_INPUT))
-        reading.block_ids = list(dict.fromkeys(CONTEXT_BLOCK.findall(everything)))
-        models = (attributes.get(k) for k in (OI_MODEL, *GEN_AI_MODELS))
-        model = next((m for m in models if isinstance(m, str)), None)
-        reading.model = model if model and model != "unknown" else None
-    return reading
-
-
-def hashed_text(attributes: dict[str, Any]) -> dict[str, Any]:
-    """The attributes to store: every text replaced by its sha256."""
-    return {
-        key: content_hash(_text(value))
-        if TEXT_ATTRIBUTES.search(key) and value not in (None, "")
-        else value
-        for key, value in attributes.items()
-    }
+from lineage.interop.otlp_reading import MAX_LISTED, DocumentRef, SpanReading
 
 
 @dataclass
@@ -222,7 +55,7 @@ async def resolve(tx: Transaction, readings: Sequence[SpanReading]) -> Resolved:
     ids = {d.context_id for d in documents if d.context_id}
     ids |= {i for r in readings for i in (*r.block_ids, *r.noted_ids) if ID_PATTERN.fullmatch(i)}
     # The records a replay of these spans would make again.
-    ids |= {r.record_id("prompt" if r.role == "llm" else "retrieval") for r in readings if r.role}
+    ids |= {made for r in readings for made in r.record_ids()}
     rows = await tx.fetch("get_contexts", context_ids=list(ids))
     known = {row["context_id"] for row in rows}
     hashes = {d.content_hash for d in documents if d.content_hash and d.context_id not in known}
@@ -263,111 +96,307 @@ def _micros(unix_nano: int) -> int:
     return unix_nano // 1000
 
 
-def _nested_generations(readings: Iterable[SpanReading]) -> set[str]:
-    """Span ids of LLM spans with an LLM child: the child is the generation itself."""
-    llm = {(r.span.trace_id, r.span.span_id) for r in readings if r.role == "llm"}
+@dataclass(frozen=True)
+class Made:
+    """A record made from a span: what later spans of its trace may derive from."""
+
+    context_id: str
+    kind: str
+    trace_id: str
+    span_id: str
+    end_us: int | None
+
+
+@dataclass
+class Earlier:
+    """What earlier requests brought of the traces this request continues: their spans (as
+    stored: texts hashed) and the records made from them."""
+
+    spans: list[SpanReading] = field(default_factory=list)
+    records: list[Made] = field(default_factory=list)
+
+
+def _identity(reading: SpanReading) -> dict[str, str]:
+    return {"trace_id": reading.span.trace_id, "span_id": reading.span.span_id}
+
+
+def _made(reading: SpanReading, context_id: str, kind: str) -> Made:
+    span = reading.span
+    return Made(context_id, kind, span.trace_id, span.span_id, _micros(span.end_time_unix_nano))
+
+
+def _one_generation(readings: Sequence[SpanReading], earlier: Earlier) -> set[str]:
+    """Span ids of the LLM spans that add nothing: one with an LLM child (the child is the
+    generation itself: LlamaIndex's predict around complete), in this request or an earlier
+    one, and one whose LLM parent came in an earlier request (and was recorded then)."""
+    llm = [r.span for r in (*readings, *earlier.spans) if r.role == "llm"]
+    parents = {(s.trace_id, s.parent_span_id) for s in llm if s.parent_span_id}
+    before = {(r.span.trace_id, r.span.span_id) for r in earlier.spans if r.role == "llm"}
     return {
-        r.span.parent_span_id
+        r.span.span_id
         for r in readings
         if r.role == "llm"
-        and (r.span.trace_id, r.span.parent_span_id) in llm
-        and r.span.parent_span_id is not None
+        and (
+            (r.span.trace_id, r.span.span_id) in parents
+            or (r.span.trace_id, r.span.parent_span_id) in before
+        )
     }
 
 
-def map_spans(
-    readings: Sequence[SpanReading],
-    resolved: Resolved,
-    stored_retrievals: dict[str, list[tuple[str, int]]],
-) -> Mapped:
-    """Derivations for the spans not recorded before (a replay adds none).
+def _retrieval(reading: SpanReading, resolved: Resolved, unknown: list[str]) -> Derivation | None:
+    """A retrieval (its documents as parents) or a rerank (what it kept as parents, what it
+    dropped named); None when nothing it names is known."""
+    span = reading.span
+    parents: dict[str, float | None] = {}
+    for document in reading.documents:
+        found = resolved.record_of(document)
+        if found is None:
+            unknown.append(document.shown())
+        else:
+            parents.setdefault(found, document.score)
+    if not parents:
+        return None
+    scores = {k: v for k, v in list(parents.items())[:MAX_LISTED] if v is not None}
+    identity = _identity(reading)
+    attributes: dict[str, Any] = {"otel": identity | {"end_us": _micros(span.end_time_unix_nano)}}
+    attributes |= {"scores": scores} | ({"unknown_ids": unknown[:MAX_LISTED]} if unknown else {})
+    if reading.role == "rerank":
+        given = dict.fromkeys(resolved.record_of(d) or d.shown() for d in reading.inputs)
+        attributes["dropped"] = [i for i in given if i not in parents][:MAX_LISTED]
+        if reading.top_k is not None:
+            attributes["top_k"] = reading.top_k
+    return Derivation(
+        list(parents),
+        json.dumps(identity | {"documents": list(parents)}, sort_keys=True),
+        str(reading.role),
+        transform=span.name[:200],
+        produced_by=reading.model,
+        index_snapshot=reading.index_snapshot,
+        source_uri=reading.data_source,
+        trace_id=span.trace_id,
+        attributes=attributes,
+        context_id=reading.record_id(str(reading.role)),
+    )
 
-    `stored_retrievals`: per trace id, retrieval records made from earlier requests, each with
-    the end of its span (microseconds).
-    """
+
+def _tool_call(reading: SpanReading) -> Derivation:
+    """A GenAI tool execution as the tool_call lineage.services.sessions records: a root from
+    `tool://<tool>`, `enhanced` when both its arguments and result were on the span."""
+    tool = reading.name or "tool"
+    details: dict[str, Any] = {"tool": tool, "otel": _identity(reading)}
+    if reading.input_hash:
+        details["input_hash"] = reading.input_hash
+    if reading.output_text or reading.input_hash is None:
+        details["output_hash"] = content_hash(reading.output_text)
+    details["detail"] = (
+        "enhanced" if len(details.keys() & {"input_hash", "output_hash"}) == 2 else "basic"
+    )
+    if reading.session_id:
+        details[SESSION_ID] = reading.session_id
+    return Derivation(
+        [],
+        reading.output_text,
+        "tool_call",
+        transform=tool,
+        source_uri=f"tool://{quote(tool, safe='')}",
+        trace_id=reading.span.trace_id,
+        attributes=details,
+        context_id=reading.record_id("tool_call"),
+    )
+
+
+def _below(span_id: str, trace_id: str, ancestor: str, tree: dict[tuple[str, str], str]) -> bool:
+    """Whether the span lies below `ancestor` in its trace's span tree."""
+    seen: set[str] = set()
+    current = tree.get((trace_id, span_id))
+    while current is not None and current not in seen:
+        if current == ancestor:
+            return True
+        seen.add(current)
+        current = tree.get((trace_id, current))
+    return False
+
+
+def _embeddings(reading: SpanReading, resolved: Resolved, unknown: list[str]) -> list[Derivation]:
+    """One embedding record per chunk the span embedded, its only parent that chunk: what the
+    model (its maker, and its transform version `embedding@<model>`) made from it. Texts that
+    are no chunk the tenant recorded go to `unknown`."""
+    span, model = reading.span, reading.model
+    identity = {"trace_id": span.trace_id, "span_id": span.span_id}
+    made: list[Derivation] = []
+    embedded: set[str] = set()
+    for n, document in enumerate(reading.documents):
+        chunk = resolved.record_of(document)
+        if chunk is None:
+            unknown.append(document.shown())
+            continue
+        record_id = reading.record_id(f"embedding.{n}")
+        if chunk in embedded or record_id in resolved.ids:
+            continue
+        embedded.add(chunk)
+        made.append(
+            Derivation(
+                [chunk],
+                json.dumps({"chunk": chunk, "model": model, "span": identity}, sort_keys=True),
+                "embedding",
+                transform="embedding",
+                version=model,
+                produced_by=model,
+                trace_id=span.trace_id,
+                attributes={"otel": identity}
+                | ({"dimensions": reading.dimensions} if reading.dimensions else {}),
+                context_id=record_id,
+            )
+        )
+    return made
+
+
+def map_spans(readings: Sequence[SpanReading], resolved: Resolved, earlier: Earlier) -> Mapped:
+    """Derivations for the spans not recorded before (a replay adds none)."""
     mapped = Mapped()
-    retrievals: dict[str, list[tuple[str, int]]] = {
-        trace: list(made) for trace, made in stored_retrievals.items()
-    }
+    made = list(earlier.records)
+    # Retrievals and reranks that found nothing known: (trace, end, what they named).
+    unresolved = [
+        (r.span.trace_id, _micros(r.span.end_time_unix_nano), r.listed_unknown)
+        for r in earlier.spans
+        if r.role in ("retrieval", "rerank")
+        and r.listed_unknown
+        and not any(m.span_id == r.span.span_id for m in earlier.records)
+    ]
     for reading in readings:
         span = reading.span
         unknown = [i for i in reading.noted_ids if i not in resolved.ids]
-        if reading.role == "retrieval":
-            parents: dict[str, float | None] = {}
-            for document in reading.documents:
-                found = resolved.record_of(document)
-                if found is None:
-                    unknown.append(document.shown())
-                else:
-                    parents.setdefault(found, document.score)
-            record_id = reading.record_id("retrieval")
-            if parents and record_id not in resolved.ids:
-                scores = {k: v for k, v in list(parents.items())[:MAX_LISTED] if v is not None}
-                identity = {"trace_id": span.trace_id, "span_id": span.span_id}
-                mapped.derivations.append(
-                    Derivation(
-                        list(parents),
-                        json.dumps(identity | {"documents": list(parents)}, sort_keys=True),
-                        "retrieval",
-                        transform=span.name[:200],
-                        index_snapshot=reading.index_snapshot,
-                        trace_id=span.trace_id,
-                        attributes={
-                            "otel": identity | {"end_us": _micros(span.end_time_unix_nano)},
-                            "scores": scores,
-                        }
-                        | ({"unknown_ids": unknown[:MAX_LISTED]} if unknown else {}),
-                        context_id=record_id,
-                    )
-                )
-            if parents:
-                retrievals.setdefault(span.trace_id, []).append(
-                    (record_id, _micros(span.end_time_unix_nano))
-                )
+        if reading.role in ("retrieval", "rerank"):
+            derivation = _retrieval(reading, resolved, unknown)
+            if derivation is None:
+                unresolved.append((span.trace_id, _micros(span.end_time_unix_nano), unknown))
+            else:
+                made.append(_made(reading, str(derivation.context_id), derivation.kind))
+                if derivation.context_id not in resolved.ids:
+                    mapped.derivations.append(derivation)
+        elif reading.role == "embedding":
+            mapped.derivations += _embeddings(reading, resolved, unknown)
+        elif reading.role == "tool":
+            tool_call = _tool_call(reading)
+            made.append(_made(reading, str(tool_call.context_id), "tool_call"))
+            if tool_call.context_id not in resolved.ids:
+                mapped.derivations.append(tool_call)
         if unknown:
             mapped.unknown[span.span_id] = unknown[:MAX_LISTED]
-    nested = _nested_generations(readings)
+    skipped = _one_generation(readings, earlier)
     for reading in readings:
-        if reading.role != "llm" or reading.span.span_id in nested:
+        if reading.role == "llm" and reading.span.span_id not in skipped:
+            made += _generation(reading, resolved, made, unresolved, mapped)
+    tree = {
+        (r.span.trace_id, r.span.span_id): r.span.parent_span_id
+        for r in (*earlier.spans, *readings)
+        if r.span.parent_span_id
+    }
+    for reading in readings:
+        if reading.role != "agent" or reading.record_id("reasoning") in resolved.ids:
             continue
         span = reading.span
-        known_blocks = [i for i in reading.block_ids if i in resolved.ids]
-        unknown_blocks = [i for i in reading.block_ids if i not in resolved.ids]
-        if unknown_blocks:
-            listed = mapped.unknown.setdefault(span.span_id, [])
-            listed += unknown_blocks[: MAX_LISTED - len(listed)]
-        started = _micros(span.start_time_unix_nano)
-        prompt_parents = known_blocks or list(
-            dict.fromkeys(
-                made for made, ended in retrievals.get(span.trace_id, []) if ended <= started
-            )
-        )
-        prompt_id, answer_id = reading.record_id("prompt"), reading.record_id("answer")
-        if not prompt_parents or prompt_id in resolved.ids:
-            continue
-        identity = {"trace_id": span.trace_id, "span_id": span.span_id}
-        mapped.derivations.append(
-            Derivation(
-                prompt_parents,
-                reading.input_text,
-                "prompt",
-                trace_id=span.trace_id,
-                attributes={"otel": identity}
-                | ({"unknown_ids": unknown_blocks[:MAX_LISTED]} if unknown_blocks else {}),
-                context_id=prompt_id,
-            )
-        )
-        if not reading.output_text:
-            continue
-        mapped.derivations.append(
-            Derivation(
-                [prompt_id],
-                reading.output_text,
-                "answer",
-                produced_by=reading.model,
-                trace_id=span.trace_id,
-                attributes={"otel": identity} | ({"model": reading.model} if reading.model else {}),
-                context_id=answer_id,
-            )
-        )
+        steps = [
+            m.context_id
+            for m in made
+            if m.trace_id == span.trace_id and _below(m.span_id, m.trace_id, span.span_id, tree)
+        ]
+        if steps:
+            mapped.derivations.append(_reasoning(reading, list(dict.fromkeys(steps))))
     return mapped
+
+
+def _reasoning(reading: SpanReading, steps: list[str]) -> Derivation:
+    """A GenAI agent invocation: a reasoning step over what the spans below it recorded."""
+    attributes: dict[str, Any] = {"otel": _identity(reading)}
+    attributes |= {"agent": reading.name} if reading.name else {}
+    attributes |= {SESSION_ID: reading.session_id} if reading.session_id else {}
+    return Derivation(
+        steps[:MAX_PARENTS],
+        reading.output_text,
+        "reasoning",
+        produced_by=reading.model,
+        trace_id=reading.span.trace_id,
+        attributes=attributes,
+        context_id=reading.record_id("reasoning"),
+    )
+
+
+def _generation(
+    reading: SpanReading,
+    resolved: Resolved,
+    made: list[Made],
+    unresolved: list[tuple[str, int, list[str]]],
+    mapped: Mapped,
+) -> list[Made]:
+    """An LLM span's prompt and answer. The prompt derives from the context blocks in its
+    input, else from the reranks (else the retrievals) of its trace that ended before it
+    began; when none of those is known but some were named, from a query root of its input,
+    the names kept on the prompt."""
+    span = reading.span
+    known_blocks = [i for i in reading.block_ids if i in resolved.ids]
+    unknown_blocks = [i for i in reading.block_ids if i not in resolved.ids]
+    if unknown_blocks:
+        listed = mapped.unknown.setdefault(span.span_id, [])
+        listed += unknown_blocks[: MAX_LISTED - len(listed)]
+    started = _micros(span.start_time_unix_nano)
+    before = [
+        m
+        for m in made
+        if m.trace_id == span.trace_id
+        and m.kind in ("retrieval", "rerank")
+        and m.end_us is not None
+        and m.end_us <= started
+    ]
+    reranked = [m for m in before if m.kind == "rerank"]
+    prompt_parents = known_blocks or list(dict.fromkeys(m.context_id for m in reranked or before))
+    missing = unknown_blocks + [
+        i
+        for trace, ended, named in unresolved
+        if trace == span.trace_id and ended <= started
+        for i in named
+    ]
+    missing = list(dict.fromkeys(missing))[:MAX_LISTED]
+    prompt_id, answer_id = reading.record_id("prompt"), reading.record_id("answer")
+    if (not prompt_parents and not missing) or prompt_id in resolved.ids:
+        return [_made(reading, answer_id, "answer")] if prompt_id in resolved.ids else []
+    identity = _identity(reading)
+    if not prompt_parents:
+        query_id = reading.record_id("query")
+        service = quote(span.service_name or "unknown", safe="")
+        mapped.derivations.append(
+            Derivation(
+                [],
+                reading.input_text,
+                "query",
+                source_uri=f"otel://{service}/{span.trace_id}",
+                trace_id=span.trace_id,
+                attributes={"otel": identity},
+                context_id=query_id,
+            )
+        )
+        prompt_parents = [query_id]
+    mapped.derivations.append(
+        Derivation(
+            prompt_parents,
+            reading.input_text,
+            "prompt",
+            trace_id=span.trace_id,
+            attributes={"otel": identity} | ({"unknown_ids": missing} if missing else {}),
+            context_id=prompt_id,
+        )
+    )
+    if not reading.output_text:
+        return []
+    mapped.derivations.append(
+        Derivation(
+            [prompt_id],
+            reading.output_text,
+            "answer",
+            produced_by=reading.model,
+            trace_id=span.trace_id,
+            attributes={"otel": identity} | ({"model": reading.model} if reading.model else {}),
+            context_id=answer_id,
+        )
+    )
+    return [_made(reading, answer_id, "answer")]

@@ -22,6 +22,7 @@ IMPACT_QUERIES = {
     "source_uri": "blast_radius_by_source",
     "transform_version": "invalidate_by_transform_version",
     "index_snapshot": "invalidate_by_index_snapshot",
+    "embedding_model": "invalidate_by_embedding_model",
     "stale": "stale_sources",
 }
 # A blast radius as ids, kinds and depths, for listings that need no record: by source_uri

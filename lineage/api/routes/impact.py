@@ -1,5 +1,6 @@
-"""Impact beyond one context: by source, transform version or index snapshot; freshness; and
-a blast radius a page at a time or as a file of ids (the explorer's and a deletion job's)."""
+"""Impact beyond one context: by source, transform version, index snapshot or embedding model;
+freshness; and a blast radius a page at a time or as a file of ids (the explorer's and a
+deletion job's)."""
 
 import json
 import re
@@ -34,13 +35,18 @@ async def get_impact(
     source_uri: str | None = None,
     transform_version: str | None = None,
     index_snapshot: str | None = None,
+    embedding_model: str | None = None,
     kind: str = "any",
     max_depth: int | None = None,
 ) -> Response:
-    """What depends on a document (source_uri), a transform version or an index snapshot:
-    give exactly one. NDJSON (one record a line, then a summary) when asked."""
+    """What depends on a document (source_uri), a transform version, an index snapshot or the
+    chunks an embedding model embedded: give exactly one. NDJSON (one record a line, then a
+    summary) when asked."""
     name, value = exactly_one(
-        source_uri=source_uri, transform_version=transform_version, index_snapshot=index_snapshot
+        source_uri=source_uri,
+        transform_version=transform_version,
+        index_snapshot=index_snapshot,
+        embedding_model=embedding_model,
     )
     return await impact_response(
         request,

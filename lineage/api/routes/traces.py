@@ -5,7 +5,7 @@ from fastapi import APIRouter
 from lineage.api import models
 from lineage.api.deps import AppSettings, Read, ReadDb
 from lineage.core.errors import NotFound
-from lineage.interop.otlp_lineage import LOCAL_ATTRIBUTE
+from lineage.interop.otlp_reading import LOCAL_ATTRIBUTE
 from lineage.services import reads
 from lineage.services.spans import span_tree
 
