@@ -69,10 +69,14 @@ async def test_invalidation_probes_the_edges_and_never_filters_by_the_whole_fron
     await derive_many(
         store, [dataclasses.replace(i, **chunked) if i.kind == "chunk" else i for i in fan()]
     )
-    starts = {"transform_version": "chunker@1", "index_snapshot": "idx_fan"}
+    starts = {
+        "transform_version": "chunker@1",
+        "index_snapshot": "idx_fan",
+        "embedding_model": "embedder-1",
+    }
     names = [*walks.IMPACT_QUERIES.values(), *walks.IMPACT_ID_QUERIES.values()]
     invalidations = {name: starts for name in names if name.startswith("invalidate")}
-    assert len(invalidations) == 4
+    assert len(invalidations) == 5
     for fresh in (False, True):
         if fresh:
             await owner.execute("VACUUM ANALYZE provenance, provenance_children")

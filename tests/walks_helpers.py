@@ -261,6 +261,7 @@ SAMPLE_VALUES: dict[str, Any] = {
     "until": LATEST,
     "after_created_at": EARLIEST,
     "after_context_id": "",
+    "after_audit_id": 0,
     "page_size": 10,
     "bucket": "1 day",
     "texts": [],
