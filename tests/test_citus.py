@@ -59,6 +59,8 @@ VALUES: dict[str, Any] = {
     "until": LATEST,
     "after_created_at": EARLIEST,
     "after_context_id": "",
+    "after_audit_id": 0,
+    "embedding_model": "embedder-1",
     "page_size": 1000,
     "bucket": "1 day",
     "limit": 1000,
