@@ -91,6 +91,13 @@ class Settings(BaseSettings):
         description="how often the service integrates appended records into each tenant's "
         "log and signs a checkpoint if it grew; 0 means only on demand",
     )
+    log_step_leaves: int = Field(
+        default=1000,
+        ge=1,
+        description="records integrated into a tenant's log per transaction (each holds the "
+        "log's lock): the background round drains a backlog in such steps, and a checkpoint "
+        "request integrates at most one step, then signs what is integrated",
+    )
     retention_schedule: bool = Field(
         default=True,
         description="apply the retention period (`lineage retention set`) every hour and add "
