@@ -10,7 +10,17 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Caller, Db, Ingest, IsoTime, Read, ReadDb, SentTraceId
+from lineage.api.deps import (
+    STREAMED_IMPACT_SLOT,
+    AppSettings,
+    Caller,
+    Db,
+    Ingest,
+    IsoTime,
+    Read,
+    ReadDb,
+    SentTraceId,
+)
 from lineage.api.results import Json, impact_response
 from lineage.core.errors import BadParameter, InvalidRecord
 from lineage.core.hashing import content_hash
@@ -235,7 +245,12 @@ async def get_suspicious_hops(
     return {"context_id": context_id, "hops": hops}
 
 
-@router.get("/{context_id}/impact", response_model=models.Impact, responses=models.STREAMED_IMPACT)
+@router.get(
+    "/{context_id}/impact",
+    response_model=models.Impact,
+    responses=models.STREAMED_IMPACT,
+    dependencies=[STREAMED_IMPACT_SLOT],
+)
 async def get_impact(
     context_id: str,
     request: Request,
