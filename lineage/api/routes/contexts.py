@@ -79,14 +79,20 @@ def _batch_from(body: bytes, content_type: str | None) -> BatchIn:
     try:
         return BatchIn.model_validate(json.loads(body) if is_json else body)
     except json.JSONDecodeError as exc:
-        raise RequestValidationError(
-            [{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
-              "input": {}, "ctx": {"error": exc.msg}}]
-        ) from exc  # fmt: skip
+        raise _not_json(exc.pos, exc.msg) from exc
+    except UnicodeDecodeError as exc:
+        raise _not_json(exc.start, "the body is not UTF-8") from exc
     except ValidationError as exc:
         raise RequestValidationError(
             [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
         ) from exc
+
+
+def _not_json(position: int, why: str) -> RequestValidationError:
+    return RequestValidationError(
+        [{"type": "json_invalid", "loc": ("body", position), "msg": "JSON decode error",
+          "input": {}, "ctx": {"error": why}}]
+    )  # fmt: skip
 
 
 async def batch_body(request: Request) -> BatchIn:
