@@ -74,6 +74,30 @@ class Settings(BaseSettings):
         "with Retry-After at once instead of waiting. Health, metrics and event streams do "
         "not count. 0 means no limit",
     )
+    max_heavy_per_key: int = Field(
+        default=2,
+        ge=0,
+        description="exports (PROV), impact files (/v1/impact/ids) and streamed (NDJSON) impact "
+        "answers one key may have in progress at once in one server process; one more is "
+        "answered 429 with Retry-After. 0 means no limit",
+    )
+    max_heavy_per_tenant: int = Field(
+        default=4,
+        ge=0,
+        description="the same, for all of one tenant's keys together, so one tenant cannot "
+        "fill the process while others wait. 0 means no limit",
+    )
+    max_event_streams_per_key: int = Field(
+        default=16,
+        ge=0,
+        description="live event streams (/v1/events) one key may hold open at once in one "
+        "server process; one more is answered 429 with Retry-After. 0 means no limit",
+    )
+    max_event_streams_per_tenant: int = Field(
+        default=64,
+        ge=0,
+        description="the same, for all of one tenant's keys together. 0 means no limit",
+    )
     log_origin: str = Field(
         default="lineage",
         pattern=r"^[^\s+/][^\s+]*$",
@@ -90,6 +114,13 @@ class Settings(BaseSettings):
         ge=0,
         description="how often the service integrates appended records into each tenant's "
         "log and signs a checkpoint if it grew; 0 means only on demand",
+    )
+    log_step_leaves: int = Field(
+        default=1000,
+        ge=1,
+        description="records integrated into a tenant's log per transaction (each holds the "
+        "log's lock): the background round drains a backlog in such steps, and a checkpoint "
+        "request integrates at most one step, then signs what is integrated",
     )
     retention_schedule: bool = Field(
         default=True,

@@ -67,6 +67,29 @@ async def test_a_path_or_method_the_api_lacks_is_a_problem_too(client: httpx.Asy
     assert wrong_method.headers["allow"] == "GET"
 
 
+@pytest.mark.parametrize(
+    ("path", "methods"),
+    [("/v1/contexts", {"GET", "POST"}), ("/v1/keys", {"GET", "POST"}),
+     ("/v1/session", {"POST", "DELETE"}), ("/v1/tenant/settings", {"GET", "PUT"})],
+)  # fmt: skip
+async def test_a_405_allows_every_method_of_the_path(
+    client: httpx.AsyncClient, path: str, methods: set[str]
+) -> None:
+    """Routes of one path are separate routes, in several routers: the 405 lists them all."""
+    answer = await client.request("OPTIONS", path)
+    assert answer.status_code == 405
+    assert set(answer.headers["allow"].split(", ")) - {"HEAD"} == methods
+
+
+async def test_a_batch_body_that_is_not_utf8_is_a_422(client: httpx.AsyncClient) -> None:
+    for body in (b"T\xff\xfe\x15\r", b"\xff" * 100_000):  # parsed on the loop, and off it
+        answer = await client.post(
+            "/v1/contexts/batch", content=body, headers={"content-type": "application/json"}
+        )
+        assert answer.status_code == 422, answer.text
+        assert answer.headers["content-type"] == PROBLEM
+
+
 @pytest.mark.parametrize("cls", error_classes(), ids=lambda cls: cls.__name__)
 def test_each_answer_comes_back_as_its_error(cls: type[LineageError]) -> None:
     """What a client of the API (the SDK's HTTP store) raises for a problem: the class its rule

@@ -10,6 +10,7 @@ from fastapi import Depends, FastAPI
 from lineage import db
 from lineage.api import logs, problems
 from lineage.api.deps import refuse_unknown_query_parameters
+from lineage.api.fairness import FairShares
 from lineage.api.limits import BadRequestCap, CapBadRequests, LimitBody, ShedOverload
 from lineage.api.routes import (
     admin,
@@ -152,6 +153,7 @@ def create_app(
     app.state.settings = chosen
     app.state.auth = auth
     app.state.appends = AppendCoalescer()
+    app.state.fair_shares = FairShares(chosen)
     problems.install(app)
 
     # Each add_middleware wraps the ones before it: the last added sees a request first.

@@ -19,6 +19,7 @@ from pydantic import BeforeValidator
 from starlette.requests import HTTPConnection
 from starlette.types import Scope as StarletteScope
 
+from lineage.api.fairness import FairShares, Work
 from lineage.api.session import SESSION_COOKIE, read_session
 from lineage.core import telemetry
 from lineage.core.errors import BadParameter, Forbidden, StoreUnavailable, Unauthorized
@@ -29,6 +30,9 @@ from lineage.services.key_cache import KeyCache
 from lineage.settings import Settings
 
 __all__ = [
+    "EVENT_STREAM_SLOT",
+    "HEAVY_SLOT",
+    "STREAMED_IMPACT_SLOT",
     "Admin",
     "AppSettings",
     "Caller",
@@ -194,6 +198,23 @@ def admit_and_audit(scope: Scope) -> object:
     return Depends(caller, scope="function")
 
 
+def work_slot(work: Work, *, only_streamed: bool = False) -> Any:
+    """A dependency that holds one of the caller's fair shares of `work` until the answer is
+    sent, streamed bodies included (lineage/api/fairness.py); 429 past the key's or tenant's
+    limit. With `only_streamed`, only when the caller asks for NDJSON."""
+
+    async def slot(request: Request) -> AsyncIterator[None]:
+        if only_streamed and "application/x-ndjson" not in request.headers.get("accept", ""):
+            yield  # one JSON answer, bounded by LINEAGE_STREAM_THRESHOLD
+            return
+        caller = await identify(request)
+        shares: FairShares = request.app.state.fair_shares
+        async with shares.slot(work, caller):
+            yield
+
+    return Depends(slot)
+
+
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -219,3 +240,7 @@ Read = Annotated[Caller, admit_and_audit("read")]
 # Verdicts are what people act on: only a key that may run a judge records them.
 Verify = Annotated[Caller, admit_and_audit("verify")]
 Admin = Annotated[Caller, admit_and_audit("admin")]
+# A route that does heavy work names its kind in `dependencies=[...]`.
+HEAVY_SLOT = work_slot("heavy")
+STREAMED_IMPACT_SLOT = work_slot("heavy", only_streamed=True)
+EVENT_STREAM_SLOT = work_slot("event_stream")

@@ -34,7 +34,8 @@ from lineage.db.errors import is_outage
 # id is an ordinary question).
 BAD_STATUSES = frozenset({400, 401, 403, 405, 408, 413, 415, 422})
 # Health checks, scrapes and live event streams are never shed, nor counted as in flight: a
-# busy process must still answer its probes, and a stream stays open for hours.
+# busy process must still answer its probes, and a stream stays open for hours (streams are
+# counted and capped per key and tenant instead: lineage/api/fairness.py).
 NEVER_SHED = ("/healthz", "/readyz", "/metrics", "/v1/events")
 # Never refused by the bad-request cap, which an anonymous client can fill for its address: the
 # probes, the scrape, the explorer's static page and logging in stay open to everyone behind it.

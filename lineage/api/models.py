@@ -299,6 +299,10 @@ class Checkpoint(Body):
     root_hash: str
     time: str
     note: str = Field(description="the signed text to save")
+    queued: int = Field(
+        description="records appended but not in this checkpoint yet: the service integrates "
+        "them in the background, a bounded step at a time; a later checkpoint covers them"
+    )
 
 
 class Checkpoints(Body):

@@ -9,6 +9,7 @@ import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 
 from lineage.api.models import Problem
 from lineage.api.results import Json
@@ -69,13 +70,27 @@ async def no_route(request: Request, exc: Exception) -> Json:
     """A path or method the API does not have (the router's own 404 and 405)."""
     assert isinstance(exc, HTTPException)
     phrase = HTTPStatus(exc.status_code).phrase
+    headers = dict(exc.headers or {})
+    if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED and (methods := _documented(request)):
+        # The router names the methods of the path's first route only; each method of a path
+        # is a route of its own, some in other routers.
+        headers["Allow"] = ", ".join(methods)
     return problem(
         exc.status_code,
         phrase.title().replace(" ", ""),
         f"{request.method} {request.url.path}: {exc.detail}",
-        dict(exc.headers or {}) or None,
+        headers or None,
         rule=phrase.lower().replace(" ", "_"),
     )
+
+
+def _documented(request: Request) -> list[str]:
+    """Every method the OpenAPI document gives the request's path."""
+    methods: set[str] = set()
+    for template, operations in request.app.openapi()["paths"].items():
+        if compile_path(template)[0].fullmatch(request.url.path):
+            methods |= {method.upper() for method in operations}
+    return sorted(methods)
 
 
 async def unstorable_text(request: Request, exc: Exception) -> Json:

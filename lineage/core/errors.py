@@ -142,6 +142,15 @@ class TooManyRequests(LineageError):
     rule = "too_many_bad_requests"
 
 
+class TooMuchAtOnce(LineageError):
+    """The key or tenant already holds as many exports, impact files or event streams as it may
+    at once (lineage/api/fairness.py); nothing was done."""
+
+    status = 429
+    rule = "concurrency_limit"
+    headers: ClassVar[Mapping[str, str]] = {"Retry-After": "1"}
+
+
 class Overloaded(LineageError):
     """This process has as many requests in progress as it takes; nothing was done."""
 

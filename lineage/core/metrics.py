@@ -59,6 +59,27 @@ CONNECTIONS_CLOSED = Counter(
     "LINEAGE_HEADER_READ_TIMEOUT_S) or address_cap (LINEAGE_MAX_CONNECTIONS_PER_ADDRESS).",
     ["reason"],
 )
+LOG_QUEUED = Gauge(
+    "lineage_log_queued_records",
+    "Records appended but not yet integrated into their tenant's log, by tenant, as last seen "
+    "by a sequencing step (the background round drains them LINEAGE_LOG_STEP_LEAVES at a time).",
+    ["tenant"],
+    multiprocess_mode="mostrecent",
+)
+WORK_IN_PROGRESS = Gauge(
+    "lineage_work_in_progress",
+    "Heavy requests holding a fair-share slot now (work=heavy: exports, impact files, streamed "
+    "impact; work=event_stream: live event streams).",
+    ["work"],
+    multiprocess_mode="livesum",
+)
+WORK_REFUSED = Counter(
+    "lineage_work_refused",
+    "Heavy requests (work=heavy: exports, impact files, streamed impact; work=event_stream) "
+    "answered 429 because the key or tenant (limit) already held its share "
+    "(LINEAGE_MAX_HEAVY_PER_*, LINEAGE_MAX_EVENT_STREAMS_PER_*).",
+    ["work", "limit"],
+)
 EVENT_STREAMS = Gauge(
     "lineage_event_streams", "Live event streams open now.", multiprocess_mode="livesum"
 )
@@ -80,6 +101,14 @@ def count_degraded(reason: str, amount: int = 1) -> None:
 
 def count_checkpoint_refused() -> None:
     CHECKPOINTS_REFUSED.inc()
+
+
+def set_log_queued(tenant_id: str, queued: int) -> None:
+    LOG_QUEUED.labels(tenant_id).set(queued)
+
+
+def count_work_refused(work: str, limit: str) -> None:
+    WORK_REFUSED.labels(work, limit).inc()
 
 
 def count_connection_closed(reason: str) -> None:

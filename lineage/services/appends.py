@@ -6,9 +6,11 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
+from typing import Any
 
 from lineage.core import metrics
 from lineage.core.errors import Conflict, InvalidRecord
+from lineage.core.offload import per_record
 from lineage.core.record import ContextRecord, NewContext, check_batch
 from lineage.core.store import Appended
 from lineage.core.versions import version_key
@@ -44,10 +46,9 @@ async def append_records(
     New records are signed with the transaction's keyring. `texts` (id -> text, opt-in) are
     captured beside them if the tenant's switches allow, else nothing is appended.
     """
-    check_batch(tx.tenant_id, proposals)
+    await per_record(len(proposals), check_batch, tx.tenant_id, proposals)
     proposals = await privacy.keyed_proposals(tx, proposals)
-    now = datetime.now(UTC)
-    records = [proposal.stamped(tx.tenant_id, now) for proposal in proposals]
+    records = await per_record(len(proposals), _stamped, tx.tenant_id, proposals)
     inserted = await insert_records(tx, records)
     existing_ids = [r.context_id for r in records if r.context_id not in inserted]
     stored: dict[str, ContextRecord] = {}
@@ -70,6 +71,11 @@ async def append_records(
     ]
 
 
+def _stamped(tenant_id: str, proposals: Sequence[NewContext]) -> list[ContextRecord]:
+    now = datetime.now(UTC)
+    return [proposal.stamped(tenant_id, now) for proposal in proposals]
+
+
 async def insert_records(
     tx: Transaction,
     records: Sequence[ContextRecord],
@@ -85,21 +91,8 @@ async def insert_records(
     batch_ids = [r.context_id for r in records]
     stored_parents = await _check_parents(tx, records, expired_parents)
     await ensure_partitions(tx.connection, (r.created_at for r in records))
-    rows = await tx.fetch(
-        "append_contexts",
-        context_ids=batch_ids,
-        parent_id_lists=[_array_literal(r.parent_ids) for r in records],
-        kinds=[r.kind for r in records],
-        source_uris=[r.source_uri for r in records],
-        content_hashes=[r.content_hash for r in records],
-        transforms=[r.transform for r in records],
-        transform_versions=[r.transform_version for r in records],
-        produced_bys=[r.produced_by for r in records],
-        index_snapshots=[r.index_snapshot for r in records],
-        trace_ids=[r.trace_id for r in records],
-        created_ats=[r.created_at for r in records],
-        attribute_docs=[json.dumps(r.attributes) for r in records],
-    )
+    columns = await per_record(len(records), _columns, records)
+    rows = await tx.fetch("append_contexts", context_ids=batch_ids, **columns)
     inserted = {row["context_id"] for row in rows}
     await _note_transform_versions(tx, records, inserted)
     new = [record for record in records if record.context_id in inserted]
@@ -112,6 +105,23 @@ async def insert_records(
         await _refuse_ids_stored_twice(tx, [record.context_id for record in new])
     metrics.count_appended(record.kind for record in new)
     return inserted
+
+
+def _columns(records: Sequence[ContextRecord]) -> dict[str, list[Any]]:
+    """append_contexts' arguments but the ids: one list per column."""
+    return {
+        "parent_id_lists": [_array_literal(r.parent_ids) for r in records],
+        "kinds": [r.kind for r in records],
+        "source_uris": [r.source_uri for r in records],
+        "content_hashes": [r.content_hash for r in records],
+        "transforms": [r.transform for r in records],
+        "transform_versions": [r.transform_version for r in records],
+        "produced_bys": [r.produced_by for r in records],
+        "index_snapshots": [r.index_snapshot for r in records],
+        "trace_ids": [r.trace_id for r in records],
+        "created_ats": [r.created_at for r in records],
+        "attribute_docs": [json.dumps(r.attributes) for r in records],
+    }
 
 
 async def _refuse_ids_stored_twice(tx: Transaction, context_ids: list[str]) -> None:

@@ -8,7 +8,9 @@ source_uri is one index range instead of a walk (sql/blast_radius_by_source.sql)
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
+from lineage.core.offload import per_record
 from lineage.core.record import ContextRecord
 from lineage.db.database import Transaction
 
@@ -60,6 +62,12 @@ async def note_root_sources(
     known = {p: stored[p] for p in outside if p in stored}
     if unread := outside - known.keys():
         known |= await stored_root_sources(tx, unread)
+    columns = await per_record(len(new), _root_columns, new, known)
+    await tx.execute("record_root_sources", **columns)
+
+
+def _root_columns(new: Sequence[ContextRecord], known: dict[str, Roots]) -> dict[str, list[Any]]:
+    """record_root_sources' arguments, `known` growing by each new record's roots."""
     # One list per column, not a tuple per row: a batch has about five rows a record.
     context_ids: list[str] = []
     kinds: list[str] = []
@@ -75,11 +83,10 @@ async def note_root_sources(
         source_uris += roots.keys()
         depths += roots.values()
         created_ats += [record.created_at] * len(roots)
-    await tx.execute(
-        "record_root_sources",
-        context_ids=context_ids,
-        kinds=kinds,
-        source_uris=source_uris,
-        depths=depths,
-        created_ats=created_ats,
-    )
+    return {
+        "context_ids": context_ids,
+        "kinds": kinds,
+        "source_uris": source_uris,
+        "depths": depths,
+        "created_ats": created_ats,
+    }

@@ -10,6 +10,7 @@ from pydantic import Field
 from lineage import db
 from lineage.core.body import Body
 from lineage.core.errors import UnknownSigningKey
+from lineage.core.offload import per_record
 from lineage.core.record import ContextRecord
 from lineage.db.database import Transaction
 from lineage.db.keyring import Signer
@@ -28,7 +29,10 @@ async def append_signatures(tx: Transaction, records: Sequence[ContextRecord]) -
     INSERT for the whole batch."""
     if not records:
         return
-    signed = [tx.signer.sign(record.canonical_bytes()) for record in records]
+    signer = tx.signer
+    signed = await per_record(
+        len(records), lambda: [signer.sign(record.canonical_bytes()) for record in records]
+    )
     await tx.execute(
         "signature_append",
         context_ids=[record.context_id for record in records],

@@ -22,8 +22,13 @@ before it was appended, its parents from earlier appends among them.
 Proofs read the O(log n) stored subtree hashes `merkle.inclusion_proof_nodes` /
 `consistency_proof_nodes` name, one primary-key probe each, in one query.
 
-Checkpoints are signed on demand (`checkpoint`, behind `GET /v1/log/checkpoint` and
-`lineage log checkpoint`) and by the background task in each round that finds queued records.
+Each sequencing transaction takes at most `log_step_leaves` queued records, so the lock is held
+for one bounded step. Checkpoints are signed on demand (`checkpoint`: `lineage log checkpoint`
+integrates the whole queue first; `GET /v1/log/checkpoint`, which any read key may ask, at most
+one step, so a backlog of any size costs a reader one step, and the answer says how many records
+are still queued) and by the background task in each round that finds queued records (it
+drains the queue a step per transaction; `lineage_log_queued_records` in /metrics shows what is
+left).
 Before signing, under the same lock, it checks that the stored frontier hashes to the head's
 root, that the last checkpoint was signed by this same key, and that a consistency proof from
 it verifies: if the stored tree no longer extends what was signed, nothing is signed
@@ -68,8 +73,6 @@ from lineage.settings import Settings
 from lineage.verifiable_log import merkle
 from lineage.verifiable_log.checkpoint import Checkpoint, SigningKey, load_signing_key, origin_for
 
-BATCH_SIZE = 2000  # leaves per sequencing transaction: bounds how long the lock is held
-
 log = logging.getLogger(__name__)
 # What each refusal to sign tells its caller to do.
 RECOVERY = "; an operator recovers the log as runbooks/backup.md says"
@@ -113,6 +116,7 @@ class InclusionProof:
 class SignedCheckpoint:
     checkpoint: Checkpoint
     note: str  # the signed text, exactly as stored and served
+    queued: int = 0  # the tenant's records appended but not yet in it, when it was served
 
 
 def signing_key_path(settings: Settings) -> Path:
@@ -153,19 +157,31 @@ def _write_witness(path: Path, note: str) -> None:
     os.replace(draft, path)
 
 
-async def sequence(database: Database, tenant_id: str) -> TreeHead:
-    """Integrate every record queued so far into the tenant's tree, a batch per transaction."""
+async def sequence(database: Database, tenant_id: str, *, max_steps: int | None = None) -> TreeHead:
+    """Integrate the records queued so far into the tenant's tree, `log_step_leaves` of them per
+    transaction (each holds the log's lock that long), in at most `max_steps` transactions
+    (None: until the queue is empty)."""
+    step = database.settings.log_step_leaves
+    steps = 0
     while True:
         async with database.tenant(tenant_id) as tx:
-            head, taken = await _sequence_batch(tx)
-        if taken < BATCH_SIZE:
+            head, taken = await _sequence_batch(tx, step)
+            queued = await _queued(tx)
+        metrics.set_log_queued(tenant_id, queued)
+        steps += 1
+        if taken < step or (max_steps is not None and steps >= max_steps):
             return head
 
 
-async def _sequence_batch(tx: Transaction) -> tuple[TreeHead, int]:
+async def _queued(tx: Transaction) -> int:
+    [row] = await tx.fetch("log_queued_count")
+    return int(row["queued"])
+
+
+async def _sequence_batch(tx: Transaction, step: int) -> tuple[TreeHead, int]:
     [locked] = await tx.fetch("log_lock_head")
     old_size = locked["tree_size"]
-    rows = await tx.fetch("log_queued_records", batch_size=BATCH_SIZE)
+    rows = await tx.fetch("log_queued_records", batch_size=step)
     if not rows:
         return TreeHead(old_size, locked["root_hash"]), 0
     # ~30 us of canonical form per record: off the event loop, so requests keep flowing.
@@ -285,21 +301,27 @@ async def consistency(database: Database, tenant_id: str, first: int, second: in
         return await _proof(tx, merkle.consistency_proof_nodes(first, second))
 
 
-async def checkpoint(database: Database, settings: Settings, tenant_id: str) -> SignedCheckpoint:
-    """Bring the tenant's log up to date and return its newest checkpoint, signing one if the
-    tree grew since the last: this checkpoint covers every record committed before the call."""
-    await sequence(database, tenant_id)
+async def checkpoint(
+    database: Database, settings: Settings, tenant_id: str, *, max_steps: int | None = None
+) -> SignedCheckpoint:
+    """Integrate the tenant's queued records (in at most `max_steps` steps; None: all of them)
+    and return its newest checkpoint, signing one if the tree grew since the last. With every
+    step taken it covers every record committed before the call; else `queued` says how many
+    it leaves out, which the background round integrates."""
+    await sequence(database, tenant_id, max_steps=max_steps)
     key = signing_key(settings)
     async with database.tenant(tenant_id) as tx:
         [locked] = await tx.fetch("log_lock_head")
         head = TreeHead(locked["tree_size"], bytes(locked["root_hash"]))
+        queued = await _queued(tx)
+        metrics.set_log_queued(tenant_id, queued)
         witness = await witness_path(tx.connection, settings, tenant_id)
         try:
             await _check_witnessed(tx, head, witness, key)
             latest = await tx.fetch("log_latest_checkpoint")
             if latest and latest[0]["tree_size"] == head.tree_size:
                 note = latest[0]["note"]
-                return SignedCheckpoint(Checkpoint.from_note(note), note)
+                return SignedCheckpoint(Checkpoint.from_note(note), note, queued)
             await _check_extends(tx, head, latest[0] if latest else None, key)
         except LogIntegrityError as exc:
             # Whoever asked (a reader, the background round, the CLI), an operator must know.
@@ -321,7 +343,7 @@ async def checkpoint(database: Database, settings: Settings, tenant_id: str) -> 
             note=note,
         )
         _write_witness(witness, note)
-    return SignedCheckpoint(made, note)
+    return SignedCheckpoint(made, note, queued)
 
 
 async def _check_witnessed(tx: Transaction, head: TreeHead, path: Path, key: SigningKey) -> None:

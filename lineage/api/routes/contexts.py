@@ -1,19 +1,33 @@
 """Contexts: append, read, walk back, blast radius of one context, list and filter."""
 
+import email.message
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Caller, Db, Ingest, IsoTime, Read, ReadDb, SentTraceId
+from lineage.api.deps import (
+    STREAMED_IMPACT_SLOT,
+    AppSettings,
+    Caller,
+    Db,
+    Ingest,
+    IsoTime,
+    Read,
+    ReadDb,
+    SentTraceId,
+)
 from lineage.api.results import Json, impact_response
 from lineage.core import cursors
 from lineage.core.errors import BadParameter, InvalidRecord
 from lineage.core.hashing import content_hash
+from lineage.core.offload import per_byte, per_record
 from lineage.core.record import RESERVED_KINDS, ContextFields, NewContext, new_context_id
 from lineage.core.store import Appended
 from lineage.services import appends, reads, records, walks
@@ -49,6 +63,56 @@ class BatchIn(BaseModel):
     records: list[ContextIn]
 
 
+def _batch_from(body: bytes, content_type: str | None) -> BatchIn:
+    """The batch in a request body, read as FastAPI reads a JSON body parameter: JSON only
+    under a JSON content type, every error a RequestValidationError located in `body`."""
+    if not body:
+        raise RequestValidationError(
+            [{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}]
+        )
+    message = email.message.Message()
+    message["content-type"] = content_type or "application/octet-stream"
+    subtype = message.get_content_subtype()
+    is_json = message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+    try:
+        return BatchIn.model_validate(json.loads(body) if is_json else body)
+    except json.JSONDecodeError as exc:
+        raise _not_json(exc.pos, exc.msg) from exc
+    except UnicodeDecodeError as exc:
+        raise _not_json(exc.start, "the body is not UTF-8") from exc
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
+        ) from exc
+
+
+def _not_json(position: int, why: str) -> RequestValidationError:
+    return RequestValidationError(
+        [{"type": "json_invalid", "loc": ("body", position), "msg": "JSON decode error",
+          "input": {}, "ctx": {"error": why}}]
+    )  # fmt: skip
+
+
+async def batch_body(request: Request) -> BatchIn:
+    """The batch, parsed off the event loop when the body is large (lineage/core/offload.py):
+    tens of thousands of records take a large share of a second to read and check."""
+    body = await request.body()
+    return await per_byte(len(body), _batch_from, body, request.headers.get("content-type"))
+
+
+# The body batch_body reads, as the schema shows it (ContextIn is a schema of its own, that of
+# POST /v1/contexts).
+_BATCH_SCHEMA = BatchIn.model_json_schema(ref_template="#/components/schemas/{model}")
+_BATCH_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": {k: v for k, v in _BATCH_SCHEMA.items() if k != "$defs"}}
+    },
+}
+
+
 @router.post(
     "",
     status_code=201,
@@ -77,9 +141,10 @@ async def append_context(
     responses={
         200: {"model": models.BatchAppended, "description": "every record " + models.REPLAY}
     },
+    openapi_extra={"requestBody": _BATCH_BODY},
 )
 async def append_batch(
-    body: BatchIn,
+    body: Annotated[BatchIn, Depends(batch_body)],
     request: Request,
     database: Db,
     caller: Ingest,
@@ -92,13 +157,21 @@ async def append_batch(
             "batch_too_large",
             f"{len(body.records)} records; send at most {settings.max_batch_records} per batch",
         )
-    proposals = [item.proposal(sent_trace_id) for item in body.records]
-    _refuse_reserved([p.kind for p in proposals])
+    proposals = await per_record(len(body.records), _proposals, body.records, sent_trace_id)
     appended = await appends.append(database, caller.tenant_id, proposals)
     _sample(request, caller, appended)
-    results = [{"created": a.created, "record": a.record.api_dict()} for a in appended]
-    status = 201 if any(a.created for a in appended) else 200
-    return Json({"results": results}, status_code=status)
+    answer = await per_record(len(appended), _batch_answer, appended)
+    return Json(answer, status_code=201 if any(a.created for a in appended) else 200)
+
+
+def _proposals(records: Sequence[ContextIn], sent_trace_id: str | None) -> list[NewContext]:
+    proposals = [item.proposal(sent_trace_id) for item in records]
+    _refuse_reserved([p.kind for p in proposals])
+    return proposals
+
+
+def _batch_answer(appended: Sequence[Appended]) -> dict[str, Any]:
+    return {"results": [{"created": a.created, "record": a.record.api_dict()} for a in appended]}
 
 
 def _sample(request: Request, caller: Caller, appended: Sequence[Appended]) -> None:
@@ -231,7 +304,12 @@ async def get_suspicious_hops(
     return {"context_id": context_id, "hops": hops}
 
 
-@router.get("/{context_id}/impact", response_model=models.Impact, responses=models.STREAMED_IMPACT)
+@router.get(
+    "/{context_id}/impact",
+    response_model=models.Impact,
+    responses=models.STREAMED_IMPACT,
+    dependencies=[STREAMED_IMPACT_SLOT],
+)
 async def get_impact(
     context_id: str,
     request: Request,

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Read, ReadDb
+from lineage.api.deps import EVENT_STREAM_SLOT, AppSettings, Read, ReadDb
 from lineage.api.results import Stream
 from lineage.core import metrics
 from lineage.db.database import Database
@@ -62,7 +62,12 @@ async def _sse(
         metrics.EVENT_STREAMS.dec()
 
 
-@router.get("", response_class=StreamingResponse, responses=models.EVENT_STREAM)
+@router.get(
+    "",
+    response_class=StreamingResponse,
+    responses=models.EVENT_STREAM,
+    dependencies=[EVENT_STREAM_SLOT],
+)
 async def stream_events(
     request: Request,
     database: ReadDb,

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Read, ReadDb
+from lineage.api.deps import HEAVY_SLOT, AppSettings, Read, ReadDb
 from lineage.api.results import Json
 from lineage.interop import headers, prov
 from lineage.services import walks
@@ -15,7 +15,7 @@ from lineage.services import walks
 router = APIRouter(prefix="/v1/contexts", tags=["exports"])
 
 
-@router.get("/{context_id}/prov", responses=models.PROV_DOCUMENTS)
+@router.get("/{context_id}/prov", responses=models.PROV_DOCUMENTS, dependencies=[HEAVY_SLOT])
 async def get_prov(
     context_id: str,
     database: ReadDb,

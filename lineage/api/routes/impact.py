@@ -13,7 +13,15 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from lineage.api import models
-from lineage.api.deps import AppSettings, Caller, Read, ReadDb, exactly_one
+from lineage.api.deps import (
+    HEAVY_SLOT,
+    STREAMED_IMPACT_SLOT,
+    AppSettings,
+    Caller,
+    Read,
+    ReadDb,
+    exactly_one,
+)
 from lineage.api.results import Stream, chunked, impact_response, json_bytes, started
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.core import cursors
@@ -26,7 +34,12 @@ from lineage.settings import Settings
 router = APIRouter(prefix="/v1", tags=["impact"])
 
 
-@router.get("/impact", response_model=models.Impact, responses=models.STREAMED_IMPACT)
+@router.get(
+    "/impact",
+    response_model=models.Impact,
+    responses=models.STREAMED_IMPACT,
+    dependencies=[STREAMED_IMPACT_SLOT],
+)
 async def get_impact(
     request: Request,
     database: ReadDb,
@@ -60,7 +73,12 @@ async def get_impact(
     )
 
 
-@router.get("/freshness", response_model=models.Impact, responses=models.STREAMED_IMPACT)
+@router.get(
+    "/freshness",
+    response_model=models.Impact,
+    responses=models.STREAMED_IMPACT,
+    dependencies=[STREAMED_IMPACT_SLOT],
+)
 async def get_freshness(
     request: Request,
     database: ReadDb,
@@ -209,7 +227,7 @@ async def _json_file(
     yield f'], "summary": {json.dumps(tally.summary().model_dump(mode="json"))}}}'.encode()
 
 
-@router.get("/impact/ids", responses=models.IMPACT_FILES)
+@router.get("/impact/ids", responses=models.IMPACT_FILES, dependencies=[HEAVY_SLOT])
 async def download_impact_ids(
     database: ReadDb,
     caller: Read,

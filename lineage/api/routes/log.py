@@ -36,15 +36,18 @@ async def get_key(caller: Read, settings: AppSettings) -> dict[str, str]:
 
 @router.get("/checkpoint", response_model=models.Checkpoint)
 async def get_checkpoint(caller: Read, database: Db, settings: AppSettings) -> dict[str, Any]:
-    """The caller's log brought up to date and its newest signed checkpoint: it covers every
-    record committed before this request. `note` is the signed text to save."""
-    signed = await storage.checkpoint(database, settings, caller.tenant_id)
+    """The caller's newest signed checkpoint, after integrating at most one step
+    (LINEAGE_LOG_STEP_LEAVES) of its queued records: `queued` says how many appended records it
+    does not cover yet, which the service integrates in the background; ask again for them.
+    `note` is the signed text to save."""
+    signed = await storage.checkpoint(database, settings, caller.tenant_id, max_steps=1)
     return {
         "origin": signed.checkpoint.origin,
         "tree_size": signed.checkpoint.tree_size,
         "root_hash": _b64(signed.checkpoint.root_hash),
         "time": format_timestamp(signed.checkpoint.time),
         "note": signed.note,
+        "queued": signed.queued,
     }
 
 
