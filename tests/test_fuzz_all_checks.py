@@ -41,6 +41,8 @@ def keyed_server(database_url: str, tmp_path: Path) -> Iterator[tuple[Server, st
         # A fuzzer sends bad requests on purpose, and many at once: neither may be refused.
         "LINEAGE_BAD_REQUEST_LIMIT": "1000000",
         "LINEAGE_MAX_CONCURRENT_REQUESTS": "0",
+        # /metrics then asks for its own token: 401 without it, as its schema says.
+        "LINEAGE_METRICS_TOKEN": "fuzz-metrics-token",
         # The log's witness beside a key of this test's own (a database name comes back).
         "LINEAGE_LOG_SIGNING_KEY_FILE": str(tmp_path / "log-signing-key.pem"),
     }
