@@ -85,9 +85,14 @@ async def no_route(request: Request, exc: Exception) -> Json:
 
 
 def _documented(request: Request) -> list[str]:
-    """Every method the OpenAPI document gives the request's path."""
+    """Every method the OpenAPI document gives the request's path; where a path without
+    parameters names it (/v1/contexts/batch), that path's alone, as OpenAPI matches paths."""
+    paths: dict[str, dict[str, Any]] = request.app.openapi()["paths"]
+    exact = paths.get(request.url.path)
+    if exact is not None:
+        return sorted(method.upper() for method in exact)
     methods: set[str] = set()
-    for template, operations in request.app.openapi()["paths"].items():
+    for template, operations in paths.items():
         if compile_path(template)[0].fullmatch(request.url.path):
             methods |= {method.upper() for method in operations}
     return sorted(methods)

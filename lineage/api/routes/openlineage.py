@@ -14,7 +14,18 @@ from lineage.interop.openlineage import (
 router = APIRouter(prefix="/api/v1", tags=["openlineage"])
 
 
-@router.post("/lineage", response_model=RunEventRecorded)
+@router.post(
+    "/lineage",
+    response_model=RunEventRecorded,
+    # Read by the route itself (maybe gzipped), so described here.
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "an OpenLineage RunEvent",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+)
 async def post_lineage(
     request: Request, database: Db, caller: Ingest, settings: AppSettings
 ) -> Json:

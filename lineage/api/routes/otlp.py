@@ -26,6 +26,17 @@ router = APIRouter(prefix="/v1/traces", tags=["traces"])
         413: {"description": "too many spans, or a body past max_body_bytes"},
         415: {"description": "not protobuf or JSON, or an encoding other than gzip"},
     },
+    # Read by the route itself (protobuf or JSON, maybe gzipped), so described here.
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "an OTLP ExportTraceServiceRequest",
+            "content": {
+                "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+                "application/json": {"schema": {"type": "object"}},
+            },
+        }
+    },
 )
 async def export_traces(
     request: Request, database: Db, caller: Ingest, settings: AppSettings
