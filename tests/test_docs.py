@@ -31,13 +31,13 @@ import pytest
 
 from lineage.api.app import create_app
 from lineage.settings import Settings
+from tests.fences import fences
 from tests.live_server import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *(f"docs/{path.name}" for path in sorted((ROOT / "docs").glob("*.md")))]
 DOCUMENTED_ADDRESS = "http://127.0.0.1:8765"
 
-FENCE = re.compile(r"^```(?P<lang>[\w-]*)$")
 NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>.+\S) -->$")
 LANGUAGES = {"bash", "text", "python", "console", ""}
 # Steps the test has taken itself, as they appear in a command line.
@@ -72,20 +72,11 @@ class Block:
 def parse_page(page: str) -> list[Block]:
     lines = (ROOT / page).read_text().split("\n")
     found: list[tuple[int, str, str, str | None]] = []
-    index = 0
-    while index < len(lines):
-        opening = FENCE.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        end = index + 1
-        while end < len(lines) and lines[end] != "```":
-            end += 1
-        assert end < len(lines), f"{page}:{index + 1}: fence never closed"
-        marker = NOT_RUN.match(lines[index - 1]) if index > 0 else None
-        body = "\n".join(lines[index + 1 : end])
-        found.append((index + 1, opening["lang"], body, marker["reason"] if marker else None))
-        index = end + 1
+    for fence in fences(lines, page):
+        above = lines[fence.opening - 1] if fence.opening > 0 else ""
+        marker = NOT_RUN.match(above)
+        reason = marker["reason"] if marker else None
+        found.append((fence.opening + 1, fence.lang, fence.body, reason))
     blocks = []
     for number, (line, lang, body, reason) in enumerate(found):
         output = None

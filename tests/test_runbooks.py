@@ -24,6 +24,7 @@ from lineage import cli
 from lineage.api.app import create_app
 from lineage.services import auth
 from lineage.settings import Settings
+from tests.fences import fences
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOKS = ROOT / "runbooks"
@@ -40,7 +41,6 @@ PAGES = (
 PSQL = shutil.which("psql") or "/usr/bin/psql"
 DATABASE_URL_VARIABLE = "$LINEAGE_DATABASE_URL"
 
-FENCE = re.compile(r"^```(?P<lang>[\w-]*)$")
 SQL_MARKER = re.compile(r"^<!-- (?P<path>sql/\S+) -->$")
 EXPECT = re.compile(r"^Expect \(demo data\):(?P<ids>.*)$")
 SHELL_OPERATORS = {"|", "||", "&", "&&", ";", ">", ">>", "<", "2>", "2>&1"}
@@ -80,33 +80,22 @@ class Command:
 def parse_page(path: Path) -> list[Block]:
     lines = path.read_text().split("\n")
     blocks: list[Block] = []
-    index = 0
-    while index < len(lines):
-        opening = FENCE.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        end = index + 1
-        while end < len(lines) and lines[end] != "```":
-            end += 1
-        if end == len(lines):
-            raise ValueError(f"{path.name}:{index + 1}: fence never closed")
-        marker = SQL_MARKER.match(lines[index - 1]) if index > 0 else None
-        after = end + 1
+    for fence in fences(lines, path.name):
+        marker = SQL_MARKER.match(lines[fence.opening - 1]) if fence.opening > 0 else None
+        after = fence.closing + 1
         while after < len(lines) and not lines[after].strip():
             after += 1
         expect = EXPECT.match(lines[after]) if after < len(lines) else None
         blocks.append(
             Block(
                 page=path.name,
-                line=index + 1,
-                lang=opening["lang"],
-                body="\n".join(lines[index + 1 : end]),
+                line=fence.opening + 1,
+                lang=fence.lang,
+                body=fence.body,
                 marker=marker["path"] if marker else None,
                 expect=tuple(re.findall(r"`([^`]+)`", expect["ids"])) if expect else (),
             )
         )
-        index = end + 1
     return blocks
 
 

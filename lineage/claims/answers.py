@@ -412,17 +412,27 @@ def _claim_id(tenant_id: str, answer_id: str | None, position: int) -> str:
     return "ctx_" + Sha256().hexdigest(key)[:32]
 
 
-async def _record(
+async def record_answer(
     store: Store,
     prompt_id: str,
     output: Mapping[str, Any],
-    produced_by: str | None,
-    model: str | None,
-    trace_id: str | None,
-    answer_id: str | None,
-    file_ids: Mapping[str, str] | None,
-    capture_text: bool,
+    produced_by: str | None = None,
+    model: str | None = None,
+    trace_id: str | None = None,
+    *,
+    answer_id: str | None = None,
+    file_ids: Mapping[str, str] | None = None,
+    capture_text: bool = False,
 ) -> AnswerRecorded:
+    """Record a model's output for a recorded prompt: its claims, then the answer over them.
+
+    The claims and the answer are appended in one transaction (all or none). `trace_id`
+    defaults to the prompt's. `answer_id` names the answer and makes a replay a no-op.
+    `file_ids` maps OpenAI file ids to context ids. `capture_text` (opt-in) also stores the
+    claim and answer texts in context_text; it needs a store that reaches the database and the
+    tenant's capture_answer_text switch (else InvalidRecord `capture_off`, nothing recorded).
+    Raises NotFound for an unknown prompt, BadParameter for unreadable output.
+    """
     prompt = await store.get(prompt_id)
     if prompt is None:
         raise NotFound(f"no context {prompt_id}")
@@ -483,32 +493,6 @@ async def _record(
         ],
         verify=f"/v1/answers/{answer.context_id}/verify",
         answer=answer,
-    )
-
-
-async def record_answer(
-    store: Store,
-    prompt_id: str,
-    output: Mapping[str, Any],
-    produced_by: str | None = None,
-    model: str | None = None,
-    trace_id: str | None = None,
-    *,
-    answer_id: str | None = None,
-    file_ids: Mapping[str, str] | None = None,
-    capture_text: bool = False,
-) -> AnswerRecorded:
-    """Record a model's output for a recorded prompt: its claims, then the answer over them.
-
-    The claims and the answer are appended in one transaction (all or none). `trace_id`
-    defaults to the prompt's. `answer_id` names the answer and makes a replay a no-op.
-    `file_ids` maps OpenAI file ids to context ids. `capture_text` (opt-in) also stores the
-    claim and answer texts in context_text; it needs a store that reaches the database and the
-    tenant's capture_answer_text switch (else InvalidRecord `capture_off`, nothing recorded).
-    Raises NotFound for an unknown prompt, BadParameter for unreadable output.
-    """
-    return await _record(
-        store, prompt_id, output, produced_by, model, trace_id, answer_id, file_ids, capture_text
     )
 
 
