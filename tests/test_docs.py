@@ -25,9 +25,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from lineage.api.app import create_app
 from lineage.settings import Settings
@@ -167,7 +167,8 @@ def assert_shown(block: Block, printed: str) -> None:
 
 
 def environment(database_url: str, work: Path) -> dict[str, str]:
-    parts = urlsplit(database_url)
+    # conninfo, not urlsplit: the embedded server's URL names its socket folder in the query.
+    parts = conninfo_to_dict(database_url)
     data = work / "data"
     shutil.copytree(os.environ["LINEAGE_DATA_DIR"], data)  # the keys the demo was signed with
     return {
@@ -175,9 +176,9 @@ def environment(database_url: str, work: Path) -> dict[str, str]:
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
         "LINEAGE_DATABASE_URL": database_url,
         "LINEAGE_DATA_DIR": str(data),
-        "PGHOST": parts.hostname or "127.0.0.1",
-        "PGPORT": str(parts.port or 5432),
-        "PGDATABASE": parts.path.lstrip("/"),
+        "PGHOST": str(parts.get("host") or "127.0.0.1"),
+        "PGPORT": str(parts.get("port") or 5432),
+        "PGDATABASE": str(parts["dbname"]),
         "COLUMNS": "200",
     }
 
