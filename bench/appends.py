@@ -7,12 +7,6 @@ A fresh database; `--writers` tasks each append `--appends` batches of `--batch`
 (its own transaction each, through lineage.services.appends.append_records), either all to tenant
 `default` or each to a tenant of its own. Reported per layout: appends/s and records/s, and the
 p50/p99 latency of one append's transaction (commit included).
-
-    python -m bench.appends --server postgresql://postgres@127.0.0.1:5432/postgres --ids-check
-
-What the check for an id stored in two partitions (sql/ids_stored_twice.sql) costs an append
-where provenance is one partition and the append skips it: one writer, `--appends` single-record
-appends each way, alternating (skipped, then run as it was before on every append), medians.
 """
 
 import argparse
@@ -76,37 +70,7 @@ async def run(url: str, tenants: list[str], appends: int, batch: int) -> dict[st
     }
 
 
-async def ids_check_cost(url: str, appends: int) -> dict[str, float]:
-    database = await Database.connect(Settings(), url, max_size=1)
-    taken: dict[bool, list[float]] = {False: [], True: []}
-    try:
-        for number in range(appends):
-            for checked in (number % 2 == 0, number % 2 == 1):
-                proposal = propose("default", document(f"{number} {checked}", "w", f"{number}"))
-                started = time.perf_counter()
-                async with database.tenant("default") as tx:
-                    await append_records(tx, [proposal])
-                    if checked:
-                        await tx.fetch("ids_stored_twice", context_ids=[proposal.context_id])
-                taken[checked].append(time.perf_counter() - started)
-    finally:
-        await database.close()
-    skipped_ms, checked_ms = (statistics.median(taken[way]) * 1000 for way in (False, True))
-    return {
-        "skipped_p50_ms": round(skipped_ms, 3),
-        "checked_p50_ms": round(checked_ms, 3),
-        "saving_ms": round(checked_ms - skipped_ms, 3),
-        "saving_percent": round((checked_ms - skipped_ms) / checked_ms * 100, 1),
-    }
-
-
 async def main(arguments: argparse.Namespace) -> dict[str, dict[str, float]]:
-    if arguments.ids_check:
-        url = await recreate(arguments.server, arguments.dbname)
-        try:
-            return {"ids_check": await ids_check_cost(url, arguments.appends)}
-        finally:
-            await drop(arguments.server, arguments.dbname)
     results = {}
     for layout in ("one_tenant", "tenant_per_writer"):
         url = await recreate(arguments.server, arguments.dbname)
@@ -131,10 +95,6 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--appends", type=int, default=200, help="per writer")
     parser.add_argument("--batch", type=int, default=1, help="records per append")
-    parser.add_argument(
-        "--ids-check", action="store_true",
-        help="time one writer's appends with and without the check across partitions",
-    )  # fmt: skip
     return parser.parse_args()
 
 

@@ -24,10 +24,39 @@ from lineage import db
 from lineage.core.progress import Progress, unwatched
 from lineage.core.versions import version_key
 from lineage.db.migrate import migrate
+from lineage.services import postings
 from lineage.services.root_sources import Roots
 
 BATCH = 50_000
 LOADED_TABLES = ("provenance", "root_sources")
+
+
+class Postings:
+    """Each generated record's invalidation postings, as lineage.services.postings computes
+    them for an append, in rows given parents first; equal postings are held once (most
+    records of a DAG share them)."""
+
+    PARENTS = COLUMNS.index("parent_ids")
+    TRANSFORM_VERSION = COLUMNS.index("transform_version")
+    INDEX_SNAPSHOT = COLUMNS.index("index_snapshot")
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, tuple[tuple[str, int], ...]] = {}
+        self.shared: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
+
+    def of(self, row: Row) -> tuple[list[str], list[int]]:
+        merged: dict[str, int] = {}
+        for parent in row[self.PARENTS]:
+            for key, depth in self.by_id.get(parent, ()):
+                if key not in merged or depth + 1 < merged[key]:
+                    merged[key] = depth + 1
+        if row[self.TRANSFORM_VERSION]:
+            merged[postings.TRANSFORM_VERSION + row[self.TRANSFORM_VERSION]] = 0
+        if row[self.INDEX_SNAPSHOT]:
+            merged[postings.INDEX_SNAPSHOT + row[self.INDEX_SNAPSHOT]] = 0
+        ordered = tuple(sorted(merged.items()))
+        self.by_id[row[COLUMNS.index("context_id")]] = self.shared.setdefault(ordered, ordered)
+        return [key for key, _ in ordered], [depth for _, depth in ordered]
 
 
 def url_for(server_url: str, dbname: str) -> str:
@@ -102,6 +131,14 @@ async def copy_dag(
         started = time.perf_counter()
         copied = 0
         created_at = COLUMNS.index("created_at")
+        # Invalidation postings (migration 0028), as the append computes them, where the
+        # schema has them (an earlier checkout's may not).
+        posted = await connection.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'provenance'::regclass "
+            "AND attname = 'upstream_keys' AND NOT attisdropped)"
+        )
+        postings = Postings()
+        columns = [*COLUMNS, "upstream_keys", "upstream_depths"] if posted else list(COLUMNS)
         while batch := list(itertools.islice(rows, BATCH)):
             progress("generate and copy the DAG", copied, records)
             if partitioned:  # data not made by the generator may lie outside its period
@@ -110,7 +147,9 @@ async def copy_dag(
                     connection, "partitions_add", from_time=min(moments), through=max(moments)
                 )
             await connection.copy_records_to_table(
-                "provenance", records=[row for row, _ in batch], columns=COLUMNS
+                "provenance",
+                records=[(*row, *postings.of(row)) if posted else row for row, _ in batch],
+                columns=columns,
             )
             await connection.copy_records_to_table(
                 "root_sources",
@@ -123,7 +162,7 @@ async def copy_dag(
             )
             copied += len(batch)
         progress("generate and copy the DAG", copied, records)
-        # The parent edges descendant walks probe, as append_contexts writes them.
+        # The parent edges descendant walks probe, as lineage_append writes them.
         await connection.execute(
             f"INSERT INTO provenance_children (tenant_id, parent_id, context_id, kind{edge_time}) "
             f"SELECT p.tenant_id, parent.id, p.context_id, p.kind{edge_time} FROM provenance AS p "

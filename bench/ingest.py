@@ -18,14 +18,6 @@ encoding).
 A second baseline COPYs every row an append writes for the same records (the records, their
 parent edges, their log queue rows, their root sources), as the owner, into a database of its
 own: what the append's rows cost without SQL statements, row security, signing or Python.
-
-`--postings` adds a candidate layout of root sources beside them, in a database of its own: this
-checkout's append with `record_root_sources` writing, instead of a row per record and source,
-one row per source, kind and depth of the batch holding its ids (`bench_root_postings`) and one
-row per record holding its sources (`bench_record_roots`, read back by `stored_root_sources`),
-both under row security as the application role. After the rounds it reports the rows each
-layout wrote, the ids a postings row holds, and the time to merge the rounds' postings into
-buckets of 1,000 (what a background compaction would do). Bench only.
 """
 
 import argparse
@@ -43,90 +35,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 TENANT = "default"
-BUCKET = 1000
-
-# The postings candidate (--postings): its tables, built from the loaded DAG's root_sources in
-# buckets of BUCKET ids, and the two named queries its appends use in place of the product's.
-POSTINGS_TABLES = f"""
-CREATE TABLE bench_root_postings (
-    tenant_id text NOT NULL, source_uri text NOT NULL, kind text NOT NULL, depth int NOT NULL,
-    first_id text NOT NULL, ids text[] NOT NULL,
-    PRIMARY KEY (tenant_id, source_uri, kind, depth, first_id));
-INSERT INTO bench_root_postings
-SELECT tenant_id, source_uri, kind, depth, min(context_id),
-       array_agg(context_id ORDER BY context_id)
-FROM (SELECT *, (row_number() OVER (PARTITION BY tenant_id, source_uri, kind, depth
-                                     ORDER BY context_id) - 1) / {BUCKET} AS bucket
-      FROM root_sources) AS numbered
-GROUP BY tenant_id, source_uri, kind, depth, bucket;
-CREATE TABLE bench_record_roots (
-    tenant_id text NOT NULL, context_id text NOT NULL, created_at timestamptz NOT NULL,
-    source_uris text[] NOT NULL, depths int[] NOT NULL,
-    PRIMARY KEY (tenant_id, context_id, created_at));
-INSERT INTO bench_record_roots
-SELECT tenant_id, context_id, created_at, array_agg(source_uri), array_agg(depth)
-FROM root_sources GROUP BY tenant_id, context_id, created_at;
-ALTER TABLE bench_root_postings ENABLE ROW LEVEL SECURITY;
-ALTER TABLE bench_root_postings FORCE ROW LEVEL SECURITY;
-CREATE POLICY bench_tenant ON bench_root_postings
-    USING (tenant_id = (SELECT lineage_session_tenant()));
-ALTER TABLE bench_record_roots ENABLE ROW LEVEL SECURITY;
-ALTER TABLE bench_record_roots FORCE ROW LEVEL SECURITY;
-CREATE POLICY bench_tenant ON bench_record_roots
-    USING (tenant_id = (SELECT lineage_session_tenant()));
-GRANT SELECT, INSERT ON bench_root_postings, bench_record_roots TO lineage_app;
-"""
-
-POSTINGS_RECORD = """-- name: record_root_sources
-WITH r AS (
-    SELECT * FROM unnest(:'context_ids'::text[], :'kinds'::text[], :'source_uris'::text[],
-                         :'depths'::int[], :'created_ats'::timestamptz[])
-        AS r(context_id, kind, source_uri, depth, created_at)
-), postings AS (
-    INSERT INTO bench_root_postings (tenant_id, source_uri, kind, depth, first_id, ids)
-    SELECT :'tenant_id', source_uri, kind, depth, min(context_id),
-           array_agg(context_id ORDER BY context_id)
-    FROM r GROUP BY source_uri, kind, depth
-    RETURNING 1
-), records AS (
-    INSERT INTO bench_record_roots (tenant_id, context_id, created_at, source_uris, depths)
-    SELECT :'tenant_id', context_id, created_at, array_agg(source_uri), array_agg(depth)
-    FROM r GROUP BY context_id, created_at
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM postings) + (SELECT count(*) FROM records) AS inserted;
-"""
-
-POSTINGS_STORED = """-- name: stored_root_sources
-SELECT p.context_id, u.source_uri, u.depth
-FROM unnest(:'context_ids'::text[]) AS wanted (context_id)
-JOIN provenance AS p ON p.tenant_id = :'tenant_id' AND p.context_id = wanted.context_id
-LEFT JOIN bench_record_roots AS r
-    ON r.tenant_id = :'tenant_id' AND r.context_id = p.context_id AND r.created_at = p.created_at
-LEFT JOIN LATERAL unnest(r.source_uris, r.depths) AS u (source_uri, depth) ON true;
-"""
-
-# What a background compaction would do: the small rows of each (source, kind, depth) holding
-# more than one merged into buckets of BUCKET ids, in one statement.
-POSTINGS_MERGE = f"""
-WITH small AS (
-    DELETE FROM bench_root_postings AS p
-    USING (SELECT tenant_id, source_uri, kind, depth FROM bench_root_postings
-           WHERE cardinality(ids) < {BUCKET}
-           GROUP BY 1, 2, 3, 4 HAVING count(*) > 1) AS g
-    WHERE (p.tenant_id, p.source_uri, p.kind, p.depth)
-          = (g.tenant_id, g.source_uri, g.kind, g.depth) AND cardinality(p.ids) < {BUCKET}
-    RETURNING p.tenant_id, p.source_uri, p.kind, p.depth, p.ids
-)
-INSERT INTO bench_root_postings
-SELECT tenant_id, source_uri, kind, depth, min(id), array_agg(id ORDER BY id)
-FROM (SELECT tenant_id, source_uri, kind, depth, id,
-             (row_number() OVER (PARTITION BY tenant_id, source_uri, kind, depth ORDER BY id)
-              - 1) / {BUCKET} AS bucket
-      FROM small, unnest(small.ids) AS id) AS numbered
-GROUP BY tenant_id, source_uri, kind, depth, bucket
-"""
-
 
 # --- the worker: one variant's appends, in a process importing `lineage` from its checkout -----
 
@@ -158,16 +66,12 @@ def _timed_statements(totals: dict[str, float]) -> None:
         wrap(method_name)
 
 
-async def _append(url: str, rows_file: str, batch: int, postings: bool) -> dict[str, Any]:
+async def _append(url: str, rows_file: str, batch: int) -> dict[str, Any]:
     from lineage.core.record import NewContext
     from lineage.db.database import Database
-    from lineage.db.named_sql import QUERIES, parse
     from lineage.settings import Settings
     from lineage.store.postgres import PostgresStore
 
-    if postings:
-        QUERIES["record_root_sources"] = parse(POSTINGS_RECORD, "record_root_sources")
-        QUERIES["stored_root_sources"] = parse(POSTINGS_STORED, "stored_root_sources")
     proposals = [NewContext(**row) for row in _read_rows(rows_file)]
     database = await Database.connect(Settings(), url, min_size=1, max_size=1)
     totals: dict[str, float] = defaultdict(float)
@@ -199,7 +103,7 @@ def worker(arguments: argparse.Namespace) -> None:
         migrate(arguments.url)
         print("{}")
         return
-    appended = _append(arguments.url, arguments.rows, arguments.batch, arguments.postings)
+    appended = _append(arguments.url, arguments.rows, arguments.batch)
     print(json.dumps(asyncio.run(appended)))
 
 
@@ -296,13 +200,12 @@ def _in_checkout(checkout: str, *arguments: str) -> dict[str, Any]:
 
 
 def _run_variant(
-    url: str, checkout: str, records: int, namespace: str, batch: int, postings: bool
+    url: str, checkout: str, records: int, namespace: str, batch: int
 ) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".pickle", delete=False) as file:
         file.write(pickle.dumps(_proposal_rows(records + 1, namespace)))
     try:
-        flags = ["--batch", str(batch), *(["--postings"] if postings else [])]
-        return _in_checkout(checkout, "--url", url, "--rows", file.name, *flags)
+        return _in_checkout(checkout, "--url", url, "--rows", file.name, "--batch", str(batch))
     finally:
         os.unlink(file.name)
 
@@ -326,25 +229,20 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
     from bench.database import drop
     from bench.run import machine
 
-    # Each variant: the checkout whose append it runs, and whether it writes postings.
-    variants = {"batch append (this checkout)": (str(HERE), False)}
+    # Each variant: the checkout whose append it runs.
+    variants = {"batch append (this checkout)": str(HERE)}
     if arguments.before:
-        variants["batch append (before)"] = (arguments.before, False)
-    if arguments.postings:
-        variants[POSTINGS] = (str(HERE), True)
+        variants["batch append (before)"] = arguments.before
     # Each variant appends into a database its own checkout's migrations made; the raw COPY
     # into this checkout's, the COPY of every row into one of its own (its root sources would
     # count as the append's).
-    databases = {**{name: checkout for name, (checkout, _) in variants.items()},
-                 COPY_EVERY_ROW: str(HERE)}  # fmt: skip
+    databases = {**variants, COPY_EVERY_ROW: str(HERE)}
     urls = {
         name: await _database(
             arguments.server, f"{arguments.dbname}_{index}", checkout, parse_size(arguments.base)
         )
         for index, (name, checkout) in enumerate(databases.items())
     }
-    if arguments.postings:
-        await _postings_tables(urls[POSTINGS])
     counts_before = {name: await _root_rows(urls[name]) for name in variants}
     results: dict[str, list[dict[str, Any]]] = defaultdict(list)
     names = ["raw COPY", COPY_EVERY_ROW, *variants]
@@ -360,15 +258,13 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
                     url = urls[COPY_EVERY_ROW]
                     results[name].append(await _copy_every_row(url, arguments.records, namespace))
                 else:
-                    checkout, postings = variants[name]
                     results[name].append(
                         _run_variant(
                             urls[name],
-                            checkout,
+                            variants[name],
                             arguments.records,
                             namespace,
                             arguments.batch,
-                            postings,
                         )
                     )
                 print(f"round {round_number + 1} {name}: {results[name][-1]['wall_s']:.2f} s",
@@ -379,8 +275,6 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
             name: _rows_written(counts_before[name], await _root_rows(urls[name]), appended)
             for name in variants
         }
-        if arguments.postings:
-            rows[POSTINGS]["merged into buckets"] = await _merge_postings(urls[POSTINGS], appended)
     finally:
         for index in range(len(databases)):
             await drop(arguments.server, f"{arguments.dbname}_{index}")
@@ -395,75 +289,29 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
 
 
 COPY_EVERY_ROW = "raw COPY of every row an append writes"
-POSTINGS = "batch append, root sources as postings (candidate)"
-ROOT_TABLES = ("root_sources", "bench_root_postings", "bench_record_roots")
 
 
-async def _postings_tables(url: str) -> None:
-    import asyncpg
-
-    owner = await asyncpg.connect(url)
-    try:
-        await owner.execute(POSTINGS_TABLES)
-        await owner.execute("VACUUM ANALYZE bench_root_postings, bench_record_roots")
-    finally:
-        await owner.close()
-
-
-async def _root_rows(url: str) -> dict[str, dict[str, int]]:
-    """Per root-source table the database has: rows, ids held (postings) and bytes."""
+async def _root_rows(url: str) -> dict[str, int]:
+    """root_sources' rows and bytes."""
     import asyncpg
 
     from bench.features import table_bytes
 
     owner = await asyncpg.connect(url)
     try:
-        found: dict[str, dict[str, int]] = {}
-        for table in ROOT_TABLES:
-            if await owner.fetchval("SELECT to_regclass($1) IS NULL", table):
-                continue
-            ids = "sum(cardinality(ids))" if table == "bench_root_postings" else "count(*)"
-            rows, held = await owner.fetchrow(f"SELECT count(*), coalesce({ids}, 0) FROM {table}")
-            found[table] = {"rows": rows, "ids": held, "bytes": await table_bytes(owner, table)}
-        return found
+        rows: int = await owner.fetchval("SELECT count(*) FROM root_sources")
+        return {"rows": rows, "bytes": await table_bytes(owner, "root_sources")}
     finally:
         await owner.close()
 
 
-def _rows_written(
-    before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], records: int
-) -> dict[str, Any]:
-    """What the rounds added to each root-source table, per record appended."""
-    written: dict[str, Any] = {}
-    for table, counts in after.items():
-        rows = counts["rows"] - before[table]["rows"]
-        if rows == 0:
-            continue
-        ids = counts["ids"] - before[table]["ids"]
-        written[table] = {
-            "rows per record": round(rows / records, 2),
-            "ids per row": round(ids / rows, 2),
-            "bytes per record": round((counts["bytes"] - before[table]["bytes"]) / records),
-        }
-    return written
-
-
-async def _merge_postings(url: str, records: int) -> dict[str, Any]:
-    """Time the compaction of the rounds' small postings rows, as the owner."""
-    import asyncpg
-
-    owner = await asyncpg.connect(url)
-    try:
-        before = await owner.fetchval("SELECT count(*) FROM bench_root_postings")
-        started = time.perf_counter()
-        await owner.execute(POSTINGS_MERGE)
-        seconds = time.perf_counter() - started
-        after = await owner.fetchval("SELECT count(*) FROM bench_root_postings")
-    finally:
-        await owner.close()
+def _rows_written(before: dict[str, int], after: dict[str, int], records: int) -> dict[str, Any]:
+    """What the rounds added to root_sources, per record appended."""
     return {
-        "us per record appended": round(seconds / records * 1e6, 1),
-        "postings rows before and after": [before, after],
+        "root_sources": {
+            "rows per record": round((after["rows"] - before["rows"]) / records, 2),
+            "bytes per record": round((after["bytes"] - before["bytes"]) / records),
+        }
     }
 
 
@@ -513,11 +361,6 @@ def parse_arguments() -> argparse.Namespace:
         "--before",
         type=lambda path: str(Path(path).resolve()),
         help="an earlier checkout whose append to time beside this one's",
-    )
-    parser.add_argument(
-        "--postings",
-        action="store_true",
-        help="also time root sources written as postings (a candidate layout, bench only)",
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)

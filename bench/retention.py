@@ -46,7 +46,7 @@ EXPIRY_AS_OF = datetime(2026, 3, 1, tzinfo=UTC)  # with one month kept, January 
 YEAR_START = datetime(2026, 1, 1, tzinfo=UTC)  # month partitions from here to two months ahead
 REPEAT = 3
 # Before partitioning (0016) a root_sources row had no created_at to join on: the parent check
-# there reads it by id alone, as sql/stored_root_sources.sql did then.
+# there reads it by id alone, as sql/stored_parents.sql did then.
 UNPARTITIONED_PARENT_CHECK = """
     SELECT p.context_id, r.source_uri, r.depth
     FROM unnest($2::text[]) AS wanted (context_id)
@@ -101,7 +101,7 @@ class Figures:
                     o.walk_back_ms, m.walk_back_ms, "ms"),
                 row("lookup of 1 record by id (sql/get_contexts.sql)", b.lookup_ms,
                     o.lookup_ms, m.lookup_ms, "ms"),
-                row("parent check of 100 parents (sql/stored_root_sources.sql)",
+                row("parent check of 100 parents (sql/stored_parents.sql)",
                     b.parent_check_ms, o.parent_check_ms, m.parent_check_ms, "ms"),
                 f"| batch appends, 500 records a batch | | {o.append_records_per_s:,.0f} "
                 f"records/s | {m.append_records_per_s:,.0f} records/s |",
@@ -160,7 +160,7 @@ async def _calls(
     if layout.revision == BEFORE_PARTITIONS:
         parent_check = partial(_unpartitioned_parent_check, pool)
     else:
-        parent_check = partial(_fetch, pool, "stored_root_sources")
+        parent_check = partial(_fetch, pool, "stored_parents")
     return {
         "walk_back_ms": [
             partial(_fetch, pool, "walk_back", context_id=a, max_depth=20) for a in layout.answers

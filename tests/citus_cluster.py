@@ -107,7 +107,7 @@ def move_tenant_shards(url: str, tenant: str) -> tuple[int, int]:
         ).fetchone()
         assert target is not None
         coordinator.execute(
-            "SELECT citus_move_shard_placement(%s, %s, %s, %s, %s, 'block_writes')",
+            "SELECT citus_move_shard_placement(%s, %s, %s, %s, %s)",
             (shard, host, port, target[0], target[1]),
         )
         return port, target[1]

@@ -11,7 +11,7 @@ import pytest
 from lineage import db
 from lineage.core.record import NewContext
 from lineage.db.database import Database
-from lineage.services import auth
+from lineage.services import auth, spans
 from lineage.services.appends import append_records
 from lineage.services.demo import load_incident
 from lineage.settings import Settings
@@ -166,8 +166,8 @@ async def test_no_session_reads_another_sessions_token_in_pg_stat_activity(
 async def test_row_security_vouches_for_the_tenant_once_a_statement(
     database_url: str, owner: asyncpg.Connection, settings: Settings
 ) -> None:
-    """Every row a batch append inserts passes its table's policy; the vouching of the tenant
-    (plpgsql, an HMAC) runs once a statement (an InitPlan), not once a row."""
+    """A batch append vouches for its tenant (plpgsql, an HMAC) once a statement (the policies'
+    InitPlan, lineage_append's own check), not once a row."""
     database_name = await owner.fetchval("SELECT current_database()")
     await owner.execute(f"ALTER DATABASE \"{database_name}\" SET track_functions = 'pl'")
     records = [
@@ -183,6 +183,137 @@ async def test_row_security_vouches_for_the_tenant_once_a_statement(
         await append_records(tx, records)
         calls = await tx.connection.fetchval(
             "SELECT calls FROM pg_stat_xact_user_functions "
-            "WHERE funcname = 'lineage_session_tenant'"
+            "WHERE funcname = 'lineage_tenant_vouched'"
         )
-    assert 0 < calls < 50, f"lineage_session_tenant ran {calls} times for {len(records)} records"
+    assert 0 < calls < 50, f"lineage_tenant_vouched ran {calls} times for {len(records)} records"
+
+
+# What an injection in a tenant's own transaction could do to keep records out of the log or
+# sign them behind the service's back, before records and the log were written only through
+# the owner's functions (lineage_append, lineage_log_lock, lineage_log_advance).
+DIRECT_WRITES = {
+    "dequeue a record before its leaf": "DELETE FROM log_queue",
+    "rewind the log head": "UPDATE log_heads SET tree_size = 0",
+    "make a log head": "INSERT INTO log_heads (tenant_id) VALUES ('acme')",
+    "sign a stored record again": (
+        "INSERT INTO record_signatures (tenant_id, context_id, key_id, signature, created_at) "
+        "SELECT tenant_id, context_id, 'forged', '\\x00', created_at FROM provenance LIMIT 1"
+    ),
+    "store an unsigned record": (
+        "INSERT INTO provenance (tenant_id, context_id, kind, source_uri, content_hash, "
+        "created_at) VALUES ('acme', 'unsigned_doc', 'document', 's3://x', 'sha256:00', now())"
+    ),
+    "queue a record twice": (
+        "INSERT INTO log_queue (tenant_id, context_id) SELECT tenant_id, context_id "
+        "FROM provenance LIMIT 1"
+    ),
+    "add a leaf": (
+        "INSERT INTO log_leaves (tenant_id, leaf_index, context_id) VALUES ('acme', 999, 'x')"
+    ),
+    "add a tree node": (
+        "INSERT INTO log_nodes (tenant_id, level, node_index, hash) "
+        "VALUES ('acme', 0, 999, '\\x00')"
+    ),
+    "number a stream event": (
+        "INSERT INTO events (tenant_id, position, context_id) VALUES ('acme', 999, 'x')"
+    ),
+}
+
+
+@pytest.mark.parametrize("statement", DIRECT_WRITES.values(), ids=DIRECT_WRITES.keys())
+async def test_records_and_the_log_are_written_only_through_the_owners_functions(
+    pool: asyncpg.Pool, two_tenants: None, statement: str
+) -> None:
+    async with db.transaction(pool, "acme") as connection:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
+            await connection.execute(statement)
+
+
+async def test_a_log_step_takes_queued_records_only_each_once_at_the_heads_size(
+    pool: asyncpg.Pool, two_tenants: None
+) -> None:
+    """The one write the role has on the log cannot dequeue what it does not log or move the
+    head."""
+    async with db.transaction(pool, "acme") as connection:
+        token = await connection.fetchval("SELECT current_setting('lineage.tenant_token')")
+        [size] = await connection.fetchrow(
+            "SELECT tree_size FROM lineage_log_lock('acme', $1)", token
+        )
+        queued = [
+            row["context_id"]
+            for row in await connection.fetch(
+                "SELECT context_id FROM log_queue ORDER BY queued_id LIMIT 2"
+            )
+        ]
+        assert len(queued) == 2
+        step = "SELECT lineage_log_advance('acme', $1, $2, $3, $4, '{}', '{}', '{}', '\\x00')"
+        for wrong in ([queued[0], "never_queued"], [queued[0], queued[0]]):
+            with pytest.raises(asyncpg.SerializationError, match="each queued"):
+                async with connection.transaction():
+                    await connection.fetchval(step, token, size, wrong, [None] * len(wrong))
+        with pytest.raises(asyncpg.SerializationError, match="at size"):
+            async with connection.transaction():
+                await connection.fetchval(step, token, size + 5, queued[:1], [None])
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
+            async with connection.transaction():
+                await connection.fetchval(step, "forged", size, queued[:1], [None])
+        assert await connection.fetchval(step, token, size, queued[1:], [None]) == size + 1
+        left = await connection.fetch("SELECT context_id FROM log_queue ORDER BY queued_id")
+        assert [row["context_id"] for row in left][:1] == queued[:1]  # skipped, still queued
+
+
+async def test_no_tenant_can_hold_another_tenants_span_intake_lock(
+    pool: asyncpg.Pool, database: Database, two_tenants: None
+) -> None:
+    """The span-append lock of a trace is keyed by the tenant's token, which no other tenant's
+    session knows: rival holding what acme's key was (tenant and trace, both guessable) keeps
+    acme's spans out no longer."""
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    span = spans.SpanIn(
+        trace_id=trace, span_id="00f067aa0ba902b7", name="retrieve",
+        start_time_unix_nano=1, end_time_unix_nano=2,
+    )  # fmt: skip
+    async with db.transaction(pool, "rival") as rival:
+        await rival.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('acme/' || $1, 0))", trace
+        )
+        stored = await asyncio.wait_for(spans.record_spans(database, "acme", [span], 100), 10)
+    assert stored == 1
+
+
+async def test_a_listen_reads_no_tenants_name_and_no_revoked_key(
+    database_url: str, database: Database, two_tenants: None
+) -> None:
+    """Any role may LISTEN: what an injection hears on the service's channels names no tenant
+    and no key."""
+    heard: list[str] = []
+    injected = await asyncpg.connect(db.app_role_url(database_url))
+    try:
+        for channel in ("lineage_events", "lineage_keys"):
+            await injected.add_listener(channel, lambda *args: heard.append(f"{args[2]}:{args[3]}"))
+        await append_records_as(database, "acme", "heard_doc")
+        _, key = await auth.create_key(database, "acme", "read")
+        await auth.revoke_key(database, "acme", key["key_id"])
+        for _ in range(100):
+            if len(heard) >= 2:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await injected.close()
+    assert [line.split(":")[0] for line in heard] == ["lineage_events", "lineage_keys"], heard
+    assert not [line for line in heard if "acme" in line or key["key_id"] in line], heard
+
+
+async def append_records_as(database: Database, tenant: str, context_id: str) -> None:
+    async with database.tenant(tenant) as tx:
+        await append_records(
+            tx,
+            [
+                NewContext(
+                    context_id=context_id,
+                    kind="document",
+                    source_uri="s3://heard.md",
+                    content_hash="sha256:" + "3" * 64,
+                )
+            ],
+        )

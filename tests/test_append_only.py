@@ -51,4 +51,5 @@ async def test_the_application_role_owns_nothing(owner: asyncpg.Connection) -> N
         "SELECT privilege_type FROM information_schema.role_table_grants "
         "WHERE grantee = 'lineage_app' AND table_name = 'provenance'"
     )
-    assert {row["privilege_type"] for row in privileges} == {"INSERT", "SELECT"}
+    # It appends through the owner's lineage_append only.
+    assert {row["privilege_type"] for row in privileges} == {"SELECT"}

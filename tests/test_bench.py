@@ -12,7 +12,6 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from bench import ingest
 from bench.citus import compare
 from bench.classic import (
     ClassicTableError,
@@ -255,55 +254,3 @@ def test_ingest_namespaces_whose_hashes_meet_modulo_ten_thousand_still_get_their
     copied = {row[1] for row in ingest_rows(50, f"copy{stamp}", "default")}
     derived = {row[1] for row in ingest_rows(50, f"derive{stamp}", "default")}
     assert copied and derived and not copied & derived
-
-
-@pytest.mark.needs_database
-def test_the_postings_candidate_holds_each_appended_records_root_sources() -> None:
-    # bench.ingest --postings times a layout in place of root_sources: its figures mean
-    # something only if its tables hold the root sources the product would have written.
-    dbname = f"lineage_bench_postings_{uuid.uuid4().hex[:8]}"
-    namespace = "postings"
-    try:
-        url = asyncio.run(ingest._database(server_url(), dbname, str(ingest.HERE), 1500))
-        asyncio.run(ingest._postings_tables(url))
-        ingest._run_variant(url, str(ingest.HERE), 300, namespace, 40, True)
-        generated = list(Generator(301, "default", seed=namespace, namespace=namespace).rows())
-        expected = {
-            (row[1], source_uri, depth)
-            for row, roots in generated
-            for source_uri, depth in roots.items()
-        }
-        appended = [row[1] for row, _ in generated]
-        postings = asyncio.run(
-            _fetch_rows(
-                url,
-                "SELECT id, source_uri, depth FROM bench_root_postings, unnest(ids) AS id "
-                "WHERE id = ANY ($1::text[])",
-                appended,
-            )
-        )
-        sources = asyncio.run(
-            _fetch_rows(
-                url,
-                "SELECT context_id, u.source_uri, u.depth FROM bench_record_roots, "
-                "unnest(source_uris, depths) AS u (source_uri, depth) "
-                "WHERE context_id = ANY ($1::text[])",
-                appended,
-            )
-        )
-        in_root_sources = asyncio.run(
-            _fetch_rows(
-                url, "SELECT context_id FROM root_sources WHERE context_id = ANY ($1)", appended
-            )
-        )
-        stored = asyncio.run(
-            _fetch_rows(
-                url, "SELECT context_id FROM provenance WHERE context_id = ANY ($1)", appended
-            )
-        )
-    finally:
-        asyncio.run(drop(server_url(), dbname))
-    assert len(stored) == len(appended) and len(expected) > len(appended) > 250
-    assert set(postings) == expected and len(postings) == len(expected)
-    assert set(sources) == expected and len(sources) == len(expected)
-    assert in_root_sources == []

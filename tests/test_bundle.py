@@ -274,7 +274,7 @@ async def test_a_log_that_lists_a_child_before_its_parent_still_imports(
     time, then id): the import holds a record back until its parent is written."""
     doc = await derive(store, [], "a doc", "document", source_uri="s3://x", context_id="doc_1")
     await derive(store, [doc], "a chunk", "chunk", "chunker", "1", context_id="chunk_1")
-    # Queued in append order by append_contexts; requeued child first.
+    # Queued in append order by lineage_append; requeued child first.
     await owner.execute("DELETE FROM log_queue WHERE tenant_id = 'default'")
     await owner.execute(
         "INSERT INTO log_queue (tenant_id, context_id) "

@@ -35,11 +35,11 @@ TENANTS = ("default", "acme")
 GENERATED = 1500  # records per tenant, besides the demo in each
 WRITES = re.compile(r"\b(INSERT|UPDATE|DELETE)\b")
 # Not reads of one tenant: every tenant's queue, the server version, a key before its tenant is
-# known, tenant deletion and text capture (writes, through their functions), an advisory lock
-# (no table).
+# known, tenant deletion, text capture, appends and log steps (writes, through their functions;
+# tests/test_citus_writes.py plans the append), an advisory lock (no table).
 NOT_A_TENANT_READ = {
     "log_pending_tenants", "server_version", "key_lookup", "tenant_delete", "trace_span_lock",
-    "claim_capture_text", "bundle_import_texts",
+    "claim_capture_text", "bundle_import_texts", "append_records", "log_lock_head", "log_advance",
 }  # fmt: skip
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
@@ -336,7 +336,7 @@ def test_the_walks_find_the_demo_on_citus(loaded: tuple[str, str]) -> None:
 
 
 def test_a_distributed_database_upgrades_its_edges_and_root_sources(citus: CitusCluster) -> None:
-    """Migrations 0026 and 0027 on a database distributed and holding records at 0025: every
+    """Migrations 0026 to 0029 on a database distributed and holding records at 0025: every
     edge is written anew with its child's kind on the shards, and invalidation answers from them;
     root_sources is keyed anew by depth, and a document's radius answers from it."""
     url = citus.create_database("lineage_citus_upgrade")
@@ -345,6 +345,12 @@ def test_a_distributed_database_upgrades_its_edges_and_root_sources(citus: Citus
     with psycopg.connect(url) as coordinator:  # records and edges as 0025's append wrote them
         coordinator.execute(UPGRADE_RECORDS)
     migrate(url)
+    with psycopg.connect(url) as coordinator:  # 0029: appends and log steps on their worker
+        delegated = coordinator.execute(
+            "SELECT p.proname FROM pg_dist_object AS d JOIN pg_proc AS p ON p.oid = d.objid "
+            "WHERE d.distribution_argument_index IS NOT NULL ORDER BY 1"
+        ).fetchall()
+    assert delegated == [("lineage_append",), ("lineage_log_advance",), ("lineage_log_lock",)]
     edges = "SELECT tenant_id, parent_id, context_id, kind FROM provenance_children"
     records = (
         "SELECT p.tenant_id, parent.id, p.context_id, p.kind FROM provenance AS p "

@@ -1,17 +1,20 @@
-"""The event stream's positions on Citus: the same SQL (sql/events_append.sql, events_after.sql,
-event_horizon.sql) on the schema `lineage migrate` makes, placed by `lineage distribute` (every
-tenant table by tenant_id, colocated). Positions come from the tenant's counter row on its
-shard, never from a node's transaction ids: they are dense per tenant, each query is routed to
-one shard, a tenant's appends wait for each other on the worker, and after the tenant's shard
-moves to the other worker a stream resumed from its last position misses nothing."""
+"""The event stream's positions on Citus: the same SQL (the append, sql/append_records.sql,
+events_after.sql, event_horizon.sql) on the schema `lineage migrate` makes, placed by `lineage
+distribute` (every tenant table by tenant_id, colocated). Positions come from the tenant's
+counter row on its shard, never from a node's transaction ids: they are dense per tenant, each
+query is routed to one shard, a tenant's appends wait for each other on the worker, and after
+the tenant's shard moves to the other worker a stream resumed from its last position misses
+nothing."""
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 
 import asyncpg
 import psycopg
 import pytest
 
+from lineage import db
 from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.db.named_sql import QUERIES
@@ -34,20 +37,45 @@ def coordinator(citus: CitusCluster) -> str:
     return url
 
 
+def appending(tenant_id: str, token: str, ids: list[str]) -> dict[str, object]:
+    """sql/append_records.sql's values for documents `ids` (signatures unchecked here)."""
+    count = len(ids)
+    return {
+        "tenant_id": tenant_id,
+        "tenant_token": token,
+        "context_ids": ids,
+        "parent_id_lists": ["{}"] * count,
+        "kinds": ["document"] * count,
+        "source_uris": [f"s3://{i}" for i in ids],
+        "content_hashes": ["sha256:00"] * count,
+        **dict.fromkeys(
+            ("transforms", "transform_versions", "version_keys", "produced_bys"), [None] * count
+        ),
+        "index_snapshots": [None] * count,
+        "trace_ids": [None] * count,
+        "created_ats": [datetime.now(UTC)] * count,
+        "attribute_docs": ["{}"] * count,
+        "key_ids": ["k"] * count,
+        "signatures": [b"s"] * count,
+        "root_records": list(range(1, count + 1)),
+        "root_source_uris": [f"s3://{i}" for i in ids],
+        "root_depths": [0] * count,
+        "upstream_key_lists": ["{}"] * count,
+        "upstream_depth_lists": ["{}"] * count,
+    }
+
+
+async def token_for(connection: asyncpg.Connection, tenant_id: str) -> str:
+    return db.tenant_token(bytes(await db.fetch_vouching_key(connection) or b""), tenant_id)
+
+
 async def append(connection: asyncpg.Connection, tenant_id: str, ids: list[str]) -> int:
-    """What append_records does for the stream: insert the records, then number them (as the
-    owner, a superuser here, whom row security does not confine)."""
-    await connection.execute(
-        "INSERT INTO provenance (tenant_id, context_id, kind, content_hash, created_at) "
-        "SELECT $1, id, 'document', 'sha256:00', now() FROM unnest($2::text[]) AS id "
-        "RETURNING context_id",
-        tenant_id,
-        ids,
-    )
-    query = QUERIES["events_append"]
-    position: int = await connection.fetchval(
-        query.sql, *query.arguments({"tenant_id": tenant_id, "context_ids": ids})
-    )
+    """What the service does for the stream: append the records, numbered in the same call."""
+    query = QUERIES["append_records"]
+    values = appending(tenant_id, await token_for(connection, tenant_id), ids)
+    row = await connection.fetchrow(query.sql, *query.arguments(values))
+    assert row is not None
+    position: int = row["last_position"]
     return position
 
 
@@ -91,9 +119,9 @@ async def test_positions_are_dense_per_tenant_and_each_query_runs_on_one_shard(
         reading = {"tenant_id": "acme", "after": 0, "trace_id": "any", "session_id": "any"}
         assert await task_counts(connection, "events_after", {**reading, "page_size": 10}) == {1}
         assert await task_counts(connection, "event_horizon", {"tenant_id": "acme"}) == {1}
-        numbering: dict[str, object] = {"tenant_id": "acme", "context_ids": ["x"]}
+        numbering = appending("acme", await token_for(connection, "acme"), ["x"])
         async with connection.transaction():
-            assert await task_counts(connection, "events_append", numbering) == {1}
+            assert await task_counts(connection, "append_records", numbering) == {1}
     finally:
         await connection.close()
 
@@ -152,7 +180,7 @@ async def test_a_stream_resumed_after_its_tenants_shard_moved_misses_nothing(
             shard["nodeport"],
         )
         await connection.execute(
-            "SELECT citus_move_shard_placement($1, $2, $3, $4, $5, 'block_writes')",
+            "SELECT citus_move_shard_placement($1, $2, $3, $4, $5)",
             shard["shardid"],
             shard["nodename"],
             shard["nodeport"],

@@ -32,6 +32,12 @@ SAMPLE_ARGUMENTS = {
     "bytea": "'\\x00'::bytea",
     "text[]": "'{a}'::text[]",
     "timestamp with time zone": "'2026-12-01T00:00:00Z'::timestamptz",
+    "timestamp with time zone[]": "'{2026-12-01T00:00:00Z}'::timestamptz[]",
+    "bytea[]": "'{}'::bytea[]",
+    "integer[]": "'{0}'::integer[]",
+    "smallint[]": "'{}'::smallint[]",
+    "bigint": "0",
+    "bigint[]": "'{}'::bigint[]",
 }
 
 

@@ -20,7 +20,7 @@ from lineage import db, derive
 from lineage.api.app import create_app
 from lineage.core.derive import Derivation, propose
 from lineage.db.database import Database, Transaction
-from lineage.services import auth
+from lineage.services import auth, events
 from lineage.services.appends import append_records
 from lineage.services.events import EventListener, read_after
 from lineage.settings import Settings
@@ -306,8 +306,10 @@ async def test_a_commit_notifies_the_listening_streams_of_its_tenant_only(
 ) -> None:
     listener = EventListener(database_url)
     await listener.listen()
+    ours_tag = await events.tenant_stream_tag(store.database, TENANT)
+    theirs_tag = await events.tenant_stream_tag(store.database, "rival")
     try:
-        async with listener.subscribe(TENANT) as ours, listener.subscribe("rival") as theirs:
+        async with listener.subscribe(ours_tag) as ours, listener.subscribe(theirs_tag) as theirs:
             await derive(store, [], "n", "document", "loader", "1", source_uri="s3://n")
             async with asyncio.timeout(HANG_GUARD_S):
                 await ours.wait()
@@ -339,6 +341,10 @@ async def test_a_stream_whose_client_left_ends_its_subscription(
 ) -> None:
     """The notifications' subscription ends with the stream when the caller goes, without the
     cycle collector's help."""
+    owner = await asyncpg.connect(database_url)
+    key = await db.fetch_vouching_key(owner)
+    await owner.close()
+    tag = events.stream_tag(TENANT, None if key is None else db.tenant_token(key, TENANT))
     app = create_app(settings, database_url=database_url)
     with live_server.serve(app) as url:
         listener: EventListener = app.state.events
@@ -346,13 +352,13 @@ async def test_a_stream_whose_client_left_ends_its_subscription(
             async with open_stream(http) as reader:
                 async with asyncio.timeout(HANG_GUARD_S):
                     assert (await anext(reader.lines)).startswith(": stream open")
-                assert listener.subscriptions(TENANT) == 1
+                assert listener.subscriptions(tag) == 1
             gc.disable()  # a subscription only the cycle collector would end stays open
             try:
                 for _ in range(int(HANG_GUARD_S / 0.05)):
-                    if listener.subscriptions(TENANT) == 0:
+                    if listener.subscriptions(tag) == 0:
                         break
                     await asyncio.sleep(0.05)
-                assert listener.subscriptions(TENANT) == 0
+                assert listener.subscriptions(tag) == 0
             finally:
                 gc.enable()

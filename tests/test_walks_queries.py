@@ -36,7 +36,7 @@ def test_every_sql_file_is_loaded_and_named_in_the_package() -> None:
 
 # The writes get one real row each (rolled back); their arrays must line up.
 WRITE_VALUES: dict[str, dict[str, Any]] = {
-    "append_contexts": {
+    "append_records": {
         "context_ids": ["sample_doc"],
         "parent_id_lists": ["{}"],
         "kinds": ["document"],
@@ -44,18 +44,19 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
         "content_hashes": ["sha256:" + "0" * 64],
         "transforms": ["loader"],
         "transform_versions": ["loader@1"],
+        "version_keys": ["k"],
         "produced_bys": [None],
         "index_snapshots": [None],
         "trace_ids": [None],
         "created_ats": [datetime.now(UTC)],
         "attribute_docs": ["{}"],
-    },
-    "record_root_sources": {
-        "context_ids": ["sample_doc"],
-        "kinds": ["document"],
-        "source_uris": ["s3://sample.md"],
-        "depths": [0],
-        "created_ats": [datetime.now(UTC)],
+        "key_ids": ["k"],
+        "signatures": [b"s"],
+        "root_records": [1],
+        "root_source_uris": ["s3://sample.md"],
+        "root_depths": [0],
+        "upstream_key_lists": ['{"transform_version:loader@1"}'],
+        "upstream_depth_lists": ["{0}"],
     },
     "partitions_add": {"from_time": datetime.now(UTC), "through": datetime.now(UTC)},
     "retention_apply": {"now": datetime.now(UTC)},
@@ -88,20 +89,18 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     "key_create": {"key_id": "k", "scope": "read", "key_hash": b"h", "label": ""},
     "key_revoke": {"key_id": "k"},
     "key_lookup": {"key_id": "k"},
-    "record_transform_versions": {
-        "transform_versions": ["loader@1"],
-        "version_keys": ["k"],
-        "first_seens": [datetime(2026, 1, 1, tzinfo=UTC)],
-    },
     # The verifiable log's queries (tests/test_log.py runs them for real).
     "log_queued_records": {"batch_size": 10},
-    "log_append_leaves": {
-        "leaf_indexes": [0],
-        "created_ats": [datetime(2026, 1, 1, tzinfo=UTC)],
+    "log_lock_head": {},
+    "log_advance": {
+        "old_size": 0,
+        "context_ids": [],
+        "created_ats": [],
+        "levels": [],
+        "node_indexes": [],
+        "hashes": [],
+        "root_hash": bytes(32),
     },
-    "log_append_nodes": {"levels": [0], "node_indexes": [0], "hashes": [bytes(32)]},
-    "log_advance_head": {"tree_size": 0, "root_hash": bytes(32)},
-    "log_dequeue": {"queued_ids": []},
     "log_nodes": {"levels": [0], "node_indexes": [0]},
     "log_checkpoints": {"after": 0, "limit": 10},
     "log_save_checkpoint": {
@@ -113,8 +112,6 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     "tenant_settings_update": dict.fromkeys(
         ("capture_source_text", "capture_query_text", "capture_answer_text")
     ),
-    # A signature needs a stored record (foreign key): tests/test_signing.py writes real ones.
-    "signature_append": {"context_ids": [], "key_ids": [], "signatures": [], "created_ats": []},
     # Spans and the live event stream (tests/test_telemetry.py and test_events.py run them).
     "append_spans": {
         "span_trace_ids": ["4bf92f3577b34da6a3ce929d0e0e4736"],
@@ -131,7 +128,6 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     },
     "trace_spans": {"max_spans": 10},
     "events_after": {"after": 0, "session_id": "any"},
-    "events_append": {"context_ids": ["sample_doc"]},
     "events_notify": {"payload": "1:default"},
     "open_partitions_check": {"now": datetime(2026, 12, 1, tzinfo=UTC), "add": True},
 }
@@ -144,7 +140,7 @@ OWNER_ONLY = {
     "retention_policy_set", "partitions_shape", "open_partitions_check", "open_partitions_validate",
 }  # fmt: skip
 # Files that act on what another file made first, in the same transaction.
-MADE_BY = {"open_partitions_validate": "open_partitions_check"}
+MADE_BY = {"open_partitions_validate": "open_partitions_check", "log_advance": "log_lock_head"}
 # Reads of provenance: on an empty database they find nothing.
 READS = {
     "walk_back", "blast_radius", "blast_radius_by_source", "invalidate_by_transform_version",
@@ -157,6 +153,8 @@ async def test_every_sql_file_prepares_and_runs_on_an_empty_database(
     pool: asyncpg.Pool, owner: asyncpg.Connection
 ) -> None:
     variable = re.compile(r"(?<![:\w]):'?[A-Za-z_]")
+    async with pool.acquire() as connection:
+        pool_key = connection.vouching_key
     assert set(QUERIES) >= READS | set(WRITE_VALUES)
     for path in sorted(SQL_DIR.glob("*.sql")):
         query = parse(path.read_text(), path.stem)
@@ -164,6 +162,7 @@ async def test_every_sql_file_prepares_and_runs_on_an_empty_database(
         assert not variable.search(query.sql), f"{path.name}: a psql variable was left in"
         assert not query.sql.endswith(";")
         values = SAMPLE_VALUES | WRITE_VALUES.get(query.name, {})
+        values["tenant_token"] = db.tenant_token(pool_key, "default")
         missing = set(query.parameters) - set(values)
         assert not missing, f"{path.name}: add sample values for {sorted(missing)}"
         async with pool.acquire() as connection:
@@ -184,5 +183,5 @@ async def test_every_sql_file_prepares_and_runs_on_an_empty_database(
                 await transaction.rollback()
         if query.name in READS:
             assert rows == [], f"{path.name} found rows in an empty database"
-        elif query.name == "append_contexts":
-            assert [row["context_id"] for row in rows] == ["sample_doc"]
+        elif query.name == "append_records":
+            assert [row["inserted"] for row in rows] == [["sample_doc"]]

@@ -31,7 +31,7 @@ from lineage.db.database import Database, Transaction
 from lineage.services import audit
 from lineage.services.appends import insert_records
 from lineage.services.auth import Caller
-from lineage.services.root_sources import Roots, stored_root_sources
+from lineage.services.root_sources import Roots, stored_parents
 from lineage.settings import Settings
 from lineage.verifiable_log import storage
 from lineage.verifiable_log.checkpoint import VerifierKey
@@ -299,7 +299,7 @@ async def _write_records(
     check_batch(tenant_id, records)
     own = {record.context_id for record in records}
     outside = {parent for record in records for parent in record.parent_ids} - own
-    present = set(await stored_root_sources(tx, outside)) if outside else set()
+    present = set(await stored_parents(tx, outside)) if outside else set()
     present |= outside & expired.keys()
     ready: list[ContextRecord] = []
     waiting = records

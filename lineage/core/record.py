@@ -118,7 +118,13 @@ def _canonical_json(value: Any, *, plain: bool) -> bytes:
             return _SORTED_JSON.encode(value).encode()
         except UnicodeEncodeError:
             pass  # a lone surrogate: rfc8785 says so in its own words
-    return rfc8785.dumps(value)
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as exc:
+        # Not text: the caller's input, refused as every lone surrogate is (422).
+        if isinstance(exc.__cause__, UnicodeEncodeError):
+            raise exc.__cause__ from exc
+        raise
 
 
 def new_context_id() -> str:

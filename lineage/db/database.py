@@ -65,6 +65,12 @@ class Transaction:
     def signer(self) -> Signer:
         return self.database.signer
 
+    @property
+    def token(self) -> str | None:
+        """The tenant's token, for the owner's functions that take it (lineage_append)."""
+        key = getattr(self.connection, "vouching_key", None)
+        return None if key is None else db.tenant_token(key, self.tenant_id)
+
     def _values(self, values: dict[str, Any]) -> dict[str, Any]:
         return {"tenant_id": self.tenant_id, **values}
 

@@ -7,7 +7,11 @@ reference table (a copy on every node). The other tables (alembic's, the operato
 stay on the coordinator. Idempotent: what is distributed already is left as it is.
 
 The owner's `tenant_vouching_key`, which the row-security policies check each session's tenant
-token against on whichever node runs the query, is copied to every worker as a local table.
+token against on whichever node runs the query, is copied to every worker as a local table (as
+a reference table, each check would be a distributed query nested in a shard's): run distribute
+again after adding a worker, before any shard moves there. The functions that write one
+tenant's rows (appends, log steps) are distributed by their tenant argument: each call runs on
+the tenant's worker alone.
 
 Citus refuses to distribute a table with triggers (unless `citus.enable_unsafe_triggers`), so
 the append-only triggers are dropped first: on Citus the owner's revoked UPDATE and TRUNCATE
@@ -40,6 +44,12 @@ TENANT_PER_ROW = "tenant_id = lineage_session_tenant()"
 CAPTURED_TEXT_RULE = " AND lineage_captures(tenant_id, context_id)"  # migration 0014's
 
 COLOCATION_TABLE = "tenants"
+# Functions that write one tenant's rows, by the argument naming the tenant.
+DELEGATED = {
+    "lineage_append": "p_tenant",
+    "lineage_log_lock": "p_tenant",
+    "lineage_log_advance": "p_tenant",
+}
 REFERENCE_TABLES = ("api_keys",)
 # The triggers migrations made that Citus cannot keep; any other trigger stops distribute.
 APPEND_ONLY_TRIGGERS = {
@@ -170,6 +180,35 @@ def distribute(url: str, progress: Progress = unwatched) -> list[str]:
         done.extend(f"{table}: left on the coordinator (no tenant_id)" for table in layout.local)
         done.append(_copy_vouching_key(connection))
         done.append(_hide_activity_on_workers(connection))
+        done.extend(_delegate_by_tenant(connection))
+    return done
+
+
+def _delegate_by_tenant(connection: psycopg.Connection) -> list[str]:
+    """Each function that writes one tenant's rows (DELEGATED), distributed by its tenant
+    argument: Citus runs the whole call on the tenant's worker, one router call."""
+    done = []
+    for function, argument in DELEGATED.items():
+        row = connection.execute(
+            "SELECT p.oid::regprocedure::text, d.distribution_argument_index IS NOT NULL "
+            "FROM pg_proc AS p LEFT JOIN pg_dist_object AS d "
+            "ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid "
+            "WHERE p.proname = %s AND p.pronamespace = 'public'::regnamespace",
+            (function,),
+        ).fetchone()
+        if row is None:  # a schema before migration 0029, which distributes it itself
+            done.append(f"{function}: not in this schema yet (`lineage migrate` adds it)")
+            continue
+        signature, placed_already = row
+        if placed_already:
+            done.append(f"{function}: already runs on its tenant's worker")
+            continue
+        connection.execute(
+            "SELECT create_distributed_function(%s, %s, colocate_with := %s, "
+            "force_delegation := true)",
+            (signature, argument, COLOCATION_TABLE),
+        )
+        done.append(f"{function}: distributed by {argument}, runs on its tenant's worker")
     return done
 
 

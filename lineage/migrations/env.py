@@ -15,5 +15,11 @@ with engine.connect() as connection:
         on_version_apply=context.config.attributes.get("on_version_apply", ()),
     )
     with context.begin_transaction():
+        # On Citus, one connection per worker for the whole run: a revision that distributes a
+        # function (0029) may not follow another's parallel DDL in the same transaction.
+        connection.exec_driver_sql(
+            "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN "
+            "SET LOCAL citus.multi_shard_modify_mode TO 'sequential'; END IF; END $$"
+        )
         context.run_migrations()
 engine.dispose()

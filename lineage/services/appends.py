@@ -15,10 +15,12 @@ from lineage.core.record import ContextRecord, NewContext, check_batch
 from lineage.core.store import Appended
 from lineage.core.versions import version_key
 from lineage.db.database import Database, Transaction
-from lineage.services import events, privacy, signing
+from lineage.db.keyring import Signer
+from lineage.services import events, privacy
 from lineage.services.partitions import ensure_partitions
+from lineage.services.postings import array_literals, batch_postings
 from lineage.services.records import get_records
-from lineage.services.root_sources import Roots, note_root_sources, stored_root_sources
+from lineage.services.root_sources import Roots, StoredParent, root_rows, stored_parents
 
 
 def _array_literal(ids: list[str]) -> str:
@@ -82,69 +84,77 @@ async def insert_records(
     *,
     expired_parents: Mapping[str, Roots] = MappingProxyType({}),
 ) -> set[str]:
-    """Insert stamped records, with everything that follows a record (transform versions, root
-    sources, signature), in the caller's transaction; the ids inserted. Ids already stored are
+    """Insert stamped records, with everything that follows a record (edges, root sources,
+    transform version, signature, log-queue row, stream position), in the caller's transaction:
+    one call of the owner's lineage_append. Returns the ids inserted; ids already stored are
     left alone. Parents must be earlier in `records`, stored, or in `expired_parents` (a bundle
     import's records that retention dropped before the export, with the root sources they pass
     on): InvalidRecord otherwise.
     `append_records` (new records) and bundle imports (records as exported) both write here."""
-    batch_ids = [r.context_id for r in records]
-    stored_parents = await _check_parents(tx, records, expired_parents)
+    if not records:
+        return set()
+    stored = await _check_parents(tx, records, expired_parents)
     await ensure_partitions(tx.connection, (r.created_at for r in records))
-    columns = await per_record(len(records), _columns, records)
-    rows = await tx.fetch("append_contexts", context_ids=batch_ids, **columns)
-    inserted = {row["context_id"] for row in rows}
-    await _note_transform_versions(tx, records, inserted)
-    new = [record for record in records if record.context_id in inserted]
-    named = {p: expired_parents[p] for r in new for p in r.parent_ids if p in expired_parents}
-    await note_root_sources(tx, new, stored_parents | named)
-    await signing.append_signatures(tx, new)
-    # Last: it holds the tenant's stream counter until commit.
-    await events.note_appended(tx, [record.context_id for record in new])
-    if not all(row["one_partition"] for row in rows):
-        await _refuse_ids_stored_twice(tx, [record.context_id for record in new])
-    metrics.count_appended(record.kind for record in new)
+    columns = await per_record(len(records), _columns, records, tx.signer, expired_parents, stored)
+    [row] = await tx.fetch("append_records", tenant_token=tx.token, **columns)
+    if row["stored_twice"]:
+        raise Conflict(
+            f"context_id {row['stored_twice'][0]} was appended by another request at the same "
+            "moment; send the batch again (the other append is stored)"
+        )
+    inserted = set(row["inserted"])
+    if row["last_position"] is not None:
+        await events.notify_appended(tx, row["last_position"])
+    metrics.count_appended(record.kind for record in records if record.context_id in inserted)
     return inserted
 
 
-def _columns(records: Sequence[ContextRecord]) -> dict[str, list[Any]]:
-    """append_contexts' arguments but the ids: one list per column."""
+def _columns(
+    records: Sequence[ContextRecord],
+    signer: Signer,
+    expired: Mapping[str, Roots],
+    stored: Mapping[str, StoredParent],
+) -> dict[str, list[Any]]:
+    """lineage_append's arguments: one list per column, each record signed, its root sources
+    and postings carried down from its parents' (an expired parent's postings are unknown)."""
+    signed = [signer.sign(r.canonical_bytes()) for r in records]
+    roots = root_rows(records, {**expired, **{k: p.roots for k, p in stored.items()}})
+    upstream_keys, upstream_depths = array_literals(
+        batch_postings(records, {k: p.postings for k, p in stored.items()})
+    )
     return {
+        "context_ids": [r.context_id for r in records],
         "parent_id_lists": [_array_literal(r.parent_ids) for r in records],
         "kinds": [r.kind for r in records],
         "source_uris": [r.source_uri for r in records],
         "content_hashes": [r.content_hash for r in records],
         "transforms": [r.transform for r in records],
         "transform_versions": [r.transform_version for r in records],
+        "version_keys": [
+            version_key(r.transform_version) if r.transform_version else None for r in records
+        ],
         "produced_bys": [r.produced_by for r in records],
         "index_snapshots": [r.index_snapshot for r in records],
         "trace_ids": [r.trace_id for r in records],
         "created_ats": [r.created_at for r in records],
         "attribute_docs": [json.dumps(r.attributes) for r in records],
+        "key_ids": [key_id for key_id, _ in signed],
+        "signatures": [signature for _, signature in signed],
+        "root_records": roots.records,
+        "root_source_uris": roots.source_uris,
+        "root_depths": roots.depths,
+        "upstream_key_lists": upstream_keys,
+        "upstream_depth_lists": upstream_depths,
     }
-
-
-async def _refuse_ids_stored_twice(tx: Transaction, context_ids: list[str]) -> None:
-    """An id appended into two month partitions at once passed both appends' checks; after the
-    counter's lock, whichever commits second sees the other's row and gives way."""
-    if not context_ids:
-        return
-    rows = await tx.fetch("ids_stored_twice", context_ids=context_ids)
-    twice = [row["context_id"] for row in rows]
-    if twice:
-        raise Conflict(
-            f"context_id {twice[0]} was appended by another request at the same moment; "
-            "send the batch again (the other append is stored)"
-        )
 
 
 async def _check_parents(
     tx: Transaction, records: Sequence[ContextRecord], expired: Mapping[str, Roots]
-) -> dict[str, Roots]:
+) -> dict[str, StoredParent]:
     """Parents must be earlier in the batch, stored for this tenant or expired; others look
     unknown.
 
-    Returns the stored parents' root sources, read in the same round trip.
+    Returns the stored parents' root sources and postings, read in the same round trip.
     """
     earlier: set[str] = set()
     outside: dict[str, str] = {}
@@ -155,7 +165,7 @@ async def _check_parents(
         earlier.add(record.context_id)
     if not outside:
         return {}
-    found = await stored_root_sources(tx, outside.keys())
+    found = await stored_parents(tx, outside.keys())
     unknown = [p for p in outside if p not in found]
     if unknown:
         shown = ", ".join(unknown[:5]) + (
@@ -167,21 +177,3 @@ async def _check_parents(
             "first, or earlier in the same batch",
         )
     return found
-
-
-async def _note_transform_versions(
-    tx: Transaction,
-    records: Sequence[ContextRecord],
-    inserted: set[str],
-) -> None:
-    first_seen: dict[str, datetime] = {}
-    for record in records:
-        if record.transform_version and record.context_id in inserted:
-            first_seen.setdefault(record.transform_version, record.created_at)
-    if first_seen:
-        await tx.execute(
-            "record_transform_versions",
-            transform_versions=list(first_seen),
-            version_keys=[version_key(v) for v in first_seen],
-            first_seens=list(first_seen.values()),
-        )

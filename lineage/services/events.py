@@ -1,7 +1,7 @@
 """The live event stream's storage: every appended record gets its tenant's next position.
 
-`append_records` numbers its new records last in its transaction (sql/events_append.sql),
-holding the tenant's counter row until commit, so a tenant's positions are dense, commit in
+The append (the owner's lineage_append) numbers its new records last in its call, holding the
+tenant's counter row until commit, so a tenant's positions are dense, commit in
 their order, and depend on no server's transaction ids: a reader after position p gets every
 record numbered above p that is visible to it, and none can become visible later below it.
 It also NOTIFYs `lineage_events` on the server it writes to (the primary; on Citus the
@@ -10,11 +10,12 @@ lost notification, a direct writer or a replica that replays later only delays t
 """
 
 import asyncio
+import hashlib
 import logging
 import re
 import time
 from collections import defaultdict
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 
 import asyncpg
@@ -54,16 +55,24 @@ def parse_position(text: str) -> int:
     return int(text)
 
 
-async def note_appended(tx: Transaction, context_ids: Sequence[str]) -> None:
-    """Number newly appended records for the stream and wake its readers at commit.
+def stream_tag(tenant_id: str, token: str | None) -> str:
+    """What a notification names its tenant by: a hash of the tenant's token, which no other
+    tenant's session can make. Any role may LISTEN on the channel; it reads no tenant's name."""
+    return hashlib.sha256(f"{CHANNEL}/{token or tenant_id}".encode()).hexdigest()[:32]
 
-    Locks the tenant's events counter until the transaction ends: call it last."""
-    if not context_ids:
-        return
-    [row] = await tx.fetch("events_append", context_ids=list(context_ids))
-    await db.execute(
-        tx.connection, "events_notify", payload=f"{row['last_position']}:{tx.tenant_id}"
-    )
+
+async def notify_appended(tx: Transaction, last_position: int) -> None:
+    """Wake the tenant's streams at commit: lineage_append numbered its new records up to
+    `last_position`."""
+    tag = stream_tag(tx.tenant_id, tx.token)
+    await db.execute(tx.connection, "events_notify", payload=f"{last_position}:{tag}")
+
+
+async def tenant_stream_tag(database: Database, tenant_id: str) -> str:
+    """The tag the tenant's notifications carry (stream_tag), from the pool's vouching key."""
+    async with database.connection() as connection:
+        key = getattr(connection, "vouching_key", None)
+    return stream_tag(tenant_id, None if key is None else db.tenant_token(key, tenant_id))
 
 
 async def newest_position(database: Database, tenant_id: str) -> int:
@@ -94,9 +103,9 @@ async def read_after(
 
 class EventListener:
     """One dedicated connection LISTENing for the whole app, on the server appends write to (a
-    hot standby cannot LISTEN); a notification wakes the streams of the tenant it names and
-    tells them the position to wait for. If the connection fails, streams go on by polling and
-    the next one to wait tries to listen again."""
+    hot standby cannot LISTEN); a notification wakes the streams of the tenant it names (by its
+    stream_tag) and tells them the position to wait for. If the connection fails, streams go
+    on by polling and the next one to wait tries to listen again."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -106,22 +115,20 @@ class EventListener:
         self._notified_position: dict[str, int] = {}
 
     def _notified(self, connection: object, pid: int, channel: str, payload: str) -> None:
-        position, _, tenant_id = payload.partition(":")
-        if tenant_id not in self._waiting:
+        position, _, tag = payload.partition(":")
+        if tag not in self._waiting:
             return
-        self._notified_position[tenant_id] = max(
-            int(position), self._notified_position.get(tenant_id, 0)
-        )
-        for wake in self._waiting[tenant_id]:
+        self._notified_position[tag] = max(int(position), self._notified_position.get(tag, 0))
+        for wake in self._waiting[tag]:
             wake.set()
 
-    def subscriptions(self, tenant_id: str) -> int:
-        """How many streams of the tenant wait on its notifications."""
-        return len(self._waiting.get(tenant_id, ()))
+    def subscriptions(self, tag: str) -> int:
+        """How many streams of the tenant (by its stream_tag) wait on its notifications."""
+        return len(self._waiting.get(tag, ()))
 
-    def notified_position(self, tenant_id: str) -> int:
+    def notified_position(self, tag: str) -> int:
         """The highest position a notification announced for the tenant while it had streams."""
-        return self._notified_position.get(tenant_id, 0)
+        return self._notified_position.get(tag, 0)
 
     async def listen(self) -> None:
         """Make sure the LISTEN connection is up (a no-op when it is)."""
@@ -138,17 +145,17 @@ class EventListener:
             self._connection = connection
 
     @asynccontextmanager
-    async def subscribe(self, tenant_id: str) -> AsyncIterator[asyncio.Event]:
-        """An event set whenever the tenant may have new records."""
+    async def subscribe(self, tag: str) -> AsyncIterator[asyncio.Event]:
+        """An event set whenever the tenant (by its stream_tag) may have new records."""
         wake = asyncio.Event()
-        self._waiting[tenant_id].add(wake)
+        self._waiting[tag].add(wake)
         try:
             yield wake
         finally:
-            self._waiting[tenant_id].discard(wake)
-            if not self._waiting[tenant_id]:
-                del self._waiting[tenant_id]
-                self._notified_position.pop(tenant_id, None)
+            self._waiting[tag].discard(wake)
+            if not self._waiting[tag]:
+                del self._waiting[tag]
+                self._notified_position.pop(tag, None)
 
     async def close(self) -> None:
         if self._connection is not None:
@@ -172,7 +179,8 @@ async def follow(
     listens on the primary, reading again shortly until the replica shows the position a
     notification announced.
     """
-    async with listener.subscribe(tenant_id) as wake:
+    tag = await tenant_stream_tag(database, tenant_id)
+    async with listener.subscribe(tag) as wake:
         position, last_sent, retry_s = start, time.monotonic(), REPLAY_RETRY_S
         yield None
         while True:
@@ -186,7 +194,7 @@ async def follow(
                 last_sent = time.monotonic()
             if len(records) == PAGE_SIZE:
                 continue
-            if position < listener.notified_position(tenant_id):
+            if position < listener.notified_position(tag):
                 wait_s, retry_s = retry_s, min(retry_s * 2, poll_s)
             else:
                 wait_s, retry_s = poll_s, REPLAY_RETRY_S

@@ -7,10 +7,8 @@ source_uri is one index range instead of a walk (sql/blast_radius_by_source.sql)
 """
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass, field
 
-from lineage.core.offload import per_record
 from lineage.core.record import ContextRecord
 from lineage.db.database import Transaction
 
@@ -34,59 +32,49 @@ def roots_of(record: ContextRecord, parent_roots: Sequence[Mapping[str, int]]) -
     return carry(parent_roots)
 
 
-async def stored_root_sources(tx: Transaction, context_ids: Collection[str]) -> dict[str, Roots]:
-    """The tenant's stored records among `context_ids`, each with its root sources; a record
-    inserted around append_records has none. Unknown and foreign ids are simply absent."""
-    stored: dict[str, Roots] = {}
-    for row in await tx.fetch("stored_root_sources", context_ids=list(context_ids)):
-        roots = stored.setdefault(row["context_id"], {})
+@dataclass(frozen=True)
+class StoredParent:
+    """A stored record as a child's append needs it: its root sources and its postings."""
+
+    roots: Roots
+    postings: dict[str, int] | None  # lineage.services.postings.Postings
+
+
+async def stored_parents(tx: Transaction, context_ids: Collection[str]) -> dict[str, StoredParent]:
+    """The tenant's stored records among `context_ids`, each with its root sources (a record
+    inserted around append_records has none) and postings. Unknown and foreign ids are simply
+    absent."""
+    roots: dict[str, Roots] = {}
+    postings: dict[str, dict[str, int] | None] = {}
+    for row in await tx.fetch("stored_parents", context_ids=list(context_ids)):
+        found = roots.setdefault(row["context_id"], {})
         if row["source_uri"] is not None:
-            roots[row["source_uri"]] = row["depth"]
-    return stored
+            found[row["source_uri"]] = row["depth"]
+        keys, depths = row["upstream_keys"], row["upstream_depths"]
+        postings[row["context_id"]] = None if keys is None else dict(zip(keys, depths, strict=True))
+    return {key: StoredParent(roots[key], postings[key]) for key in roots}
 
 
-async def note_root_sources(
-    tx: Transaction,
-    new: Sequence[ContextRecord],
-    stored: Mapping[str, Roots],
-) -> None:
-    """Record the root sources of the records this transaction inserted (`new`, in batch
-    order), in the caller's transaction.
+@dataclass
+class RootRows:
+    """Root sources as lineage_append takes them: a row per record (its place in the batch,
+    from 1) and source."""
 
-    `stored` holds the root sources of stored parents, read before the insert; those of a
-    parent the batch repeats (stored before it, so not inserted) are read here.
-    """
-    if not new:
-        return
-    outside = {p for record in new for p in record.parent_ids} - {r.context_id for r in new}
-    known = {p: stored[p] for p in outside if p in stored}
-    if unread := outside - known.keys():
-        known |= await stored_root_sources(tx, unread)
-    columns = await per_record(len(new), _root_columns, new, known)
-    await tx.execute("record_root_sources", **columns)
+    records: list[int] = field(default_factory=list)
+    source_uris: list[str] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)
 
 
-def _root_columns(new: Sequence[ContextRecord], known: dict[str, Roots]) -> dict[str, list[Any]]:
-    """record_root_sources' arguments, `known` growing by each new record's roots."""
-    # One list per column, not a tuple per row: a batch has about five rows a record.
-    context_ids: list[str] = []
-    kinds: list[str] = []
-    source_uris: list[str] = []
-    depths: list[int] = []
-    created_ats: list[datetime] = []
-    for record in new:
+def root_rows(records: Sequence[ContextRecord], parent_roots: Mapping[str, Roots]) -> RootRows:
+    """The root sources of each record of a batch (in batch order), from those of its parents:
+    earlier in the batch or in `parent_roots` (stored or expired parents)."""
+    known = dict(parent_roots)
+    rows = RootRows()
+    for place, record in enumerate(records, start=1):
         # Every stored record has its rows (migration 0005 filled those before it).
         parents = [known.get(p, {}) for p in record.parent_ids]
         roots = known[record.context_id] = roots_of(record, parents)
-        context_ids += [record.context_id] * len(roots)
-        kinds += [record.kind] * len(roots)
-        source_uris += roots.keys()
-        depths += roots.values()
-        created_ats += [record.created_at] * len(roots)
-    return {
-        "context_ids": context_ids,
-        "kinds": kinds,
-        "source_uris": source_uris,
-        "depths": depths,
-        "created_ats": created_ats,
-    }
+        rows.records += [place] * len(roots)
+        rows.source_uris += roots.keys()
+        rows.depths += roots.values()
+    return rows

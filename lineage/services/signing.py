@@ -1,8 +1,7 @@
 """Signed records: each record's signature, made by the database's keyring (lineage.db.keyring)
-in the transaction that inserts it, stored beside the record in `record_signatures` (never by
-UPDATE), so that a row altered behind the service's back verifies as false."""
-
-from collections.abc import Sequence
+for the call that inserts it (lineage.services.appends), stored beside the record in
+`record_signatures` (never by UPDATE), so that a row altered behind the service's back verifies
+as false."""
 
 import asyncpg
 from pydantic import Field
@@ -10,9 +9,7 @@ from pydantic import Field
 from lineage import db
 from lineage.core.body import Body
 from lineage.core.errors import UnknownSigningKey
-from lineage.core.offload import per_record
 from lineage.core.record import ContextRecord
-from lineage.db.database import Transaction
 from lineage.db.keyring import Signer
 
 
@@ -22,24 +19,6 @@ class SignatureCheck(Body):
     verified: bool
     key_id: str | None
     reason: str = Field(description="ok, unsigned, mismatch or unknown_key")
-
-
-async def append_signatures(tx: Transaction, records: Sequence[ContextRecord]) -> None:
-    """Sign records with the transaction's keyring in the transaction that inserts them: one
-    INSERT for the whole batch."""
-    if not records:
-        return
-    signer = tx.signer
-    signed = await per_record(
-        len(records), lambda: [signer.sign(record.canonical_bytes()) for record in records]
-    )
-    await tx.execute(
-        "signature_append",
-        context_ids=[record.context_id for record in records],
-        key_ids=[key_id for key_id, _ in signed],
-        signatures=[signature for _, signature in signed],
-        created_ats=[record.created_at for record in records],
-    )
 
 
 async def verify_record(

@@ -1,7 +1,7 @@
 -- name: events_after
 -- The live event stream (GET /v1/events): a tenant's records appended after a stream position,
 -- in stream order, one page at a time. A position is the per-tenant number of the last record
--- sent (0 for everything). Positions commit in their order (sql/events_append.sql), so every
+-- sent (0 for everything). Positions commit in their order (lineage_append), so every
 -- position up to the newest visible one is visible. The first column, newest, is that newest
 -- position: after a page shorter than page_size every row up to it has been seen, the
 -- matching and the filtered-out alike, so it is the next position. Always at least one row;

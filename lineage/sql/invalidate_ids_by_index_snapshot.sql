@@ -4,12 +4,28 @@
 -- sql/invalidate_by_index_snapshot.sql (whose comment says how they are found).
 --   psql -v tenant_id=default -v index_snapshot=idx_2026_08_01 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_ids_by_index_snapshot.sql
-WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
+WITH RECURSIVE complete AS MATERIALIZED (
+    -- Every record of the tenant has its postings (migration 0028), so one read of the GIN
+    -- index on them answers; else (records stored before it) the walk down the edges does.
+    SELECT NOT EXISTS (SELECT 1 FROM provenance AS u
+                       WHERE u.tenant_id = :'tenant_id' AND u.upstream_keys IS NULL) AS yes
+),
+posted AS MATERIALIZED (
+    SELECT p.context_id, p.kind,
+           p.upstream_depths[array_position(p.upstream_keys,
+                                            'index_snapshot:' || :'index_snapshot')] AS depth
+    FROM provenance AS p
+    WHERE (SELECT yes FROM complete)
+      AND p.tenant_id = :'tenant_id'
+      AND p.upstream_keys @> ARRAY['index_snapshot:' || :'index_snapshot']
+),
+walk (depth, frontier, kinds, seen, seen_kinds) AS (
     SELECT 0, start.ids, start.kinds, start.ids, start.kinds
     FROM (SELECT coalesce(array_agg(s.context_id), '{}') AS ids,
                  coalesce(array_agg(s.kind), '{}') AS kinds
           FROM provenance AS s
-          WHERE s.tenant_id = :'tenant_id' AND s.index_snapshot = :'index_snapshot') AS start
+          WHERE s.tenant_id = :'tenant_id' AND s.index_snapshot = :'index_snapshot'
+            AND NOT (SELECT yes FROM complete)) AS start
   -- include: walk_down
   UNION ALL
     SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
@@ -37,6 +53,17 @@ WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
     WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
   -- end include: walk_down
 )
+SELECT * FROM (
+-- Each record whose postings hold the key, at the depth they give.
+SELECT p.context_id, p.kind, p.depth,
+       EXISTS (SELECT 1 FROM posted AS b WHERE b.depth > :max_depth) AS truncated,
+       EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
+FROM posted AS p
+WHERE p.depth <= :max_depth
+  AND (p.kind = :'kind' OR :'kind' = 'all'
+       OR (:'kind' = 'any' AND p.kind NOT IN ('verdict', 'tombstone')))
+UNION ALL
+-- The walk's rows, where some record has no postings.
 SELECT node.id AS context_id, node.kind, w.depth,
        coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
                  WHERE b.depth = :max_depth + 1), false) AS truncated,
@@ -48,4 +75,5 @@ CROSS JOIN LATERAL unnest(w.frontier, w.kinds) AS node (id, kind)
 WHERE w.depth <= :max_depth
   AND (node.kind = :'kind' OR :'kind' = 'all'
        OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
-ORDER BY w.depth, node.id;
+) AS found
+ORDER BY depth, context_id;

@@ -1,6 +1,7 @@
 -- name: log_queued_records
 -- The tenant's oldest queued records, in queue order, with the fields of their canonical form:
--- the next leaves of its log. Reads only the batch: each record by its primary key.
+-- the next leaves of its log. Reads only the batch: each record by its primary key. (Queue ids
+-- order the queue and are no one's business: on Citus each worker numbers its own.)
 --   psql -v tenant_id=default -v batch_size=1000 -f sql/log_queued_records.sql
 WITH batch AS MATERIALIZED (
     SELECT q.queued_id, q.context_id
@@ -9,7 +10,7 @@ WITH batch AS MATERIALIZED (
     ORDER BY q.queued_id
     LIMIT :batch_size
 )
-SELECT b.queued_id, p.tenant_id, p.context_id, p.parent_ids, p.kind, p.source_uri,
+SELECT p.tenant_id, p.context_id, p.parent_ids, p.kind, p.source_uri,
        p.content_hash, p.transform, p.transform_version, p.produced_by, p.index_snapshot,
        p.trace_id, p.created_at, p.attributes
 FROM batch AS b

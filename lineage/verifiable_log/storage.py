@@ -1,7 +1,7 @@
 """Each tenant's log in PostgreSQL: sequencing, proofs from stored subtrees, signed checkpoints.
 
-Append path. The statement that inserts records (sql/append_contexts.sql) queues their ids in
-`log_queue` in a data-modifying CTE: no round trip and no hashing for the writer, and no record
+Append path. The owner's function that inserts records (lineage_append) queues their ids in
+`log_queue` in the same call: no round trip and no hashing for the writer, and no record
 appended by the service is committed unqueued. Not a trigger (it was one until migration 0012):
 Citus keeps no trigger on a distributed table with its default settings, and no transition
 table works on a shard.
@@ -38,7 +38,7 @@ witness file beside its signing key (`witness_path`) and refuses a tree that doe
 it (a shorter one, or one of the same size with another root). Each signing checks against the
 last one, so every checkpoint a signer ever signed is consistent with the next.
 
-Records are queued by the statement that appends them (sql/append_contexts.sql); a record
+Records are queued by the call that appends them (lineage_append); a record
 COPYed in around it (the benchmark's bulk load) never joins the log. `log_interval_s = 0` turns
 the background rounds off.
 """
@@ -179,7 +179,7 @@ async def _queued(tx: Transaction) -> int:
 
 
 async def _sequence_batch(tx: Transaction, step: int) -> tuple[TreeHead, int]:
-    [locked] = await tx.fetch("log_lock_head")
+    [locked] = await tx.fetch("log_lock_head", tenant_token=tx.token)
     old_size = locked["tree_size"]
     rows = await tx.fetch("log_queued_records", batch_size=step)
     if not rows:
@@ -191,21 +191,15 @@ async def _sequence_batch(tx: Transaction, step: int) -> tuple[TreeHead, int]:
     new_size = old_size + len(rows)
     root = merkle.root_from_subtrees({**frontier, **made}, new_size)
     await tx.execute(
-        "log_append_leaves",
-        leaf_indexes=list(range(old_size, new_size)),
+        "log_advance",
+        tenant_token=tx.token,
+        old_size=old_size,
         context_ids=[row["context_id"] for row in rows],
         created_ats=[row["created_at"] for row in rows],
-    )
-    await tx.execute(
-        "log_append_nodes",
         levels=[level for level, _ in made],
         node_indexes=[index for _, index in made],
         hashes=list(made.values()),
-    )
-    await tx.execute("log_advance_head", tree_size=new_size, root_hash=root)
-    await tx.execute(
-        "log_dequeue",
-        queued_ids=[row["queued_id"] for row in rows],
+        root_hash=root,
     )
     return TreeHead(new_size, root), len(rows)
 
@@ -311,7 +305,7 @@ async def checkpoint(
     await sequence(database, tenant_id, max_steps=max_steps)
     key = signing_key(settings)
     async with database.tenant(tenant_id) as tx:
-        [locked] = await tx.fetch("log_lock_head")
+        [locked] = await tx.fetch("log_lock_head", tenant_token=tx.token)
         head = TreeHead(locked["tree_size"], bytes(locked["root_hash"]))
         queued = await _queued(tx)
         metrics.set_log_queued(tenant_id, queued)

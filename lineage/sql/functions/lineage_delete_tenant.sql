@@ -2,9 +2,9 @@
 -- catalog, so a table added later is covered), referencing tables before the ones they
 -- reference, in one transaction; then a receipt in operator_audit: the rows deleted per table,
 -- the tenant's last signed checkpoint (what a holder of its proofs can still check against),
--- the time. Returns the receipt. The owner's alone: the application role may not run it. The
--- tenant's id is notified on lineage_keys (at commit): every server process's key cache, which
--- may hold the tenant's keys, is emptied.
+-- the time. Returns the receipt. The owner's alone: the application role may not run it.
+-- lineage_keys is notified (at commit), with no payload (any role may LISTEN there): every
+-- server process's key cache, which may hold the tenant's keys, is emptied.
 CREATE OR REPLACE FUNCTION public.lineage_delete_tenant(p_tenant_id text)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -58,7 +58,7 @@ BEGIN
                                   'deleted_at', clock_timestamp());
     INSERT INTO operator_audit (action, target, detail)
     VALUES ('tenant_delete', p_tenant_id, receipt);
-    PERFORM pg_notify('lineage_keys', p_tenant_id);
+    PERFORM pg_notify('lineage_keys', '');
     RETURN receipt;
 END
 $function$;

@@ -1,6 +1,7 @@
 -- Revoke one of the vouched tenant's keys; a revoked key stays revoked (the first time kept).
--- No row: no such key for this tenant. The key's id is notified on lineage_keys (at commit), which
--- empties every server process's key cache (lineage/services/key_cache.py).
+-- No row: no such key for this tenant. lineage_keys is notified (at commit), which empties every
+-- server process's key cache (lineage/services/key_cache.py); with no payload, since any role
+-- may LISTEN there: no one learns which key went.
 CREATE OR REPLACE FUNCTION public.lineage_key_revoke(p_key_id text)
  RETURNS TABLE(key_id text, revoked_at timestamp with time zone)
  LANGUAGE plpgsql
@@ -17,7 +18,7 @@ BEGIN
     SELECT k.key_id, k.revoked_at FROM public.api_keys AS k
     WHERE k.tenant_id OPERATOR(pg_catalog.=) tenant AND k.key_id OPERATOR(pg_catalog.=) p_key_id;
     IF FOUND THEN  -- a key already revoked too: revoked here before migration 0025, none was told
-        PERFORM pg_catalog.pg_notify('lineage_keys', p_key_id);
+        PERFORM pg_catalog.pg_notify('lineage_keys', '');
     END IF;
 END
 $function$;

@@ -1,5 +1,6 @@
 -- Whether p_token is the service's HMAC of p_tenant. Both sides are hashed before they are
--- compared, so the comparison's time says nothing about the expected token.
+-- compared, so the comparison's time says nothing about the expected token. A Citus worker
+-- added after `lineage distribute` ran has no copy of the key: it refuses, saying so (a 503).
 CREATE OR REPLACE FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text)
  RETURNS boolean
  LANGUAGE plpgsql
@@ -9,6 +10,11 @@ AS $function$
 DECLARE
     pads record;
 BEGIN
+    IF to_regclass('public.tenant_vouching_key') IS NULL THEN
+        RAISE EXCEPTION 'this node (port %) has no tenant vouching key', current_setting('port')
+            USING ERRCODE = 'operator_intervention',
+                  HINT = 'run `lineage distribute` after adding a worker (runbooks/scale-out.md)';
+    END IF;
     SELECT k.inner_pad, k.outer_pad INTO pads FROM public.tenant_vouching_key AS k;
     IF pads IS NULL OR p_token IS NULL THEN
         RETURN false;

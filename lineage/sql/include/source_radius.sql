@@ -3,7 +3,7 @@
 -- them, each once, of :'kind' (a kind, 'any' for all but verdict and tombstone, or 'all'), down
 -- to :max_depth, nearest first. When every record with the source is a root known to
 -- root_sources, it is one index range of root_sources; otherwise (a derived record carries the
--- source_uri too, or the roots were inserted around append_contexts) it is the walk down the
+-- source_uri too, or the roots were inserted around lineage_append) it is the walk down the
 -- edges. Both give the same rows. Takes :'tenant_id', :'source_uri', :'kind', :max_depth.
 start AS MATERIALIZED (
     -- Every record with the source, and whether it is a root known to root_sources.

@@ -30,6 +30,114 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_records integer[], p_root_source_uris text[], p_root_depths integer[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) RETURNS TABLE(inserted text[], last_position bigint, stored_twice text[])
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    stored text[];
+    new_ids text[];
+    all_new boolean;
+    position_after bigint;
+BEGIN
+    IF NOT public.lineage_tenant_vouched(p_tenant, p_token) THEN
+        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- Row security holds inside the function too (the tables force it on their owner).
+    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant, true);
+
+    SELECT coalesce(array_agg(p.context_id), '{}') INTO stored
+    FROM public.provenance AS p
+    WHERE p.tenant_id = p_tenant AND p.context_id = ANY (p_context_ids);
+
+    WITH written AS (
+        INSERT INTO public.provenance AS p (tenant_id, context_id, parent_ids, kind, source_uri,
+            content_hash, transform, transform_version, produced_by, index_snapshot, trace_id,
+            created_at, attributes, upstream_keys, upstream_depths)
+        SELECT p_tenant, r.context_id, r.parent_ids::text[], r.kind, r.source_uri,
+               r.content_hash, r.transform, r.transform_version, r.produced_by,
+               r.index_snapshot, r.trace_id, r.created_at, r.attributes::jsonb,
+               r.upstream_keys::text[], r.upstream_depths::integer[]
+        FROM unnest(p_context_ids, p_parent_id_lists, p_kinds, p_source_uris, p_content_hashes,
+                    p_transforms, p_transform_versions, p_produced_bys, p_index_snapshots,
+                    p_trace_ids, p_created_ats, p_attribute_docs, p_upstream_key_lists,
+                    p_upstream_depth_lists)
+             AS r (context_id, parent_ids, kind, source_uri, content_hash, transform,
+                   transform_version, produced_by, index_snapshot, trace_id, created_at,
+                   attributes, upstream_keys, upstream_depths)
+        WHERE r.context_id <> ALL (stored)
+        ON CONFLICT DO NOTHING
+        RETURNING p.context_id
+    )
+    SELECT coalesce(array_agg(w.context_id), '{}') INTO new_ids FROM written AS w;
+    IF cardinality(new_ids) = 0 THEN
+        RETURN QUERY SELECT new_ids, NULL::bigint, '{}'::text[];
+        RETURN;
+    END IF;
+    -- The common case: no id was stored before, so no row is compared with every new id.
+    all_new := cardinality(new_ids) = cardinality(p_context_ids);
+
+    INSERT INTO public.provenance_children (tenant_id, parent_id, context_id, created_at, kind)
+    SELECT DISTINCT p_tenant, parent.id, r.context_id, r.created_at, r.kind
+    FROM unnest(p_context_ids, p_parent_id_lists, p_created_ats, p_kinds)
+         AS r (context_id, parent_ids, created_at, kind)
+         CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id)
+    WHERE all_new OR r.context_id = ANY (new_ids);
+
+    INSERT INTO public.root_sources (tenant_id, source_uri, kind, context_id, depth, created_at)
+    SELECT p_tenant, s.source_uri, p_kinds[s.record], p_context_ids[s.record], s.depth,
+           p_created_ats[s.record]
+    FROM unnest(p_root_records, p_root_source_uris, p_root_depths) AS s (record, source_uri, depth)
+    WHERE all_new OR p_context_ids[s.record] = ANY (new_ids);
+
+    INSERT INTO public.transform_versions (tenant_id, transform, transform_version, version_key,
+                                           first_seen)
+    SELECT p_tenant, split_part(v.transform_version, '@', 1), v.transform_version,
+           min(v.version_key), min(v.created_at)
+    FROM unnest(p_context_ids, p_transform_versions, p_version_keys, p_created_ats)
+         AS v (context_id, transform_version, version_key, created_at)
+    WHERE v.transform_version IS NOT NULL AND (all_new OR v.context_id = ANY (new_ids))
+    GROUP BY v.transform_version
+    ON CONFLICT DO NOTHING;
+
+    INSERT INTO public.record_signatures (tenant_id, context_id, key_id, signature, created_at)
+    SELECT p_tenant, s.context_id, s.key_id, s.signature, s.created_at
+    FROM unnest(p_context_ids, p_key_ids, p_signatures, p_created_ats)
+         AS s (context_id, key_id, signature, created_at)
+    WHERE all_new OR s.context_id = ANY (new_ids);
+
+    INSERT INTO public.log_queue (tenant_id, context_id)
+    SELECT p_tenant, n.context_id
+    FROM unnest(new_ids) WITH ORDINALITY AS n (context_id, ordinal)
+    ORDER BY n.ordinal;
+
+    -- Last: the tenant's counter row stays locked until commit, so positions commit in order.
+    INSERT INTO public.tenant_counters AS c (tenant_id, counter, last_value)
+    VALUES (p_tenant, 'events', cardinality(new_ids))
+    ON CONFLICT (tenant_id, counter)
+        DO UPDATE SET last_value = c.last_value + cardinality(new_ids)
+    RETURNING c.last_value INTO position_after;
+    INSERT INTO public.events (tenant_id, position, context_id)
+    SELECT p_tenant, position_after - cardinality(new_ids) + n.ordinal, n.context_id
+    FROM unnest(new_ids) WITH ORDINALITY AS n (context_id, ordinal);
+
+    -- One partition over all time is unique by its index; months are checked here.
+    IF EXISTS (SELECT 1 FROM pg_inherits AS h JOIN pg_class AS c ON c.oid = h.inhrelid
+               WHERE h.inhparent = 'public.provenance'::regclass
+                 AND pg_get_expr(c.relpartbound, c.oid)
+                     <> 'FOR VALUES FROM (MINVALUE) TO (MAXVALUE)') THEN
+        RETURN QUERY
+        SELECT new_ids, position_after, coalesce(array_agg(t.context_id), '{}')
+        FROM (SELECT p.context_id FROM public.provenance AS p
+              WHERE p.tenant_id = p_tenant AND p.context_id = ANY (new_ids)
+              GROUP BY p.context_id HAVING count(*) > 1) AS t;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT new_ids, position_after, '{}'::text[];
+END
+$$;
+
 CREATE FUNCTION public.lineage_captures(p_tenant_id text, p_context_id text) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
@@ -61,6 +169,8 @@ BEGIN
     IF p_parent = 'provenance' THEN
         EXECUTE format('CREATE UNIQUE INDEX %I ON public.%I (tenant_id, context_id)',
                        p_name || '_id', p_name);
+        EXECUTE format('ALTER TABLE public.%I REPLICA IDENTITY USING INDEX %I',
+                       p_name, p_name || '_id');
     END IF;
     EXECUTE format('REVOKE UPDATE, TRUNCATE ON public.%I FROM PUBLIC, %I', p_name, current_user);
 END
@@ -118,7 +228,7 @@ BEGIN
                                   'deleted_at', clock_timestamp());
     INSERT INTO operator_audit (action, target, detail)
     VALUES ('tenant_delete', p_tenant_id, receipt);
-    PERFORM pg_notify('lineage_keys', p_tenant_id);
+    PERFORM pg_notify('lineage_keys', '');
     RETURN receipt;
 END
 $_$;
@@ -166,8 +276,68 @@ BEGIN
     SELECT k.key_id, k.revoked_at FROM public.api_keys AS k
     WHERE k.tenant_id OPERATOR(pg_catalog.=) tenant AND k.key_id OPERATOR(pg_catalog.=) p_key_id;
     IF FOUND THEN  -- a key already revoked too: revoked here before migration 0025, none was told
-        PERFORM pg_catalog.pg_notify('lineage_keys', p_key_id);
+        PERFORM pg_catalog.pg_notify('lineage_keys', '');
     END IF;
+END
+$$;
+
+CREATE FUNCTION public.lineage_log_advance(p_tenant text, p_token text, p_old_size bigint, p_context_ids text[], p_created_ats timestamp with time zone[], p_levels smallint[], p_node_indexes bigint[], p_hashes bytea[], p_root_hash bytea) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    head_size bigint;
+    queued bigint[];
+BEGIN
+    IF NOT public.lineage_tenant_vouched(p_tenant, p_token) THEN
+        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant, true);
+    SELECT h.tree_size INTO head_size FROM public.log_heads AS h
+    WHERE h.tenant_id = p_tenant FOR UPDATE;
+    IF head_size IS DISTINCT FROM p_old_size THEN
+        RAISE EXCEPTION 'the log of % is at size %, not %', p_tenant, head_size, p_old_size
+            USING ERRCODE = 'serialization_failure';
+    END IF;
+    SELECT coalesce(array_agg(q.queued_id), '{}') INTO queued
+    FROM public.log_queue AS q
+    WHERE q.tenant_id = p_tenant AND q.context_id = ANY (p_context_ids);
+    IF cardinality(queued) <> cardinality(p_context_ids)
+       OR cardinality(p_context_ids) <> (SELECT count(DISTINCT c) FROM unnest(p_context_ids) AS c)
+    THEN
+        RAISE EXCEPTION 'the records given are not each queued in the log of %, once', p_tenant
+            USING ERRCODE = 'serialization_failure';
+    END IF;
+    INSERT INTO public.log_leaves (tenant_id, leaf_index, context_id, created_at)
+    SELECT p_tenant, p_old_size + l.ordinal - 1, l.context_id, l.created_at
+    FROM unnest(p_context_ids, p_created_ats) WITH ORDINALITY AS l (context_id, created_at, ordinal);
+    INSERT INTO public.log_nodes (tenant_id, level, node_index, hash)
+    SELECT p_tenant, n.level, n.node_index, n.hash
+    FROM unnest(p_levels, p_node_indexes, p_hashes) AS n (level, node_index, hash);
+    UPDATE public.log_heads AS h
+    SET tree_size = p_old_size + cardinality(p_context_ids), root_hash = p_root_hash,
+        updated_at = now()
+    WHERE h.tenant_id = p_tenant;
+    DELETE FROM public.log_queue AS l WHERE l.tenant_id = p_tenant AND l.queued_id = ANY (queued);
+    RETURN p_old_size + cardinality(p_context_ids);
+END
+$$;
+
+CREATE FUNCTION public.lineage_log_lock(p_tenant text, p_token text) RETURNS TABLE(tree_size bigint, root_hash bytea, updated_at timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF NOT public.lineage_tenant_vouched(p_tenant, p_token) THEN
+        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant, true);
+    RETURN QUERY
+    INSERT INTO public.log_heads AS h (tenant_id) VALUES (p_tenant)
+    ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = h.tenant_id
+    RETURNING h.tree_size, h.root_hash, h.updated_at;
 END
 $$;
 
@@ -447,6 +617,11 @@ CREATE FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) RETUR
 DECLARE
     pads record;
 BEGIN
+    IF to_regclass('public.tenant_vouching_key') IS NULL THEN
+        RAISE EXCEPTION 'this node (port %) has no tenant vouching key', current_setting('port')
+            USING ERRCODE = 'operator_intervention',
+                  HINT = 'run `lineage distribute` after adding a worker (runbooks/scale-out.md)';
+    END IF;
     SELECT k.inner_pad, k.outer_pad INTO pads FROM public.tenant_vouching_key AS k;
     IF pads IS NULL OR p_token IS NULL THEN
         RETURN false;
@@ -654,7 +829,9 @@ CREATE TABLE public.provenance (
     index_snapshot text,
     trace_id text,
     created_at timestamp with time zone NOT NULL,
-    attributes jsonb DEFAULT '{}'::jsonb NOT NULL
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    upstream_keys text[],
+    upstream_depths integer[]
 )
 PARTITION BY RANGE (created_at);
 
@@ -692,7 +869,9 @@ CREATE TABLE public.provenance_p_open (
     index_snapshot text,
     trace_id text,
     created_at timestamp with time zone NOT NULL,
-    attributes jsonb DEFAULT '{}'::jsonb NOT NULL
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    upstream_keys text[],
+    upstream_depths integer[]
 );
 
 CREATE TABLE public.record_signatures (
@@ -932,6 +1111,8 @@ CREATE INDEX provenance_index_snapshot ON ONLY public.provenance USING btree (te
 
 CREATE UNIQUE INDEX provenance_p_open_id ON public.provenance_p_open USING btree (tenant_id, context_id);
 
+ALTER TABLE ONLY public.provenance_p_open REPLICA IDENTITY USING INDEX provenance_p_open_id;
+
 CREATE INDEX provenance_parent_ids ON ONLY public.provenance USING gin (parent_ids) WITH (fastupdate=off);
 
 CREATE INDEX provenance_p_open_parent_ids_idx ON public.provenance_p_open USING gin (parent_ids) WITH (fastupdate=off);
@@ -943,6 +1124,10 @@ CREATE INDEX provenance_p_open_tenant_id_created_at_context_id_idx ON public.pro
 CREATE INDEX provenance_tombstones ON ONLY public.provenance USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
 
 CREATE INDEX provenance_p_open_tenant_id_idx ON public.provenance_p_open USING btree (tenant_id) WHERE (kind = 'tombstone'::text);
+
+CREATE INDEX provenance_upstream_unknown ON ONLY public.provenance USING btree (tenant_id) WHERE (upstream_keys IS NULL);
+
+CREATE INDEX provenance_p_open_tenant_id_idx1 ON public.provenance_p_open USING btree (tenant_id) WHERE (upstream_keys IS NULL);
 
 CREATE INDEX provenance_p_open_tenant_id_index_snapshot_created_at_idx ON public.provenance_p_open USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
 
@@ -966,6 +1151,10 @@ CREATE INDEX provenance_transform_version ON ONLY public.provenance USING btree 
 
 CREATE INDEX provenance_p_open_tenant_id_transform_version_idx ON public.provenance_p_open USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
 
+CREATE INDEX provenance_upstream ON ONLY public.provenance USING gin (upstream_keys) WITH (fastupdate=off);
+
+CREATE INDEX provenance_p_open_upstream_keys_idx ON public.provenance_p_open USING gin (upstream_keys) WITH (fastupdate=off);
+
 CREATE INDEX root_sources_context_id ON ONLY public.root_sources USING btree (tenant_id, context_id);
 
 CREATE INDEX root_sources_p_open_tenant_id_context_id_idx ON public.root_sources_p_open USING btree (tenant_id, context_id);
@@ -980,6 +1169,8 @@ ALTER INDEX public.provenance_created_at ATTACH PARTITION public.provenance_p_op
 
 ALTER INDEX public.provenance_tombstones ATTACH PARTITION public.provenance_p_open_tenant_id_idx;
 
+ALTER INDEX public.provenance_upstream_unknown ATTACH PARTITION public.provenance_p_open_tenant_id_idx1;
+
 ALTER INDEX public.provenance_index_snapshot ATTACH PARTITION public.provenance_p_open_tenant_id_index_snapshot_created_at_idx;
 
 ALTER INDEX public.provenance_produced_by ATTACH PARTITION public.provenance_p_open_tenant_id_produced_by_created_at_idx;
@@ -991,6 +1182,8 @@ ALTER INDEX public.provenance_trace_id ATTACH PARTITION public.provenance_p_open
 ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p_open_tenant_id_transform_transform_version_idx;
 
 ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p_open_tenant_id_transform_version_idx;
+
+ALTER INDEX public.provenance_upstream ATTACH PARTITION public.provenance_p_open_upstream_keys_idx;
 
 ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p_open_pkey;
 
@@ -1141,6 +1334,9 @@ REVOKE ALL ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUB
 REVOKE ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) TO lineage_app;
 
+REVOKE ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_records integer[], p_root_source_uris text[], p_root_depths integer[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_records integer[], p_root_source_uris text[], p_root_depths integer[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) TO lineage_app;
+
 REVOKE ALL ON FUNCTION public.lineage_create_partition(p_parent text, p_name text, p_lower timestamp with time zone, p_upper timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lineage_delete_tenant(p_tenant_id text) FROM PUBLIC;
@@ -1153,6 +1349,12 @@ GRANT ALL ON FUNCTION public.lineage_key_create(p_key_id text, p_scope text, p_k
 
 REVOKE ALL ON FUNCTION public.lineage_key_revoke(p_key_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_key_revoke(p_key_id text) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_log_advance(p_tenant text, p_token text, p_old_size bigint, p_context_ids text[], p_created_ats timestamp with time zone[], p_levels smallint[], p_node_indexes bigint[], p_hashes bytea[], p_root_hash bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_log_advance(p_tenant text, p_token text, p_old_size bigint, p_context_ids text[], p_created_ats timestamp with time zone[], p_levels smallint[], p_node_indexes bigint[], p_hashes bytea[], p_root_hash bytea) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_log_lock(p_tenant text, p_token text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_log_lock(p_tenant text, p_token text) TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.lineage_open_partitions_check(p_now timestamp with time zone, p_add boolean) FROM PUBLIC;
 
@@ -1182,25 +1384,25 @@ GRANT SELECT,INSERT ON TABLE public.audit_log TO lineage_app;
 
 GRANT SELECT,INSERT,DELETE ON TABLE public.context_text TO lineage_app;
 
-GRANT SELECT,INSERT ON TABLE public.events TO lineage_app;
+GRANT SELECT ON TABLE public.events TO lineage_app;
 
 GRANT SELECT ON TABLE public.forget_tombstones TO lineage_app;
 
 GRANT SELECT,INSERT ON TABLE public.log_checkpoints TO lineage_app;
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.log_heads TO lineage_app;
+GRANT SELECT ON TABLE public.log_heads TO lineage_app;
 
-GRANT SELECT,INSERT ON TABLE public.log_leaves TO lineage_app;
+GRANT SELECT ON TABLE public.log_leaves TO lineage_app;
 
-GRANT SELECT,INSERT ON TABLE public.log_nodes TO lineage_app;
+GRANT SELECT ON TABLE public.log_nodes TO lineage_app;
 
-GRANT SELECT,INSERT,DELETE ON TABLE public.log_queue TO lineage_app;
+GRANT SELECT ON TABLE public.log_queue TO lineage_app;
 
 REVOKE ALL ON TABLE public.provenance FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance TO CURRENT_USER;
-GRANT SELECT,INSERT ON TABLE public.provenance TO lineage_app;
+GRANT SELECT ON TABLE public.provenance TO lineage_app;
 
-GRANT SELECT,INSERT ON TABLE public.provenance_children TO lineage_app;
+GRANT SELECT ON TABLE public.provenance_children TO lineage_app;
 
 REVOKE ALL ON TABLE public.provenance_children_p_open FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_children_p_open TO CURRENT_USER;
@@ -1210,12 +1412,12 @@ GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_p_open 
 
 REVOKE ALL ON TABLE public.record_signatures FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures TO CURRENT_USER;
-GRANT SELECT,INSERT ON TABLE public.record_signatures TO lineage_app;
+GRANT SELECT ON TABLE public.record_signatures TO lineage_app;
 
 REVOKE ALL ON TABLE public.record_signatures_p_open FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures_p_open TO CURRENT_USER;
 
-GRANT SELECT,INSERT ON TABLE public.root_sources TO lineage_app;
+GRANT SELECT ON TABLE public.root_sources TO lineage_app;
 
 REVOKE ALL ON TABLE public.root_sources_p_open FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.root_sources_p_open TO CURRENT_USER;
@@ -1232,4 +1434,4 @@ GRANT SELECT ON TABLE public.tenant_text_keys TO lineage_app;
 
 GRANT SELECT ON TABLE public.tenants TO lineage_app;
 
-GRANT SELECT,INSERT ON TABLE public.transform_versions TO lineage_app;
+GRANT SELECT ON TABLE public.transform_versions TO lineage_app;

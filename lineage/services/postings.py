@@ -1,0 +1,73 @@
+"""Invalidation postings: for each record, the keys a migration invalidates by (its transform
+version and index snapshot, and those of every record upstream of it), each with its least
+depth below a record that has it. The append computes a record's from its parents' postings
+and stores them beside it (`upstream_keys`, `upstream_depths`, GIN-indexed), so what depends on
+an old chunker or index snapshot is one index read (sql/invalidate_*), not a walk.
+
+None means unknown: a record stored before migration 0028, anything below one, and a record
+imported with parents retention had dropped. A tenant with any is answered by the walk."""
+
+from collections.abc import Mapping, Sequence
+
+from lineage.core.record import ContextRecord
+from lineage.services.root_sources import carry
+
+Postings = dict[str, int] | None  # key -> least depth below a record with that key
+
+TRANSFORM_VERSION = "transform_version:"
+INDEX_SNAPSHOT = "index_snapshot:"
+
+
+def own_keys(record: ContextRecord) -> list[str]:
+    keys = []
+    if record.transform_version:
+        keys.append(TRANSFORM_VERSION + record.transform_version)
+    if record.index_snapshot:
+        keys.append(INDEX_SNAPSHOT + record.index_snapshot)
+    return keys
+
+
+def postings_of(record: ContextRecord, parents: Sequence[Postings]) -> Postings:
+    """Every parent's postings a level further down, at the least, and its own at depth 0."""
+    known = [parent for parent in parents if parent is not None]
+    if len(known) < len(parents):
+        return None
+    postings = carry(known)
+    for key in own_keys(record):
+        postings[key] = 0
+    return postings
+
+
+def batch_postings(
+    records: Sequence[ContextRecord], parent_postings: Mapping[str, Postings]
+) -> list[Postings]:
+    """The postings of each record of a batch (in batch order), its parents earlier in the
+    batch or in `parent_postings`; a parent in neither is unknown."""
+    known = dict(parent_postings)
+    found = []
+    for record in records:
+        postings = known[record.context_id] = postings_of(
+            record, [known.get(p) for p in record.parent_ids]
+        )
+        found.append(postings)
+    return found
+
+
+def array_literals(postings: Sequence[Postings]) -> tuple[list[str | None], list[str | None]]:
+    """lineage_append's upstream keys and depths, one array literal per record (keys are
+    quoted: a transform version may hold a comma or a brace)."""
+    keys: list[str | None] = []
+    depths: list[str | None] = []
+    for each in postings:
+        if each is None:
+            keys.append(None)
+            depths.append(None)
+            continue
+        ordered = sorted(each.items())
+        keys.append("{" + ",".join(_quoted(key) for key, _ in ordered) + "}")
+        depths.append("{" + ",".join(str(depth) for _, depth in ordered) + "}")
+    return keys, depths
+
+
+def _quoted(element: str) -> str:
+    return '"' + element.replace("\\", "\\\\").replace('"', '\\"') + '"'
