@@ -36,6 +36,7 @@ class Postings:
     them for an append, in rows given parents first; equal postings are held once (most
     records of a DAG share them)."""
 
+    CONTEXT_ID = COLUMNS.index("context_id")
     PARENTS = COLUMNS.index("parent_ids")
     TRANSFORM_VERSION = COLUMNS.index("transform_version")
     INDEX_SNAPSHOT = COLUMNS.index("index_snapshot")
@@ -45,17 +46,11 @@ class Postings:
         self.shared: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
 
     def of(self, row: Row) -> tuple[list[str], list[int]]:
-        merged: dict[str, int] = {}
-        for parent in row[self.PARENTS]:
-            for key, depth in self.by_id.get(parent, ()):
-                if key not in merged or depth + 1 < merged[key]:
-                    merged[key] = depth + 1
-        if row[self.TRANSFORM_VERSION]:
-            merged[postings.TRANSFORM_VERSION + row[self.TRANSFORM_VERSION]] = 0
-        if row[self.INDEX_SNAPSHOT]:
-            merged[postings.INDEX_SNAPSHOT + row[self.INDEX_SNAPSHOT]] = 0
+        parents = [dict(self.by_id.get(parent, ())) for parent in row[self.PARENTS]]
+        keys = postings.own_keys(row[self.TRANSFORM_VERSION], row[self.INDEX_SNAPSHOT])
+        merged = postings.derived(keys, parents) or {}
         ordered = tuple(sorted(merged.items()))
-        self.by_id[row[COLUMNS.index("context_id")]] = self.shared.setdefault(ordered, ordered)
+        self.by_id[row[self.CONTEXT_ID]] = self.shared.setdefault(ordered, ordered)
         return [key for key, _ in ordered], [depth for _, depth in ordered]
 
 

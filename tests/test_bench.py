@@ -21,10 +21,11 @@ from bench.classic import (
     read_classic,
     write_tutorial_table,
 )
-from bench.dag import RETRIEVED, Generator, Row, parse_size
+from bench.dag import OLD_CHUNKER, RETRIEVED, Generator, Row, parse_size, snapshot_name
 from bench.database import drop, load, recreate, url_for
 from bench.run import ingest_rows, run, smoke_plan
 from lineage.core.record import NewContext, validate
+from lineage.db.named_sql import QUERIES
 from tests.citus_cluster import CitusCluster
 from tests.conftest import server_url
 
@@ -228,6 +229,42 @@ def test_the_loaded_dag_has_every_index_on_every_partition() -> None:
     finally:
         asyncio.run(drop(server_url(), dbname))
     assert invalid == []
+
+
+@pytest.mark.needs_database
+def test_the_loaded_dag_has_the_postings_an_append_would_have_written() -> None:
+    """Invalidation on a loaded DAG reads the loader's postings: they answer what the walk
+    answers once a record without postings sends the tenant back to the walk."""
+    dbname = f"lineage_bench_postings_{uuid.uuid4().hex[:8]}"
+    questions = [
+        ("invalidate_ids_by_transform_version", {"transform_version": OLD_CHUNKER}),
+        ("invalidate_ids_by_index_snapshot", {"index_snapshot": snapshot_name(0)}),
+    ]
+
+    async def answers(url: str) -> list[list[tuple[object, ...]]]:
+        found = []
+        for name, start in questions:
+            query = QUERIES[name]
+            values = {"tenant_id": "default", "kind": "any", "max_depth": 20, **start}
+            found.append(await _fetch_rows(url, query.sql, *query.arguments(values)))
+        return found
+
+    try:
+        url = asyncio.run(recreate(server_url(), dbname))
+        asyncio.run(load(url, 2000))
+        by_postings = asyncio.run(answers(url))
+        asyncio.run(
+            _execute(
+                url,
+                "INSERT INTO provenance (tenant_id, context_id, kind, source_uri, content_hash, "
+                "created_at) VALUES ('default', 'before_postings', 'document', 's3://old.md', "
+                "'sha256:00', now())",
+            )
+        )
+        by_walk = asyncio.run(answers(url))
+    finally:
+        asyncio.run(drop(server_url(), dbname))
+    assert all(by_postings) and by_postings == by_walk
 
 
 async def _fetch_rows(url: str, query: str, *arguments: object) -> list[tuple[object, ...]]:

@@ -7,7 +7,7 @@ an old chunker or index snapshot is one index read (sql/invalidate_*), not a wal
 None means unknown: a record stored before migration 0028, anything below one, and a record
 imported with parents retention had dropped. A tenant with any is answered by the walk."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from lineage.core.record import ContextRecord
 from lineage.services.root_sources import carry
@@ -18,24 +18,29 @@ TRANSFORM_VERSION = "transform_version:"
 INDEX_SNAPSHOT = "index_snapshot:"
 
 
-def own_keys(record: ContextRecord) -> list[str]:
+def own_keys(transform_version: str | None, index_snapshot: str | None) -> list[str]:
+    """The keys a record is invalidated by itself (at depth 0)."""
     keys = []
-    if record.transform_version:
-        keys.append(TRANSFORM_VERSION + record.transform_version)
-    if record.index_snapshot:
-        keys.append(INDEX_SNAPSHOT + record.index_snapshot)
+    if transform_version:
+        keys.append(TRANSFORM_VERSION + transform_version)
+    if index_snapshot:
+        keys.append(INDEX_SNAPSHOT + index_snapshot)
     return keys
 
 
-def postings_of(record: ContextRecord, parents: Sequence[Postings]) -> Postings:
-    """Every parent's postings a level further down, at the least, and its own at depth 0."""
+def derived(keys: Iterable[str], parents: Sequence[Postings]) -> Postings:
+    """Every parent's postings a level further down, at the least, and `keys` at depth 0."""
     known = [parent for parent in parents if parent is not None]
     if len(known) < len(parents):
         return None
     postings = carry(known)
-    for key in own_keys(record):
+    for key in keys:
         postings[key] = 0
     return postings
+
+
+def postings_of(record: ContextRecord, parents: Sequence[Postings]) -> Postings:
+    return derived(own_keys(record.transform_version, record.index_snapshot), parents)
 
 
 def batch_postings(
