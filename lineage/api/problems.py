@@ -197,5 +197,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(asyncpg.DataError, unencodable_argument)
     for unstorable in (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError):
         app.add_exception_handler(unstorable, unstorable_text)
-    for outage in (*OUTAGE_ERRORS, asyncpg.InterfaceError):
+    # An internal error is an outage only when a shard moved (is_outage); else the 500 stays.
+    for outage in (*OUTAGE_ERRORS, asyncpg.InterfaceError, asyncpg.InternalServerError):
         app.add_exception_handler(outage, database_outage)

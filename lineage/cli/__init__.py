@@ -33,6 +33,7 @@ app = typer.Typer(help="Lineage for RAG and multi-agent pipelines.", no_args_is_
 for command, name in (
     (server.migrate, "migrate"),
     (server.distribute, "distribute"),
+    (server.isolate, "isolate"),
     (server.stop, "stop"),
     (server.serve, "serve"),
     (demo.demo, "demo"),

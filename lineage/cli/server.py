@@ -40,6 +40,25 @@ def distribute(config: ConfigOption = None) -> None:
         console.print(line, highlight=False)
 
 
+def isolate(
+    tenant: Annotated[str, typer.Argument(help="The tenant to give a shard group of its own.")],
+    worker: Annotated[
+        str, typer.Option(help="HOST:PORT of the worker to place it on (not its current one).")
+    ],
+    config: ConfigOption = None,
+) -> None:
+    """On a Citus coordinator: split the tenant's shard group so that it holds the tenant
+    alone, placed on WORKER, by logical replication while writes go on."""
+    from lineage.db.distribute import isolate as isolate_tenant
+
+    host, _, port = worker.rpartition(":")
+    if not host or not port.isdigit():
+        raise fail(f"--worker {worker!r}: give HOST:PORT, as citus_add_node was given")
+    url = database_url(load(config))
+    with reported():
+        console.print(isolate_tenant(url, tenant, host, int(port)), highlight=False)
+
+
 def stop(config: ConfigOption = None) -> None:
     """Stop the embedded PostgreSQL; its data stays for the next start."""
     from lineage.db.embedded import stop_embedded

@@ -13,6 +13,12 @@ again after adding a worker, before any shard moves there. The functions that wr
 tenant's rows (appends, log steps) are distributed by their tenant argument: each call runs on
 the tenant's worker alone.
 
+Shard moves and tenant isolation replicate the writes made meanwhile as a role Citus makes, a
+member of the owner but no superuser, which PostgreSQL refuses to let replicate into a table
+whose row security is forced on its owner: so distributed tables do not force it. The service
+runs as `lineage_app`, which row security confines either way, and the owner's functions check
+the tenant token themselves; distribute refuses a schema without `lineage_app`.
+
 Citus refuses to distribute a table with triggers (unless `citus.enable_unsafe_triggers`), so
 the append-only triggers are dropped first: on Citus the owner's revoked UPDATE and TRUNCATE
 (migration 0012) keep the tables append-only, and the application role never had them.
@@ -135,6 +141,7 @@ def distribute(url: str, progress: Progress = unwatched) -> list[str]:
     done: list[str] = []
     with psycopg.connect(url, autocommit=True) as connection:
         _check_coordinator(connection)
+        _check_application_role(connection)
         layout = plan(connection)
         placed: dict[str, str] = dict(
             connection.execute(
@@ -177,6 +184,7 @@ def distribute(url: str, progress: Progress = unwatched) -> list[str]:
             connection.execute("SELECT create_reference_table(%s)", (table,))
             done.append(f"{table}: reference table (a copy on every node)")
         progress("distribute", len(tables), len(tables))
+        done.extend(_row_security_not_forced(connection, layout.distributed))
         done.extend(f"{table}: left on the coordinator (no tenant_id)" for table in layout.local)
         done.append(_copy_vouching_key(connection))
         done.append(_hide_activity_on_workers(connection))
@@ -236,6 +244,22 @@ def _tenant_checked_per_row(
     return done
 
 
+def _row_security_not_forced(connection: psycopg.Connection, tables: tuple[str, ...]) -> list[str]:
+    """Row security no longer forced on the owner of each distributed table (and so on its
+    shards): the writes a shard move replicates are applied as a member of the owner."""
+    done = []
+    for (table,) in connection.execute(
+        "SELECT relname FROM pg_class WHERE relforcerowsecurity AND relname = ANY (%s) "
+        "AND relnamespace = current_schema()::regnamespace ORDER BY relname",
+        (list(tables),),
+    ).fetchall():
+        connection.execute(
+            sql.SQL("ALTER TABLE {} NO FORCE ROW LEVEL SECURITY").format(sql.Identifier(table))
+        )
+        done.append(f"{table}: row security enabled, not forced on the owner (for shard moves)")
+    return done
+
+
 def _hide_activity_on_workers(connection: psycopg.Connection) -> str:
     """What migration 0017 does on the coordinator: no session of the application role reads
     another's statements (its tenant token) through pg_stat_activity or citus_stat_activity."""
@@ -286,6 +310,19 @@ def _check_coordinator(connection: psycopg.Connection) -> None:
         raise NotDistributable("the coordinator has no active workers (citus_add_node first)")
 
 
+def _check_application_role(connection: psycopg.Connection) -> None:
+    """Without lineage_app the service runs as the owner, whom only forced row security
+    confines: distribute, which stops forcing it, needs the role."""
+    if (
+        connection.execute("SELECT 1 FROM pg_roles WHERE rolname = 'lineage_app'").fetchone()
+        is None
+    ):
+        raise NotDistributable(
+            "no role lineage_app: on Citus the service must run as lineage_app, not as the "
+            "owner (create it, or run `lineage migrate` as a role that may, then distribute)"
+        )
+
+
 def _has_trigger(connection: psycopg.Connection, table: str, trigger: str) -> bool:
     row = connection.execute(
         "SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s",
@@ -312,3 +349,66 @@ def _check_triggers(
             "Citus distributes no table with triggers (with its default settings): "
             + ", ".join(unknown)
         )
+
+
+# The tenant's shard group: its shard of `tenants`, the hash range and where it is placed.
+TENANT_SHARD = """
+SELECT s.shardid, s.shardminvalue::integer, s.shardmaxvalue::integer,
+       worker_hash(%(tenant)s::text), n.nodeid, n.nodename, n.nodeport
+FROM pg_dist_shard AS s
+JOIN pg_dist_placement AS p USING (shardid)
+JOIN pg_dist_node AS n ON n.groupid = p.groupid AND n.noderole = 'primary'
+WHERE s.shardid = get_shard_id_for_distribution_column('tenants', %(tenant)s::text)
+"""
+
+
+def isolate(url: str, tenant: str, host: str, port: int) -> str:
+    """Give `tenant` a shard group of its own on the worker at host:port, while writes go on.
+
+    Its shard group is split at the tenant's hash (citus_split_shard_by_split_points, by
+    logical replication) and every piece is placed on that worker. Not isolate_tenant_to_new_
+    shard: it splits in place, and Citus gives a piece made in place its replica identity only
+    after the split's replication began, so an UPDATE or DELETE in between (the stream counter,
+    the log queue) stops the split's subscription for good. Returns what was done."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        _check_coordinator(connection)
+        if (
+            connection.execute("SELECT 1 FROM tenants WHERE tenant_id = %s", (tenant,)).fetchone()
+            is None
+        ):
+            raise NotDistributable(f"no tenant {tenant!r}")
+        target = connection.execute(
+            "SELECT nodeid FROM pg_dist_node WHERE nodename = %s AND nodeport = %s "
+            "AND noderole = 'primary' AND isactive AND shouldhaveshards",
+            (host, port),
+        ).fetchone()
+        if target is None:
+            raise NotDistributable(
+                f"no active worker at {host}:{port} (citus_add_node it, then lineage distribute)"
+            )
+        row = connection.execute(TENANT_SHARD, {"tenant": tenant}).fetchone()
+        if row is None:
+            raise NotDistributable("tenants is not distributed: run `lineage distribute` first")
+        shard, low, high, point, source, source_host, source_port = row
+        if source == target[0]:
+            raise NotDistributable(
+                f"tenant {tenant!r} is on {host}:{port} already: name another worker (Citus "
+                "cannot split a shard group in place while writes go on; move it back after)"
+            )
+        points = [str(p) for p in (point - 1, point) if low <= p < high]
+        if points:
+            connection.execute(
+                "SELECT citus_split_shard_by_split_points(%s, %s, %s, 'force_logical')",
+                (shard, points, [target[0]] * (len(points) + 1)),
+            )
+        else:
+            connection.execute(
+                "SELECT citus_move_shard_placement(%s, %s, %s, %s, %s, 'force_logical')",
+                (shard, source_host, source_port, host, port),
+            )
+        isolated = connection.execute(TENANT_SHARD, {"tenant": tenant}).fetchone()
+    assert isolated is not None
+    return (
+        f"tenant {tenant!r}: shard group {isolated[0]} of its own (hash {point}), "
+        f"moved from {source_host}:{source_port} to {host}:{port}"
+    )

@@ -1,6 +1,6 @@
 """Which database errors are outages: the database itself failed (down, restarting, out of
-connections, cancelled, unreachable), nothing in the request was wrong, and the same request
-can succeed later."""
+connections, cancelled, unreachable) or Citus moved the tenant's shard under the statement,
+nothing in the request was wrong, and the same request can succeed later."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +16,18 @@ OUTAGE_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.exceptions.InsufficientResourcesError,
     asyncpg.exceptions.InternalClientError,  # its protocol state when a connection broke mid-call
 )
+# Citus moved or split the shard a statement had planned for (it waited on the operation's
+# lock, or was sent to the worker that held it), raised as internal errors: the same work, run
+# again, finds the shard where it is now.
+SHARD_MOVED = ("could not find valid entry for shard", "failure on connection marked as essential")
+
+
+def is_shard_moved(exc: BaseException) -> bool:
+    return isinstance(exc, asyncpg.exceptions.InternalServerError) and str(exc).startswith(
+        SHARD_MOVED
+    )
+
+
 # The primary cannot take a write or answer a lookup now: an outage, or a server that is a
 # standby (pointed at one, or being promoted).
 PRIMARY_UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -32,7 +44,7 @@ def is_outage(exc: BaseException) -> bool:
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, OUTAGE_ERRORS):
+        if isinstance(cause, OUTAGE_ERRORS) or is_shard_moved(cause):
             return True
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__

@@ -2,11 +2,14 @@
 keyed, stamped, inserted with everything that follows it (transform versions, root sources,
 signature, the log's queue) and counted here, in the caller's tenant transaction."""
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
+
+import asyncpg
 
 from lineage.core import metrics
 from lineage.core.errors import Conflict, InvalidRecord
@@ -15,12 +18,17 @@ from lineage.core.record import ContextRecord, NewContext, check_batch
 from lineage.core.store import Appended
 from lineage.core.versions import version_key
 from lineage.db.database import Database, Transaction
+from lineage.db.errors import is_shard_moved
 from lineage.db.keyring import Signer
 from lineage.services import events, privacy
 from lineage.services.partitions import ensure_partitions
 from lineage.services.postings import array_literals, batch_postings
 from lineage.services.records import get_records
 from lineage.services.root_sources import Roots, StoredParent, root_rows, stored_parents
+
+# A shard split or move under an append: three tries, half a second apart, then a 503.
+SHARD_MOVED_ATTEMPTS = 3
+SHARD_MOVED_PAUSE_S = 0.5
 
 
 def _array_literal(ids: list[str]) -> str:
@@ -31,9 +39,18 @@ def _array_literal(ids: list[str]) -> str:
 async def append(
     database: Database, tenant_id: str, proposals: Sequence[NewContext]
 ) -> list[Appended]:
-    """Append in a tenant transaction of its own (all or none): the API's append."""
-    async with database.tenant(tenant_id) as tx:
-        return await append_records(tx, proposals)
+    """Append in a tenant transaction of its own (all or none): the API's append. Run again
+    when Citus moved the tenant's shard under it (rolled back whole, so nothing is twice)."""
+    attempt = 1
+    while True:
+        try:
+            async with database.tenant(tenant_id) as tx:
+                return await append_records(tx, proposals)
+        except asyncpg.exceptions.InternalServerError as exc:
+            if not is_shard_moved(exc) or attempt == SHARD_MOVED_ATTEMPTS:
+                raise
+        attempt += 1
+        await asyncio.sleep(SHARD_MOVED_PAUSE_S)
 
 
 async def append_records(
