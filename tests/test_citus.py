@@ -336,9 +336,10 @@ def test_the_walks_find_the_demo_on_citus(loaded: tuple[str, str]) -> None:
 
 
 def test_a_distributed_database_upgrades_its_edges_and_root_sources(citus: CitusCluster) -> None:
-    """Migrations 0026 to 0029 on a database distributed and holding records at 0025: every
-    edge is written anew with its child's kind on the shards, and invalidation answers from them;
-    root_sources is keyed anew by depth, and a document's radius answers from it."""
+    """Migrations 0026 to 0032 on a database distributed and holding records at 0025: every
+    edge is written anew with its child's kind on the shards; every record gets its postings,
+    and invalidation answers from them; root_sources is keyed anew by depth, and a document's
+    radius answers from it."""
     url = citus.create_database("lineage_citus_upgrade")
     migrate(url, "0025")
     distribute(url)
@@ -359,6 +360,9 @@ def test_a_distributed_database_upgrades_its_edges_and_root_sources(citus: Citus
     with psycopg.connect(url) as coordinator:
         rewritten = sorted(coordinator.execute(edges).fetchall())
         wanted = sorted(set(coordinator.execute(records).fetchall()))
+        # 0032: every record has its postings, so invalidation below is an index read.
+        unknown = coordinator.execute("SELECT count(*) FROM provenance WHERE upstream_keys IS NULL")
+        assert unknown.fetchone() == (0,)
     assert len(rewritten) == 300
     assert rewritten == wanted
     name = "invalidate_ids_by_index_snapshot"

@@ -4,8 +4,9 @@ depth below a record that has it. The append computes a record's from its parent
 and stores them beside it (`upstream_keys`, `upstream_depths`, GIN-indexed), so what depends on
 an old chunker or index snapshot is one index read (sql/invalidate_*), not a walk.
 
-None means unknown: a record stored before migration 0028, anything below one, and a record
-imported with parents retention had dropped. A tenant with any is answered by the walk."""
+None means unknown: a record imported with parents retention had dropped, and anything below
+one (migration 0032 gave records stored before 0028 theirs, computed alike in SQL). A tenant
+with any is answered by the walk."""
 
 from collections.abc import Iterable, Mapping, Sequence
 

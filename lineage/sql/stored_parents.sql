@@ -2,7 +2,7 @@
 -- Which of these records the tenant has stored, each with what a child's append derives from
 -- it: its root sources from the side table root_sources (a row per source, or one row with a
 -- null source_uri when it has none: a record inserted around the append) and its invalidation
--- postings (NULL for a record stored before migration 0028). The append checks a batch's
+-- postings (NULL when unknown: a parent of its was not stored). The append checks a batch's
 -- parents with it.
 -- Driven by the ids, one primary-key probe each: `p.context_id = ANY (...)` here let the
 -- planner prefer a parallel scan of provenance for a batch's thousand parents.
