@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from lineage import cli, derive
 from lineage.db.database import Database
+from lineage.interop import prov
 from lineage.services import walks
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
@@ -159,6 +160,17 @@ async def test_max_depth_bounds_the_document(incident: str, client: httpx.AsyncC
     assert statements(document)["derived"] == {(incident, ANSWER_ID, "weekly report@1.0 beta")}
 
 
+def written_without_xml(walk: walks.Walk, tenant_id: str, output: str) -> str:
+    """prov.written where the prov package has no XML serialiser (as without lxml)."""
+    Registry.load_serializers()
+    every = Registry.serializers
+    Registry.serializers = {k: v for k, v in (every or {}).items() if k != "xml"}
+    try:
+        return prov.written(walk, tenant_id, output)
+    finally:
+        Registry.serializers = every
+
+
 async def test_bad_requests_say_what_to_fix(
     incident: str, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,10 +179,9 @@ async def test_bad_requests_say_what_to_fix(
     wrong = await client.get(f"/v1/contexts/{incident}/prov", params={"format": "rdf"})
     assert wrong.status_code == 422
     assert "json" in wrong.json()["detail"]
-    # Without lxml the prov package has no XML serialiser: that is a clear 422, not a 500.
-    Registry.load_serializers()
-    without_xml = {k: v for k, v in (Registry.serializers or {}).items() if k != "xml"}
-    monkeypatch.setattr(Registry, "serializers", without_xml)
+    # Without lxml the prov package has no XML serialiser: that is a clear 422, not a 500, also
+    # from the worker process that writes it.
+    monkeypatch.setattr(prov, "written", written_without_xml)
     missing = await client.get(f"/v1/contexts/{incident}/prov", params={"format": "xml"})
     assert missing.status_code == 422
     assert missing.json()["rule"] == "prov_format"

@@ -43,7 +43,7 @@ def export_prov(
         progress("walk back", len(found.nodes), len(found.nodes))
         progress(f"write PROV ({output})")
         with reported():
-            document = prov.serialize(prov.prov_document(found, tenant), output)
+            document = prov.written(found, tenant, output)
     print(document)
 
 

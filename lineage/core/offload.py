@@ -1,13 +1,22 @@
-"""Per-record CPU work of a large batch, off the event loop.
+"""CPU work off the event loop.
 
 Checking, stamping, signing and answering a batch costs some tens of microseconds a record: a
 batch of 40,000 held the loop (every other request, /healthz too) for seconds. A batch this
 size or larger does each such step in a worker thread; a smaller one stays on the loop, where
 the thread hop would cost more than the work.
+
+Seconds of pure-Python work for one request (writing a large walk as PROV) go to a worker
+process instead, at a lower scheduling priority: in a thread it held the GIL, so every step of
+every other tenant's requests waited on it (another tenant's walk-back p95 157x its idle p95
+during four exports, bench/RESULTS-fairness.md).
 """
 
 import asyncio
+import functools
+import multiprocessing
+import os
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from typing import ParamSpec, TypeVar
 
 OFF_LOOP_RECORDS = 500
@@ -29,3 +38,31 @@ async def per_byte(size: int, work: Callable[P, T], *args: P.args, **kwargs: P.k
     if size < OFF_LOOP_BYTES:
         return work(*args, **kwargs)
     return await asyncio.to_thread(work, *args, **kwargs)
+
+
+HEAVY_PROCESSES = 2
+HEAVY_NICENESS = 10  # below the service's own process and PostgreSQL's
+
+
+class _HeavyPool:
+    """The worker processes of this server process, started on first use (spawned: a fork
+    would copy the event loop's threads and connections)."""
+
+    executor: ProcessPoolExecutor | None = None
+
+    @classmethod
+    def get(cls) -> ProcessPoolExecutor:
+        if cls.executor is None:
+            cls.executor = ProcessPoolExecutor(
+                HEAVY_PROCESSES,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=os.nice,
+                initargs=(HEAVY_NICENESS,),
+            )
+        return cls.executor
+
+
+async def in_process(work: Callable[..., T], *args: object) -> T:
+    """`work(*args)` in a worker process (`work` and its arguments are pickled to it)."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_HeavyPool.get(), functools.partial(work, *args))

@@ -92,6 +92,11 @@ def prov_document(walk: Walk, tenant_id: str) -> ProvDocument:
     return document
 
 
+def written(walk: Walk, tenant_id: str, output: str) -> str:
+    """The walk-back as a PROV document written in `output` (a format of MEDIA_TYPES)."""
+    return serialize(prov_document(walk, tenant_id), output)
+
+
 def serialize(document: ProvDocument, output: str) -> str:
     """The document as PROV-JSON, PROV-N, PROV-JSONLD or PROV-XML."""
     if output not in MEDIA_TYPES:

@@ -1,6 +1,5 @@
 """Exports of one context: its walk-back as W3C PROV, its provenance header for generated files."""
 
-import asyncio
 from typing import Literal
 
 from fastapi import APIRouter
@@ -9,6 +8,7 @@ from fastapi.responses import Response
 from lineage.api import models
 from lineage.api.deps import HEAVY_SLOT, AppSettings, Read, ReadDb
 from lineage.api.results import Json
+from lineage.core.offload import in_process
 from lineage.interop import headers, prov
 from lineage.services import walks
 
@@ -27,14 +27,9 @@ async def get_prov(
     """The walk-back as a PROV document: contexts as entities, transforms as activities,
     produced_by as agents (see lineage/interop/prov.py)."""
     walk = await walks.walk_back(database, settings, caller.tenant_id, context_id, max_depth)
-    # Seconds of CPU for a large walk: in a worker thread, so the event loop (every other
-    # request, of every tenant) goes on meanwhile.
-    body = await asyncio.to_thread(_prov_body, walk, caller.tenant_id, format)
+    # Seconds of CPU for a large walk: in a worker process (lineage.core.offload).
+    body = await in_process(prov.written, walk, caller.tenant_id, format)
     return Response(body, media_type=prov.MEDIA_TYPES[format])
-
-
-def _prov_body(walk: walks.Walk, tenant_id: str, output: str) -> str:
-    return prov.serialize(prov.prov_document(walk, tenant_id), output)
 
 
 @router.get(
