@@ -38,7 +38,7 @@ WITH ready AS (
                             WHERE p.tenant_id = %1$L AND p.context_id = parent.id
                               AND p.upstream_keys IS NOT NULL))
 ),
-postings AS (
+postings AS MATERIALIZED (
     SELECT ready.context_id,
            coalesce(array_agg(k.key ORDER BY k.key COLLATE "C")
                     FILTER (WHERE k.key IS NOT NULL), '{}') AS keys,
@@ -92,6 +92,9 @@ BEGIN
         ALTER TABLE provenance NO FORCE ROW LEVEL SECURITY;
     END IF;
     EXECUTE format('GRANT UPDATE ON provenance TO %I', current_user);
+    -- Statistics that know how many records lack postings: planned as one or two, each level
+    -- was a nested loop computing every record's postings once per such record (quadratic).
+    ANALYZE provenance;
     FOREACH tenant IN ARRAY waiting LOOP
         LOOP
             EXECUTE format($fill${FILL_ONE_LEVEL}$fill$, tenant);
