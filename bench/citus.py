@@ -43,7 +43,13 @@ from lineage.db.migrate import migrate
 from lineage.services import auth
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
-from tests.citus_cluster import CITUS_SETTINGS, PG15_BIN, CitusCluster, citus_cluster
+from tests.citus_cluster import (
+    CITUS_SETTINGS,
+    PG15_BIN,
+    CitusCluster,
+    citus_cluster,
+    tenant_port,
+)
 from tests.private_postgres import PrivatePostgres
 
 TENANTS = ("default", "acme")
@@ -159,13 +165,7 @@ def tenants_on_two_workers(url: str) -> tuple[str, str]:
     with psycopg.connect(url) as coordinator:
         for number in range(1000):
             name = f"ingest_{number}"
-            row = coordinator.execute(
-                "SELECT nodeport FROM citus_shards WHERE table_name = 'provenance'::regclass "
-                "AND shardid = get_shard_id_for_distribution_column('provenance', %s::text)",
-                (name,),
-            ).fetchone()
-            assert row is not None
-            by_port.setdefault(row[0], name)
+            by_port.setdefault(tenant_port(coordinator, name), name)
             if len(by_port) == 2:
                 first, second = by_port.values()
                 return first, second

@@ -65,7 +65,13 @@ from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
 from lineage.services.appends import append_records
 from lineage.settings import Settings
-from tests.citus_cluster import CITUS_SETTINGS, PG15_BIN, CitusCluster, citus_cluster
+from tests.citus_cluster import (
+    CITUS_SETTINGS,
+    PG15_BIN,
+    CitusCluster,
+    citus_cluster,
+    tenant_port,
+)
 from tests.private_postgres import PrivatePostgres
 
 DBNAME = "lineage_bench_citus_writes"
@@ -322,13 +328,7 @@ def tenants_by_worker(url: str, per_worker: int, prefix: str) -> dict[str, int]:
         assert workers is not None
         for number in range(10_000):
             name = f"{prefix}_{number}"
-            row = coordinator.execute(
-                "SELECT nodeport FROM citus_shards WHERE table_name = 'provenance'::regclass "
-                "AND shardid = get_shard_id_for_distribution_column('provenance', %s::text)",
-                (name,),
-            ).fetchone()
-            assert row is not None
-            port: int = row[0]
+            port = tenant_port(coordinator, name)
             if counts.get(port, 0) < per_worker:
                 counts[port] = counts.get(port, 0) + 1
                 chosen[name] = port

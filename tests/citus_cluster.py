@@ -105,6 +105,18 @@ def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
         yield CitusCluster(coordinator=servers[0], workers=tuple(servers[1:]))
 
 
+def tenant_port(coordinator: psycopg.Connection, tenant: str) -> int:
+    """The port of the worker holding the tenant's shard group."""
+    row = coordinator.execute(
+        "SELECT nodeport FROM pg_dist_shard_placement "
+        "WHERE shardid = get_shard_id_for_distribution_column('provenance', %s::text)",
+        (tenant,),
+    ).fetchone()
+    assert row is not None
+    port: int = row[0]
+    return port
+
+
 def move_tenant_shards(url: str, tenant: str) -> tuple[int, int]:
     """Move the tenant's shard (and every shard colocated with it) to the other worker, as a
     rebalance or an operator moving a hot tenant would; returns (from port, to port)."""

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 import psycopg
 import pytest
@@ -28,6 +27,7 @@ from tests.citus_cluster import PG15_BIN, CitusCluster, citus_cluster, citus_set
 from tests.conftest import database_at
 from tests.fences import fences
 from tests.private_postgres import PrivatePostgres
+from tests.test_citus_writes import assert_stored_once, worker_port
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
@@ -82,37 +82,16 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def tenant_worker(url: str, tenant: str) -> int:
-    owner = await asyncpg.connect(url)
-    try:
-        port: int = await owner.fetchval(
-            "SELECT nodeport FROM pg_dist_shard_placement "
-            "WHERE shardid = get_shard_id_for_distribution_column('provenance', $1::text)",
-            tenant,
-        )
-    finally:
-        await owner.close()
-    return port
-
-
-async def tenants_in_shard(url: str, tenant: str) -> list[str]:
-    owner = await asyncpg.connect(url)
-    try:
-        shard = await owner.fetchval(
-            "SELECT get_shard_id_for_distribution_column('tenants', $1::text)", tenant
-        )
-        names = await owner.fetch("SELECT tenant_id FROM tenants ORDER BY tenant_id")
-        return [
-            row["tenant_id"]
-            for row in names
-            if await owner.fetchval(
-                "SELECT get_shard_id_for_distribution_column('tenants', $1::text)",
-                row["tenant_id"],
-            )
-            == shard
-        ]
-    finally:
-        await owner.close()
+def tenants_in_shard(url: str, tenant: str) -> list[str]:
+    """The tenants whose shard group is the tenant's."""
+    with psycopg.connect(url) as coordinator:
+        rows = coordinator.execute(
+            "SELECT tenant_id FROM tenants "
+            "WHERE get_shard_id_for_distribution_column('tenants', tenant_id) "
+            "= get_shard_id_for_distribution_column('tenants', %s::text) ORDER BY tenant_id",
+            (tenant,),
+        ).fetchall()
+    return [name for (name,) in rows]
 
 
 class Ingest:
@@ -195,14 +174,14 @@ async def run_the_runbook(url: str, cluster: CitusCluster, extra: PrivatePostgre
     }
     for command in step("Step 3 — Add a worker and rebalance"):
         await run(command.replace("'worker-3.internal', 5432", f"'127.0.0.1', {extra.port}"), env)
-    moved = [t for t in TENANTS if await tenant_worker(url, t) == extra.port]
+    moved = [t for t in TENANTS if worker_port(url, t) == extra.port]
     assert moved, "the rebalance moved no tenant onto the new worker"
     [isolate] = step("Step 4 — Move a hot tenant")
-    source = await tenant_worker(url, HOT_TENANT)
+    source = worker_port(url, HOT_TENANT)
     target = next(p for p in (*(w.port for w in cluster.workers), extra.port) if p != source)
     await run(isolate.replace("worker-3.internal:5432", f"127.0.0.1:{target}"), env)
-    assert await tenant_worker(url, HOT_TENANT) == target
-    assert await tenants_in_shard(url, HOT_TENANT) == [HOT_TENANT]
+    assert worker_port(url, HOT_TENANT) == target
+    assert tenants_in_shard(url, HOT_TENANT) == [HOT_TENANT]
 
 
 async def test_the_runbooks_operations_run_as_written_while_ingest_goes_on(
@@ -233,20 +212,9 @@ async def test_the_runbooks_operations_run_as_written_while_ingest_goes_on(
             after = await ingest.walks()
     assert not ingest.failed, ingest.failed[:5]
     assert after == before
-    owner = await asyncpg.connect(url)
-    try:
-        for name in TENANTS:
-            stored = await owner.fetch(
-                "SELECT context_id, count(*) AS copies FROM provenance WHERE tenant_id = $1 "
-                "GROUP BY context_id",
-                name,
-            )
-            assert {row["context_id"] for row in stored} == ingest.acknowledged[name]
-            assert {row["copies"] for row in stored} == {1}
-            # Ingest went on during the operations.
-            assert len(ingest.acknowledged[name]) > 2 * BATCH
-    finally:
-        await owner.close()
+    await assert_stored_once(url, ingest.acknowledged)
+    for name in TENANTS:  # ingest went on during the operations
+        assert len(ingest.acknowledged[name]) > 2 * BATCH
 
 
 def test_the_runbook_lines_this_test_fills_in_are_there() -> None:

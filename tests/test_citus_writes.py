@@ -24,7 +24,7 @@ from lineage.db.named_sql import QUERIES
 from lineage.services import auth
 from lineage.services.appends import append_records
 from lineage.settings import Settings
-from tests.citus_cluster import CitusCluster, citus_cluster
+from tests.citus_cluster import CitusCluster, citus_cluster, tenant_port
 from tests.conftest import database_at
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
@@ -60,14 +60,23 @@ def chunks_of(parent: str, count: int) -> list[NewContext]:
 
 def worker_port(url: str, tenant: str) -> int:
     with psycopg.connect(url) as coordinator:
-        row = coordinator.execute(
-            "SELECT nodeport FROM pg_dist_shard_placement "
-            "WHERE shardid = get_shard_id_for_distribution_column('provenance', %s::text)",
-            (tenant,),
-        ).fetchone()
-    assert row is not None
-    port: int = row[0]
-    return port
+        return tenant_port(coordinator, tenant)
+
+
+async def assert_stored_once(url: str, acknowledged: dict[str, set[str]]) -> None:
+    """Each tenant's stored records are the acknowledged ones, each stored once."""
+    owner = await asyncpg.connect(url)
+    try:
+        for name, records in acknowledged.items():
+            stored = await owner.fetch(
+                "SELECT context_id, count(*) AS copies FROM provenance WHERE tenant_id = $1 "
+                "GROUP BY context_id",
+                name,
+            )
+            assert {row["context_id"] for row in stored} == records
+            assert {row["copies"] for row in stored} == {1}
+    finally:
+        await owner.close()
 
 
 def prepared(cluster: CitusCluster, tenants: int) -> tuple[str, list[str]]:
@@ -192,18 +201,7 @@ async def test_a_dead_worker_stops_only_its_own_tenants(
             await asyncio.sleep(1)
             for name in by_port[dead_port]:
                 assert (await append(http, name, "after")).status_code == 201
-    owner = await asyncpg.connect(url)
-    try:
-        for name in names:
-            stored = await owner.fetch(
-                "SELECT context_id, count(*) AS copies FROM provenance WHERE tenant_id = $1 "
-                "GROUP BY context_id",
-                name,
-            )
-            assert {row["context_id"] for row in stored} == acknowledged[name]
-            assert {row["copies"] for row in stored} == {1}
-    finally:
-        await owner.close()
+    await assert_stored_once(url, acknowledged)
 
 
 async def test_a_worker_without_the_vouching_key_says_so_until_distribute_runs(

@@ -44,25 +44,19 @@ HEAVY_PROCESSES = 2
 HEAVY_NICENESS = 10  # below the service's own process and PostgreSQL's
 
 
-class _HeavyPool:
-    """The worker processes of this server process, started on first use (spawned: a fork
-    would copy the event loop's threads and connections)."""
-
-    executor: ProcessPoolExecutor | None = None
-
-    @classmethod
-    def get(cls) -> ProcessPoolExecutor:
-        if cls.executor is None:
-            cls.executor = ProcessPoolExecutor(
-                HEAVY_PROCESSES,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=os.nice,
-                initargs=(HEAVY_NICENESS,),
-            )
-        return cls.executor
+@functools.cache
+def _heavy_pool() -> ProcessPoolExecutor:
+    """This server process's worker processes, started on first use (spawned: a fork would
+    copy the event loop's threads and connections)."""
+    return ProcessPoolExecutor(
+        HEAVY_PROCESSES,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=os.nice,
+        initargs=(HEAVY_NICENESS,),
+    )
 
 
 async def in_process(work: Callable[..., T], *args: object) -> T:
     """`work(*args)` in a worker process (`work` and its arguments are pickled to it)."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_HeavyPool.get(), functools.partial(work, *args))
+    return await loop.run_in_executor(_heavy_pool(), functools.partial(work, *args))

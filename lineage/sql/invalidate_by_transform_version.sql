@@ -6,10 +6,10 @@
 --   psql -v tenant_id=default -v transform_version=chunker@1.4 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_by_transform_version.sql
 WITH RECURSIVE complete AS MATERIALIZED (
-    -- Every record of the tenant has its postings (migration 0028), so one read of the GIN
-    -- index on them answers; else (records stored before it) the walk down the edges does.
+  -- include: postings_complete
     SELECT NOT EXISTS (SELECT 1 FROM provenance AS u
                        WHERE u.tenant_id = :'tenant_id' AND u.upstream_keys IS NULL) AS yes
+  -- end include: postings_complete
 ),
 posted AS MATERIALIZED (
     SELECT p.context_id, p.kind, p.parent_ids, p.source_uri, p.content_hash, p.transform,

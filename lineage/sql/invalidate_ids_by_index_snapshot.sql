@@ -5,10 +5,10 @@
 --   psql -v tenant_id=default -v index_snapshot=idx_2026_08_01 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_ids_by_index_snapshot.sql
 WITH RECURSIVE complete AS MATERIALIZED (
-    -- Every record of the tenant has its postings (migration 0028), so one read of the GIN
-    -- index on them answers; else (records stored before it) the walk down the edges does.
+  -- include: postings_complete
     SELECT NOT EXISTS (SELECT 1 FROM provenance AS u
                        WHERE u.tenant_id = :'tenant_id' AND u.upstream_keys IS NULL) AS yes
+  -- end include: postings_complete
 ),
 posted AS MATERIALIZED (
     SELECT p.context_id, p.kind,
