@@ -13,11 +13,14 @@ import asyncpg
 import httpx
 import psycopg
 import pytest
+from typer.testing import CliRunner
 
+from lineage import cli
 from lineage.api.app import create_app
+from lineage.core.errors import NotDistributable
 from lineage.core.record import NewContext
 from lineage.db.database import Database
-from lineage.db.distribute import distribute
+from lineage.db.distribute import distribute, isolate
 from lineage.db.errors import is_outage
 from lineage.db.migrate import migrate
 from lineage.db.named_sql import QUERIES
@@ -222,3 +225,28 @@ async def test_a_worker_without_the_vouching_key_says_so_until_distribute_runs(
         assert is_outage(e.value)  # the service answers 503 with Retry-After
         distribute(url)
         await logged_append(database, tenant, documents("doc", 1))
+
+
+def test_isolate_refuses_what_it_cannot_do_and_moves_nothing(citus: CitusCluster) -> None:
+    """An unknown tenant, an address that is no worker, the tenant's own worker (Citus cannot
+    split in place while writes go on), a --worker that is not HOST:PORT: each a clear error
+    naming the fix, and no shard placed anew."""
+    url, [tenant, *_] = prepared(citus, 2)
+    own = worker_port(url, tenant)
+    other = next(worker.port for worker in citus.workers if worker.port != own)
+    placements = "SELECT shardid, groupid FROM pg_dist_placement ORDER BY shardid"
+    with psycopg.connect(url) as coordinator:
+        before = coordinator.execute(placements).fetchall()
+    with pytest.raises(NotDistributable, match="no tenant 'nobody'"):
+        isolate(url, "nobody", "127.0.0.1", other)
+    with pytest.raises(NotDistributable, match=r"no active worker at 127\.0\.0\.1:1 "):
+        isolate(url, tenant, "127.0.0.1", 1)
+    with pytest.raises(NotDistributable, match=r"is on 127\.0\.0\.1:\d+ already: name another"):
+        isolate(url, tenant, "127.0.0.1", own)
+    malformed = CliRunner().invoke(
+        cli.app, ["isolate", tenant, "--worker", "worker-3"], env={"LINEAGE_DATABASE_URL": url}
+    )
+    assert malformed.exit_code != 0
+    assert "give HOST:PORT" in malformed.output
+    with psycopg.connect(url) as coordinator:
+        assert coordinator.execute(placements).fetchall() == before
