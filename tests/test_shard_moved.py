@@ -10,6 +10,7 @@ def test_a_shard_moved_under_a_statement_is_an_outage() -> None:
     for message in (
         "could not find valid entry for shard 102330",  # split: the shard is gone
         "failure on connection marked as essential: 127.0.0.1:57541",  # sent where it was
+        "cannot execute a distributed query from a query on a shard",  # delegated where it was
     ):
         moved = asyncpg.exceptions.InternalServerError(message)
         assert is_shard_moved(moved)

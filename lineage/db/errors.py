@@ -17,9 +17,14 @@ OUTAGE_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.exceptions.InternalClientError,  # its protocol state when a connection broke mid-call
 )
 # Citus moved or split the shard a statement had planned for (it waited on the operation's
-# lock, or was sent to the worker that held it), raised as internal errors: the same work, run
-# again, finds the shard where it is now.
-SHARD_MOVED = ("could not find valid entry for shard", "failure on connection marked as essential")
+# lock, was sent to the worker that held it, or ran as a function delegated there whose own
+# query then found the shard gone), raised as internal errors: the same work, run again,
+# finds the shard where it is now.
+SHARD_MOVED = (
+    "could not find valid entry for shard",
+    "failure on connection marked as essential",
+    "cannot execute a distributed query from a query on a shard",
+)
 
 
 def is_shard_moved(exc: BaseException) -> bool:
