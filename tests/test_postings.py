@@ -121,11 +121,44 @@ async def test_postings_answer_what_the_walk_answers(
     assert any(rows for rows in by_postings.values())
     assert any(row["truncated"] for rows in by_postings.values() for row in rows)
     # One record stored as before migration 0028, without postings: the tenant is walked.
+    await store_without_postings(owner)
+    by_walk = await answers(pool)
+    for question, rows in by_walk.items():
+        assert by_postings[question] == rows, question
+
+
+async def test_truncated_says_records_of_the_kind_asked_lie_deeper(
+    store: PostgresStore, owner: asyncpg.Connection, pool: asyncpg.Pool
+) -> None:
+    """A chunk at depth 1 and a summary below it: asked for chunks to depth 1, nothing of the
+    kind lies deeper, so the answer is whole; asked for summaries, it is cut. By the postings
+    and by the walk alike."""
+    await derive_many(
+        store,
+        [
+            Derivation([], "doc", "document", "loader", "7", source_uri="s3://t.md",
+                       context_id="t_doc"),
+            Derivation(["t_doc"], "chunk", "chunk", context_id="t_chunk"),
+            Derivation(["t_chunk"], "summary", "summary", context_id="t_summary"),
+        ],
+    )  # fmt: skip
+
+    async def truncated(kind: str) -> list[bool]:
+        rows = await run_sql(pool, "invalidate_ids_by_transform_version", tenant_id="default",
+                             transform_version="loader@7", kind=kind, max_depth=1)  # fmt: skip
+        return [row["truncated"] for row in rows]
+
+    assert await truncated("chunk") == [False]
+    assert await truncated("document") == [False]
+    await store_without_postings(owner)
+    assert await truncated("chunk") == [False]
+    assert await truncated("document") == [False]
+    assert await truncated("all") == [True, True]
+
+
+async def store_without_postings(owner: asyncpg.Connection) -> None:
     await owner.execute(
         "INSERT INTO provenance (tenant_id, context_id, kind, source_uri, content_hash, "
         "created_at) VALUES ('default', 'before_postings', 'document', 's3://old.md', "
         "'sha256:00', now())"
     )
-    by_walk = await answers(pool)
-    for question, rows in by_walk.items():
-        assert by_postings[question] == rows, question

@@ -75,6 +75,7 @@ def test_each_walk_is_written_once() -> None:
             "suspicious_hops",
             "verdict_history",
         ],
+        "posting_probe": sorted(INVALIDATIONS),
         "postings_complete": sorted(INVALIDATIONS),
         "source_radius": ["blast_radius_by_source", "blast_radius_ids_by_source"],
         "walk_down": sorted({*ASKED, *INVALIDATIONS, *EMBEDDED} - {"walk_back", "suspicious_hops"}),

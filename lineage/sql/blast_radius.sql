@@ -8,7 +8,8 @@
 -- their paths.
 --   psql -v tenant_id=default -v context_ids='{ctx_...}' -v kind=answer -v max_depth=20 \
 --        -f sql/blast_radius.sql
-WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
+WITH RECURSIVE walk_limit (depth) AS (SELECT :max_depth::integer),
+walk (depth, frontier, kinds, seen, seen_kinds) AS (
     SELECT 0, start.ids, start.kinds, start.ids, start.kinds
     -- The stored ones with their kinds, and those retention dropped (still leaves of the log;
     -- no kind, as no record): their edges to the children kept are kept with the children.
@@ -43,7 +44,7 @@ WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
         ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
-    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+    WHERE w.depth <= (SELECT depth FROM walk_limit) AND cardinality(w.frontier) > 0
   -- end include: walk_down
 )
 SELECT r.context_id, w.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,

@@ -22,6 +22,7 @@ roots_only AS MATERIALIZED (
     -- No record with the source left (retention dropped them): the kept rows of root_sources.
     SELECT coalesce(bool_and(start.root), true) AS yes FROM start
 ),
+walk_limit (depth) AS (SELECT :max_depth::integer),
 walk (depth, frontier, kinds, seen, seen_kinds) AS (
     -- Only when a record with the source is not a known root: the walk down the edges.
     SELECT 0, ids.ids, ids.kinds, ids.ids, ids.kinds
@@ -52,7 +53,7 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
         ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
-    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+    WHERE w.depth <= (SELECT depth FROM walk_limit) AND cardinality(w.frontier) > 0
   -- end include: walk_down
 ),
 radius AS (

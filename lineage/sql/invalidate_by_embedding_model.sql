@@ -7,7 +7,8 @@
 -- ...), 'any' (all but verdict and tombstone) or 'all'.
 --   psql -v tenant_id=default -v embedding_model=text-embedding-ada-002 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_by_embedding_model.sql
-WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
+WITH RECURSIVE walk_limit (depth) AS (SELECT :max_depth::integer),
+walk (depth, frontier, kinds, seen, seen_kinds) AS (
     SELECT 0, start.ids, start.kinds, start.ids, start.kinds
     FROM (SELECT coalesce(array_agg(s.context_id), '{}') AS ids,
                  coalesce(array_agg(s.kind), '{}') AS kinds
@@ -40,7 +41,7 @@ WITH RECURSIVE walk (depth, frontier, kinds, seen, seen_kinds) AS (
         ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
-    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+    WHERE w.depth <= (SELECT depth FROM walk_limit) AND cardinality(w.frontier) > 0
   -- end include: walk_down
 )
 SELECT r.context_id, w.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,

@@ -3,9 +3,15 @@
 -- (e.g. chunker@1.4), as records. Use kind=answer for the cached answers to drop, kind=summary
 -- for the summaries to rebuild, 'any' for all but verdict and tombstone, 'all' for everything.
 -- sql/invalidate_ids_by_transform_version.sql lists the same rows as ids, kinds and depths.
+-- Each record keeps the keys it is invalidated by, its own and those of everything upstream,
+-- with the least depth below a record that has each (migration 0028): one read of their GIN
+-- index (sql/include/posting_probe.sql) finds the records. A tenant with a record without
+-- postings (imported below a parent not stored) is walked down the edges instead, with the same
+-- rows. `truncated` says records of the kinds asked for lie deeper than :max_depth.
 --   psql -v tenant_id=default -v transform_version=chunker@1.4 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_by_transform_version.sql
-WITH RECURSIVE complete AS MATERIALIZED (
+WITH RECURSIVE wanted (key) AS (SELECT 'transform_version:' || :'transform_version'),
+complete AS MATERIALIZED (
   -- include: postings_complete
     SELECT NOT EXISTS (SELECT 1 FROM provenance AS u
                        WHERE u.tenant_id = :'tenant_id' AND u.upstream_keys IS NULL) AS yes
@@ -14,13 +20,22 @@ WITH RECURSIVE complete AS MATERIALIZED (
 posted AS MATERIALIZED (
     SELECT p.context_id, p.kind, p.parent_ids, p.source_uri, p.content_hash, p.transform,
            p.transform_version, p.produced_by, p.index_snapshot, p.trace_id, p.created_at,
-           p.attributes,
-           p.upstream_depths[array_position(p.upstream_keys,
-                                            'transform_version:' || :'transform_version')] AS depth
+           p.attributes, p.upstream_depths[array_position(p.upstream_keys,
+                                                       (SELECT key FROM wanted))] AS depth
     FROM provenance AS p
+  -- include: posting_probe
     WHERE (SELECT yes FROM complete)
       AND p.tenant_id = :'tenant_id'
-      AND p.upstream_keys @> ARRAY['transform_version:' || :'transform_version']
+      AND (p.upstream_keys || ARRAY['tenant:' || p.tenant_id, 'kind:' || p.kind])
+          @> (ARRAY[(SELECT key FROM wanted), 'tenant:' || :'tenant_id']
+              || CASE WHEN :'kind' IN ('any', 'all') THEN '{}' ELSE ARRAY['kind:' || :'kind'] END)
+      AND (p.kind = :'kind' OR :'kind' = 'all'
+           OR (:'kind' = 'any' AND p.kind NOT IN ('verdict', 'tombstone')))
+  -- end include: posting_probe
+),
+walk_limit (depth) AS (
+    -- Past :max_depth (but for 'all'), to know whether records of the kinds asked lie deeper.
+    SELECT CASE WHEN :'kind' = 'all' THEN :max_depth::integer ELSE 2147483646 END
 ),
 walk (depth, frontier, kinds, seen, seen_kinds) AS (
     SELECT 0, start.ids, start.kinds, start.ids, start.kinds
@@ -53,7 +68,7 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
         ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
-    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+    WHERE w.depth <= (SELECT depth FROM walk_limit) AND cardinality(w.frontier) > 0
   -- end include: walk_down
 )
 SELECT * FROM (
@@ -65,15 +80,16 @@ SELECT p.context_id, p.depth, p.kind, p.parent_ids, p.source_uri, p.content_hash
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM posted AS p
 WHERE p.depth <= :max_depth
-  AND (p.kind = :'kind' OR :'kind' = 'all'
-       OR (:'kind' = 'any' AND p.kind NOT IN ('verdict', 'tombstone')))
 UNION ALL
 -- The walk's rows, where some record has no postings.
 SELECT r.context_id, w.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
        r.attributes,
-       coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
-                 WHERE b.depth = :max_depth + 1), false) AS truncated,
+       EXISTS (SELECT 1 FROM walk AS b
+               CROSS JOIN LATERAL unnest(b.frontier, b.kinds) AS node (id, kind)
+               WHERE b.depth > :max_depth
+                 AND (node.kind = :'kind' OR :'kind' = 'all'
+                      OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))) AS truncated,
        -- Retention dropped some of the tenant's records: what derived from them is not found.
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM walk AS w

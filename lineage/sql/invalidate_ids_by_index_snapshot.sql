@@ -1,23 +1,33 @@
 -- name: invalidate_ids_by_index_snapshot
 -- What depends on anything built or served from :index_snapshot, as the ids, kinds and depths
 -- a cache invalidation job needs: the same rows, in the same order, as
--- sql/invalidate_by_index_snapshot.sql (whose comment says how they are found).
+-- sql/invalidate_by_index_snapshot.sql.
 --   psql -v tenant_id=default -v index_snapshot=idx_2026_08_01 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_ids_by_index_snapshot.sql
-WITH RECURSIVE complete AS MATERIALIZED (
+WITH RECURSIVE wanted (key) AS (SELECT 'index_snapshot:' || :'index_snapshot'),
+complete AS MATERIALIZED (
   -- include: postings_complete
     SELECT NOT EXISTS (SELECT 1 FROM provenance AS u
                        WHERE u.tenant_id = :'tenant_id' AND u.upstream_keys IS NULL) AS yes
   -- end include: postings_complete
 ),
 posted AS MATERIALIZED (
-    SELECT p.context_id, p.kind,
-           p.upstream_depths[array_position(p.upstream_keys,
-                                            'index_snapshot:' || :'index_snapshot')] AS depth
+    SELECT p.context_id, p.kind, p.upstream_depths[array_position(p.upstream_keys,
+                                                       (SELECT key FROM wanted))] AS depth
     FROM provenance AS p
+  -- include: posting_probe
     WHERE (SELECT yes FROM complete)
       AND p.tenant_id = :'tenant_id'
-      AND p.upstream_keys @> ARRAY['index_snapshot:' || :'index_snapshot']
+      AND (p.upstream_keys || ARRAY['tenant:' || p.tenant_id, 'kind:' || p.kind])
+          @> (ARRAY[(SELECT key FROM wanted), 'tenant:' || :'tenant_id']
+              || CASE WHEN :'kind' IN ('any', 'all') THEN '{}' ELSE ARRAY['kind:' || :'kind'] END)
+      AND (p.kind = :'kind' OR :'kind' = 'all'
+           OR (:'kind' = 'any' AND p.kind NOT IN ('verdict', 'tombstone')))
+  -- end include: posting_probe
+),
+walk_limit (depth) AS (
+    -- Past :max_depth (but for 'all'), to know whether records of the kinds asked lie deeper.
+    SELECT CASE WHEN :'kind' = 'all' THEN :max_depth::integer ELSE 2147483646 END
 ),
 walk (depth, frontier, kinds, seen, seen_kinds) AS (
     SELECT 0, start.ids, start.kinds, start.ids, start.kinds
@@ -50,7 +60,7 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
         ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
-    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+    WHERE w.depth <= (SELECT depth FROM walk_limit) AND cardinality(w.frontier) > 0
   -- end include: walk_down
 )
 SELECT * FROM (
@@ -60,13 +70,14 @@ SELECT p.context_id, p.kind, p.depth,
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM posted AS p
 WHERE p.depth <= :max_depth
-  AND (p.kind = :'kind' OR :'kind' = 'all'
-       OR (:'kind' = 'any' AND p.kind NOT IN ('verdict', 'tombstone')))
 UNION ALL
 -- The walk's rows, where some record has no postings.
 SELECT node.id AS context_id, node.kind, w.depth,
-       coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
-                 WHERE b.depth = :max_depth + 1), false) AS truncated,
+       EXISTS (SELECT 1 FROM walk AS b
+               CROSS JOIN LATERAL unnest(b.frontier, b.kinds) AS node (id, kind)
+               WHERE b.depth > :max_depth
+                 AND (node.kind = :'kind' OR :'kind' = 'all'
+                      OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))) AS truncated,
        -- Retention dropped some of the tenant's records: what derived from them is not found.
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM walk AS w

@@ -4,8 +4,9 @@
 -- descendant comes once, at its minimal depth, and diamonds cost their nodes, not their paths.
 -- Each child's kind comes from the edge key's index (migration 0026), so a walk reads no record
 -- to learn it (a kind is its record's for good: an id seen is an (id, kind) seen). The walk
--- goes one level past :max_depth, so that a frontier left there says the answer was truncated.
--- Takes :'tenant_id', :max_depth.
+-- goes one level past the depth in `walk_limit (depth)`, a CTE of the query (:max_depth, or
+-- deeper where the query must know what lies below it), so that a frontier left there says
+-- the answer was truncated. Takes :'tenant_id'.
   UNION ALL
     SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
     FROM walk AS w
@@ -29,4 +30,4 @@
         ) AS child (id, kind)
         OFFSET 0  -- evaluate the step once, not once per use of its result
     ) AS step
-    WHERE w.depth <= :max_depth AND cardinality(w.frontier) > 0
+    WHERE w.depth <= (SELECT depth FROM walk_limit) AND cardinality(w.frontier) > 0

@@ -1109,6 +1109,10 @@ CREATE INDEX provenance_created_at ON ONLY public.provenance USING btree (tenant
 
 CREATE INDEX provenance_index_snapshot ON ONLY public.provenance USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
 
+CREATE INDEX provenance_postings ON ONLY public.provenance USING gin (((upstream_keys || ARRAY[('tenant:'::text || tenant_id), ('kind:'::text || kind)]))) WITH (fastupdate=off);
+
+CREATE INDEX provenance_p_open_expr_idx ON public.provenance_p_open USING gin (((upstream_keys || ARRAY[('tenant:'::text || tenant_id), ('kind:'::text || kind)]))) WITH (fastupdate=off);
+
 CREATE UNIQUE INDEX provenance_p_open_id ON public.provenance_p_open USING btree (tenant_id, context_id);
 
 ALTER TABLE ONLY public.provenance_p_open REPLICA IDENTITY USING INDEX provenance_p_open_id;
@@ -1151,15 +1155,13 @@ CREATE INDEX provenance_transform_version ON ONLY public.provenance USING btree 
 
 CREATE INDEX provenance_p_open_tenant_id_transform_version_idx ON public.provenance_p_open USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
 
-CREATE INDEX provenance_upstream ON ONLY public.provenance USING gin (upstream_keys) WITH (fastupdate=off);
-
-CREATE INDEX provenance_p_open_upstream_keys_idx ON public.provenance_p_open USING gin (upstream_keys) WITH (fastupdate=off);
-
 CREATE INDEX root_sources_context_id ON ONLY public.root_sources USING btree (tenant_id, context_id);
 
 CREATE INDEX root_sources_p_open_tenant_id_context_id_idx ON public.root_sources_p_open USING btree (tenant_id, context_id);
 
 ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p_open_pkey;
+
+ALTER INDEX public.provenance_postings ATTACH PARTITION public.provenance_p_open_expr_idx;
 
 ALTER INDEX public.provenance_parent_ids ATTACH PARTITION public.provenance_p_open_parent_ids_idx;
 
@@ -1182,8 +1184,6 @@ ALTER INDEX public.provenance_trace_id ATTACH PARTITION public.provenance_p_open
 ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p_open_tenant_id_transform_transform_version_idx;
 
 ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p_open_tenant_id_transform_version_idx;
-
-ALTER INDEX public.provenance_upstream ATTACH PARTITION public.provenance_p_open_upstream_keys_idx;
 
 ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p_open_pkey;
 
