@@ -9,8 +9,7 @@
 -- rows. `truncated` says records of the kinds asked for lie deeper than :max_depth.
 --   psql -v tenant_id=default -v index_snapshot=idx_2026_08_01 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_by_index_snapshot.sql
-WITH RECURSIVE wanted (key) AS (SELECT 'index_snapshot:' || :'index_snapshot'),
-complete AS MATERIALIZED (
+WITH RECURSIVE complete AS MATERIALIZED (
   -- include: postings_complete
     SELECT NOT EXISTS (SELECT 1 FROM provenance AS u
                        WHERE u.tenant_id = :'tenant_id' AND u.upstream_keys IS NULL) AS yes
@@ -20,13 +19,15 @@ posted AS MATERIALIZED (
     SELECT p.context_id, p.kind, p.parent_ids, p.source_uri, p.content_hash, p.transform,
            p.transform_version, p.produced_by, p.index_snapshot, p.trace_id, p.created_at,
            p.attributes, p.upstream_depths[array_position(p.upstream_keys,
-                                                       (SELECT key FROM wanted))] AS depth
+                                                       'index_snapshot:' || :'index_snapshot')] AS depth
     FROM provenance AS p
+    WHERE (p.upstream_keys || ARRAY['tenant:' || p.tenant_id, 'kind:' || p.kind])
+          @> ARRAY['index_snapshot:' || :'index_snapshot']
   -- include: posting_probe
-    WHERE (SELECT yes FROM complete)
+      AND (SELECT yes FROM complete)
       AND p.tenant_id = :'tenant_id'
       AND (p.upstream_keys || ARRAY['tenant:' || p.tenant_id, 'kind:' || p.kind])
-          @> (ARRAY[(SELECT key FROM wanted), 'tenant:' || :'tenant_id']
+          @> (ARRAY['tenant:' || :'tenant_id']
               || CASE WHEN :'kind' IN ('any', 'all') THEN '{}' ELSE ARRAY['kind:' || :'kind'] END)
       AND (p.kind = :'kind' OR :'kind' = 'all'
            OR (:'kind' = 'any' AND p.kind NOT IN ('verdict', 'tombstone')))

@@ -10,8 +10,7 @@
 -- rows. `truncated` says records of the kinds asked for lie deeper than :max_depth.
 --   psql -v tenant_id=default -v transform_version=chunker@1.4 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_by_transform_version.sql
-WITH RECURSIVE wanted (key) AS (SELECT 'transform_version:' || :'transform_version'),
-complete AS MATERIALIZED (
+WITH RECURSIVE complete AS MATERIALIZED (
   -- include: postings_complete
     SELECT NOT EXISTS (SELECT 1 FROM provenance AS u
                        WHERE u.tenant_id = :'tenant_id' AND u.upstream_keys IS NULL) AS yes
@@ -21,13 +20,15 @@ posted AS MATERIALIZED (
     SELECT p.context_id, p.kind, p.parent_ids, p.source_uri, p.content_hash, p.transform,
            p.transform_version, p.produced_by, p.index_snapshot, p.trace_id, p.created_at,
            p.attributes, p.upstream_depths[array_position(p.upstream_keys,
-                                                       (SELECT key FROM wanted))] AS depth
+                                                       'transform_version:' || :'transform_version')] AS depth
     FROM provenance AS p
+    WHERE (p.upstream_keys || ARRAY['tenant:' || p.tenant_id, 'kind:' || p.kind])
+          @> ARRAY['transform_version:' || :'transform_version']
   -- include: posting_probe
-    WHERE (SELECT yes FROM complete)
+      AND (SELECT yes FROM complete)
       AND p.tenant_id = :'tenant_id'
       AND (p.upstream_keys || ARRAY['tenant:' || p.tenant_id, 'kind:' || p.kind])
-          @> (ARRAY[(SELECT key FROM wanted), 'tenant:' || :'tenant_id']
+          @> (ARRAY['tenant:' || :'tenant_id']
               || CASE WHEN :'kind' IN ('any', 'all') THEN '{}' ELSE ARRAY['kind:' || :'kind'] END)
       AND (p.kind = :'kind' OR :'kind' = 'all'
            OR (:'kind' = 'any' AND p.kind NOT IN ('verdict', 'tombstone')))
