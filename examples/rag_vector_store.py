@@ -17,7 +17,10 @@ store with that column or field, and `lineage forget` deletes a document's vecto
     python examples/rag_vector_store.py pgvector postgresql://postgres@127.0.0.1:5433/rag
     python examples/rag_vector_store.py qdrant ./qdrant-data --embedding-model hash-embed-2
 
-It prints the trace id of the question: `GET /v1/traces/<trace id>` lists its answer.
+It prints the trace id of the question: `GET /v1/traces/<trace id>` lists its answer. Then
+`lineage impact --embedding-model hash-embed-1 --kind answer` lists the answers on the chunks that
+model embedded, and, with the stores registered (docs/privacy.md, "Vector stores"),
+`lineage forget --source-uri kb/refunds.md` deletes that document's vectors from both.
 """
 
 import argparse
