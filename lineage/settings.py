@@ -133,6 +133,18 @@ class Settings(BaseSettings):
         "data_dir/signing-keys.json, created on first use. Keep it where the database cannot "
         "reach it; every replica and direct writer must share it",
     )
+    vector_stores_file: Path | None = Field(
+        default=None,
+        description="TOML file (mode 0600) of each tenant's vector stores (pgvector tables, "
+        "Qdrant collections), from which forget deletes the vectors of what it forgets; see "
+        "docs/privacy.md. Unset means no store is registered",
+    )
+    vector_store_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="how long forget waits for one vector store before reporting it failed "
+        "(running the forget again finishes it)",
+    )
     session_secret: SecretStr | None = Field(
         default=None,
         description="signs the explorer's session cookies; unset means random per process, "

@@ -15,7 +15,7 @@ PACKAGE = Path(lineage.__file__).parent
 # Lowest first. A module may import its own floor and those below, never one above.
 FLOORS: list[set[str]] = [
     {"core", "settings"},
-    {"db", "migrations"},
+    {"db", "migrations", "vector_stores"},
     {"services", "claims", "interop", "verifiable_log", "bundle"},
     {"store", "integrations", "lineage"},  # the SDK: `lineage` is the package's __init__
     {"api", "cli", "__main__", "ui"},

@@ -25,11 +25,19 @@ def forget_source(
         Path | None,
         typer.Option("--output", help="Write every affected id and kind (JSON) to this file."),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="List what would go, from lineage and each vector store; change nothing.",
+        ),
+    ] = False,
     config: ConfigOption = None,
 ) -> None:
     """Right to be forgotten: list everything derived from a source for the downstream stores,
-    purge its captured text and append tombstones, in one transaction; provenance stays.
-    Refuses, writing nothing, if --max-depth cuts the walk short."""
+    delete the vectors of its chunks and embeddings from each registered vector store, purge
+    its captured text and append tombstones; provenance stays. Refuses, writing nothing, if
+    --max-depth cuts the walk short. Exits 1 if a vector store failed: run it again."""
     from lineage.services.auth import Caller
     from lineage.services.forget import forget
 
@@ -39,7 +47,13 @@ def forget_source(
         forgotten = run(
             settings,
             lambda database: forget(
-                database, settings, caller, source_uri, max_depth, progress=progress
+                database,
+                settings,
+                caller,
+                source_uri,
+                max_depth,
+                dry_run=dry_run,
+                progress=progress,
             ),
         )
     listed = table("context_id", "kind", "depth", title=f"blast radius of {source_uri}", numbers=1)
@@ -54,4 +68,15 @@ def forget_source(
     if output is not None:
         output.write_text(json.dumps(forgotten.model_dump(mode="json"), indent=2) + "\n")
         console.print(f"wrote {len(forgotten.affected)} ids to {output}")
+    if forgotten.vector_stores:
+        stores = table(
+            "store", "target", "status", "ids found", "remaining", title="vector stores", numbers=2
+        )
+        for receipt in forgotten.vector_stores:
+            left = "-" if receipt.remaining is None else str(len(receipt.remaining))
+            status = receipt.status + (f": {receipt.error}" if receipt.error else "")
+            stores.add_row(receipt.store, receipt.target, status, str(len(receipt.found)), left)
+        console.print(stores)
     console.print(forgotten.summary, highlight=False)
+    if not forgotten.complete:
+        raise typer.Exit(1)

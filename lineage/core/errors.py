@@ -176,6 +176,14 @@ class StoreUnavailable(LineageError):
     headers: ClassVar[Mapping[str, str]] = {"Retry-After": "1"}
 
 
+class VectorStoreRegistryError(LineageError):
+    """The vector store registry (LINEAGE_VECTOR_STORES_FILE) cannot be read, is invalid, or is
+    open to other users; nothing was forgotten. The message names the setting, never the path
+    or a credential."""
+
+    rule = "vector_store_registry"
+
+
 class OtlpUnavailable(LineageError):
     """opentelemetry-proto is not installed (`pip install 'lineage[otlp]'`)."""
 

@@ -27,6 +27,11 @@ class ForgetIn(BaseModel):
 
     source_uri: str = Field(min_length=1)
     max_depth: int | None = Field(default=None, description="defaults to the service's")
+    dry_run: StrictBool = Field(
+        default=False,
+        description="walk and ask each vector store what it holds; purge, delete and append "
+        "nothing",
+    )
 
 
 @router.get("/tenant/settings", response_model=privacy.TenantSettings)
@@ -48,6 +53,10 @@ async def forget_source(
     body: ForgetIn, database: Db, caller: Admin, settings: AppSettings
 ) -> Forgotten:
     """Right to be forgotten: every record derived from `source_uri` (with its kind, for the
-    downstream stores), captured text purged, tombstones appended, in one transaction. 422 if
-    max_depth cuts the walk short (nothing written), 404 if no record has the source_uri."""
-    return await forget(database, settings, caller, body.source_uri, body.max_depth)
+    downstream stores), the vectors of its chunks and embeddings deleted from each registered
+    vector store (a receipt each), captured text purged, tombstones appended. 422 if max_depth
+    cuts the walk short (nothing written), 404 if no record has the source_uri. A store that
+    failed is reported in `vector_stores` with `complete` false: send the request again."""
+    return await forget(
+        database, settings, caller, body.source_uri, body.max_depth, dry_run=body.dry_run
+    )
