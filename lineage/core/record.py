@@ -299,17 +299,29 @@ def validate(record: NewContext) -> None:
             raise InvalidRecord(
                 "bad_field", f"{name} must be a non-empty string of at most {MAX_FIELD_CHARS} chars"
             )
-    try:
-        size = len(canonical_json(record.attributes))
-    except (rfc8785.CanonicalizationError, TypeError, ValueError, RecursionError) as exc:
-        raise InvalidRecord(
-            "bad_attributes", f"attributes must be plain JSON (RFC 8785 canonicalisable): {exc}"
-        ) from exc
+    size = _canonical_size(record.attributes)
     if size > MAX_ATTRIBUTES_BYTES:
         raise InvalidRecord(
             "attributes_too_large", f"attributes are {size} bytes; at most {MAX_ATTRIBUTES_BYTES}"
         )
     _check_values(record.attributes)
+
+
+def attribute_size(value: Any, depth: int) -> int:
+    """The canonical size of `value` stored `depth` levels down in a record's attributes (the
+    attributes object is level 1); InvalidRecord, naming the rule, when it cannot be stored."""
+    size = _canonical_size(value)
+    _check_values(value, depth)
+    return size
+
+
+def _canonical_size(value: Any) -> int:
+    try:
+        return len(canonical_json(value))
+    except (rfc8785.CanonicalizationError, TypeError, ValueError, RecursionError) as exc:
+        raise InvalidRecord(
+            "bad_attributes", f"attributes must be plain JSON (RFC 8785 canonicalisable): {exc}"
+        ) from exc
 
 
 def _check_values(value: Any, depth: int = 1) -> None:
