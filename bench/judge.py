@@ -73,11 +73,12 @@ def judge_all() -> dict[str, dict[str, str]]:
 
 
 def judge_earlier(checkout: Path) -> dict[str, dict[str, str]]:
-    """The same answers from an earlier checkout's judge, in a subprocess that imports it."""
+    """The same answers from an earlier checkout's judge, in a subprocess that imports it
+    (-P: the checkout, not the working directory, comes first on the path)."""
     here = Path(__file__).resolve().parent.parent
     environment = {**os.environ, "PYTHONPATH": f"{checkout.resolve()}{os.pathsep}{here}"}
     done = subprocess.run(
-        [sys.executable, "-m", "bench.judge", "--answers-json"],
+        [sys.executable, "-P", "-m", "bench.judge", "--answers-json"],
         cwd=here,
         env=environment,
         capture_output=True,
