@@ -241,6 +241,49 @@ def test_lower_bound() -> None:
     assert offline(premise, "A 16-character password meets the policy.").outcome == "unknown"
 
 
+def test_a_negated_word_reads_as_its_contrary() -> None:
+    never = offline("The data never leaves the EU.", "The data stays in the EU.")
+    assert never.outcome == "entailed", never.reason
+    assert "'stays' ~ 'never leaves'" in never.reason
+    stays = offline("The data stays in the EU.", "The data does not leave the EU.")
+    assert stays.outcome == "entailed", stays.reason
+    assert offline("The data never leaves the EU.", "The data leaves the EU.").outcome == (
+        "not_entailed"
+    )
+    # not large is not small: only contraries without a middle ground are read
+    assert offline("The room is not large.", "The room is small.").outcome == "unknown"
+
+
+def test_lasts_reads_a_closing_duration_introduced_by_for() -> None:
+    j = offline("The warranty covers parts for two years.", "The warranty lasts 24 months.")
+    assert j.outcome == "entailed", j.reason
+    assert "'lasts' ~ 'for two years'" in j.reason
+    longer = offline("The warranty covers parts for two years.", "The warranty lasts 36 months.")
+    assert longer.outcome == "not_entailed"
+    of = offline("The company was fined for two years of violations.", "The fine lasts two years.")
+    assert of.outcome == "unknown", of.reason
+
+
+def test_and_before_a_verb_or_a_shared_phrase_keeps_one_statement() -> None:
+    shared_subject = offline(
+        "The data is encrypted and never leaves the EU.", "The data stays in the EU."
+    )
+    assert shared_subject.outcome == "entailed", shared_subject.reason
+    shared_phrase = offline(
+        "The warranty covers parts and labour for two years.", "The warranty lasts two years."
+    )
+    assert shared_phrase.outcome == "entailed", shared_phrase.reason
+    for premise, claim in [
+        (
+            "Employees are paid monthly and contractors are paid weekly.",
+            "Contractors are paid monthly.",
+        ),
+        ("Employees get 30 days' notice and contractors for 14 days.", "Contractors get 30 days."),
+    ]:
+        j = offline(premise, claim)
+        assert j.outcome != "entailed", (premise, claim, j.reason)
+
+
 def test_unsure_cases_are_unknown_with_a_reason() -> None:
     cases = [
         ("Refunds are given if the item is unused.", "Refunds are given."),
