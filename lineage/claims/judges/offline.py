@@ -19,6 +19,7 @@ from lineage.claims.judges.comparison import (
     _Verdict,
 )
 from lineage.claims.judges.inference import cross_references
+from lineage.claims.judges.paraphrase import read_contraries, read_duration_verb
 from lineage.claims.judges.parser import _parse
 from lineage.claims.judges.references import check_references
 from lineage.claims.judges.scope import check_dropped_scope, check_swapped_roles
@@ -62,6 +63,8 @@ def _judge_text(premise: str, hypothesis: str) -> tuple[Outcome, str]:
         else:
             _check_word(v, item, h, p)
     check_references(v, h, p)
+    read_contraries(v, h, p)
+    read_duration_verb(v, h, p)
     _check_negations(v, h, p)
     _check_only(v, h, p)
     if v.conflicts:
