@@ -158,6 +158,13 @@ def report(before: dict[str, dict[str, str]] | None, command: str) -> str:
         "`entailed` predicts entailment, `not_entailed` predicts contradiction or neutral (one "
         "shared precision), `unknown` predicts nothing (it lowers recall, never precision). "
         "`unknown` counts the pairs of that label left undecided.",
+        "",
+        "The labelled pairs are split once by premise (pairs sharing a premise stay together; "
+        "groups alternate between the halves, those holding a neutral pair apart so that both "
+        "halves hold some). Rules are written looking at the tuning half's answers only: the "
+        "held-out half says whether they generalise. The probes are written to tempt a judge "
+        "into a false `entailed`; some were added beside the rules they guard, so they bound "
+        "false entailment and are no held-out measure of recall.",
     ]
     sections = [
         (f"Held-out half of the labelled pairs ({len(held_out)} pairs, not tuned on)", held_out),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.judge import PAIRS, read_cases, report, split_by_premise
 from lineage.claims.judges import (
     ENTRY_POINT_GROUP,
     OfflineJudge,
@@ -98,6 +99,18 @@ def test_a_clause_of_another_document_is_not_read_into_the_premise() -> None:
         "Termination notice is 30 days.",
     )
     assert elsewhere.outcome == "entailed", elsewhere.reason
+
+
+def test_the_judge_bench_holds_out_whole_premises_and_finds_no_false_entailed() -> None:
+    pairs = read_cases(PAIRS)
+    tuning, held_out = split_by_premise(pairs)
+    assert sorted(p["id"] for p in tuning + held_out) == sorted(p["id"] for p in pairs)
+    assert not {p["premise"] for p in tuning} & {p["premise"] for p in held_out}
+    for half in (tuning, held_out):
+        assert {p["label"] for p in half} == {"entailment", "contradiction", "neutral"}
+    text = report(None, "python -m bench.judge")
+    assert "## Held-out half of the labelled pairs" in text
+    assert "False `entailed` (now): none." in text
 
 
 # --- the plug-in interface ---------------------------------------------------------------------
