@@ -23,11 +23,19 @@ _CONTRARY_WORDS: Final[tuple[tuple[str, str], ...]] = (
     ("enable", "disable"),
     ("same", "different"),
 )
-_CONTRARIES: Final[dict[str, frozenset[str]]] = {}
-for _one, _others in _CONTRARY_WORDS:
-    for _a, _b in ((_one, _other) for _other in _others.split()):
-        for _key, _contrary in ((_word_key(_a), _word_key(_b)), (_word_key(_b), _word_key(_a))):
-            _CONTRARIES[_key] = _CONTRARIES.get(_key, frozenset()) | {_contrary}
+
+
+def _contraries() -> dict[str, frozenset[str]]:
+    """Each word's key to the keys of its contraries, both ways round."""
+    table: dict[str, set[str]] = {}
+    for word, others in _CONTRARY_WORDS:
+        for other in others.split():
+            table.setdefault(_word_key(word), set()).add(_word_key(other))
+            table.setdefault(_word_key(other), set()).add(_word_key(word))
+    return {key: frozenset(keys) for key, keys in table.items()}
+
+
+_CONTRARIES: Final = _contraries()
 _DURATION_VERB: Final = _word_key("last")
 _DURATION_DIMENSIONS: Final = frozenset({"duration", "calendar"})
 
