@@ -58,7 +58,7 @@ def pair_params() -> list[Any]:
 
 
 @pytest.mark.parametrize("pair", pair_params())
-async def test_offline_judge_never_entails_a_contradiction_pair(
+async def test_offline_judge_never_entails_a_pair_that_is_not_entailment(
     pair: dict[str, str] | None,
 ) -> None:
     if pair is None:
@@ -66,9 +66,9 @@ async def test_offline_judge_never_entails_a_contradiction_pair(
         return
     judgement = await OFFLINE.judge(pair["premise"], pair["hypothesis"])
     assert judgement.reason
-    if pair["label"] == "contradiction":
+    if pair["label"] != "entailment":
         assert judgement.outcome != "entailed", (
-            f"{pair['id']}: entailed a contradiction: {pair['hypothesis']!r} "
+            f"{pair['id']}: entailed a {pair['label']} pair: {pair['hypothesis']!r} "
             f"from {pair['premise']!r}: {judgement.reason}"
         )
 
@@ -82,9 +82,7 @@ async def test_offline_judge_scores_on_labelled_pairs() -> None:
         results.append((pair["label"], judgement.outcome))
         if pair["label"] == "contradiction" and judgement.outcome == "entailed":
             violations.append(f"{pair['id']} ({judgement.reason})")
-    scores = score_judge(results)
-    print(f"\nOfflineJudge on {len(pairs)} labelled pairs ({PAIRS.name}):")
-    print(format_scores(scores))
+    scores = score_judge(results)  # the figures themselves: python -m bench.judge
 
     assert not violations, f"entailed on contradiction pairs: {', '.join(violations)}"
     assert scores["entailment"]["support"] + scores["not_entailment"]["support"] == len(pairs)
@@ -92,7 +90,6 @@ async def test_offline_judge_scores_on_labelled_pairs() -> None:
         assert 0.0 <= row["recall"] <= 1.0, label
         assert math.isnan(row["precision"]) or 0.0 <= row["precision"] <= 1.0, label
         assert row["answered"] <= row["support"], label
-    assert scores["contradiction"]["recall"] > 0.0
     assert scores["contradiction"]["wrong"] == 0.0
 
 
@@ -244,6 +241,49 @@ def test_lower_bound() -> None:
     assert offline(premise, "A 16-character password meets the policy.").outcome == "unknown"
 
 
+def test_a_negated_word_reads_as_its_contrary() -> None:
+    never = offline("The data never leaves the EU.", "The data stays in the EU.")
+    assert never.outcome == "entailed", never.reason
+    assert "'stays' ~ 'never leaves'" in never.reason
+    stays = offline("The data stays in the EU.", "The data does not leave the EU.")
+    assert stays.outcome == "entailed", stays.reason
+    assert offline("The data never leaves the EU.", "The data leaves the EU.").outcome == (
+        "not_entailed"
+    )
+    # not large is not small: only contraries without a middle ground are read
+    assert offline("The room is not large.", "The room is small.").outcome == "unknown"
+
+
+def test_lasts_reads_a_closing_duration_introduced_by_for() -> None:
+    j = offline("The warranty covers parts for two years.", "The warranty lasts 24 months.")
+    assert j.outcome == "entailed", j.reason
+    assert "'lasts' ~ 'for two years'" in j.reason
+    longer = offline("The warranty covers parts for two years.", "The warranty lasts 36 months.")
+    assert longer.outcome == "not_entailed"
+    of = offline("The company was fined for two years of violations.", "The fine lasts two years.")
+    assert of.outcome == "unknown", of.reason
+
+
+def test_and_before_a_verb_or_a_shared_phrase_keeps_one_statement() -> None:
+    shared_subject = offline(
+        "The data is encrypted and never leaves the EU.", "The data stays in the EU."
+    )
+    assert shared_subject.outcome == "entailed", shared_subject.reason
+    shared_phrase = offline(
+        "The warranty covers parts and labour for two years.", "The warranty lasts two years."
+    )
+    assert shared_phrase.outcome == "entailed", shared_phrase.reason
+    for premise, claim in [
+        (
+            "Employees are paid monthly and contractors are paid weekly.",
+            "Contractors are paid monthly.",
+        ),
+        ("Employees get 30 days' notice and contractors for 14 days.", "Contractors get 30 days."),
+    ]:
+        j = offline(premise, claim)
+        assert j.outcome != "entailed", (premise, claim, j.reason)
+
+
 def test_unsure_cases_are_unknown_with_a_reason() -> None:
     cases = [
         ("Refunds are given if the item is unused.", "Refunds are given."),
@@ -294,6 +334,15 @@ def test_score_judge_mapping() -> None:
     assert scores["not_entailment"]["precision"] == pytest.approx(2 / 3)
     assert scores["not_entailment"]["recall"] == pytest.approx(2 / 4)
     assert math.isnan(score_judge([])["entailment"]["precision"])
+    table = format_scores(scores).splitlines()
+    assert [line.split()[0] for line in table[2:]] == [
+        "entailment",
+        "contradiction",
+        "neutral",
+        "not_entailment",
+    ]
+    assert table[2].split()[-2:] == ["0.50", "0.33"]
+    assert "n/a" in format_scores(score_judge([]))
     with pytest.raises(ValueError, match="gold label"):
         score_judge([("entails", "entailed")])
     with pytest.raises(ValueError, match="outcome"):

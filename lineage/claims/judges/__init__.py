@@ -3,11 +3,11 @@
 A judge answers ``entailed``, ``not_entailed`` or ``unknown`` with a reason a person can check.
 
 ``OfflineJudge`` is rule based and conservative. It says ``entailed`` only when every figure,
-date, name and content word of the claim is found in one clause of the premise and nothing in the
+date, name and content word of the claim is found in one clause of the premise, nothing in the
 premise (a negation, a condition, a hedge, a superseded value, a second candidate value) could
-undo the match. It says ``not_entailed`` only on concrete evidence: a figure, date, name,
-identifier or negation of the claim that the premise lacks or states differently. Everything
-else is ``unknown``.
+undo the match, and the claim cites every text that the premise's sentence defers to. It says
+``not_entailed`` only on concrete evidence: a figure, date, name, identifier or negation of the
+claim that the premise lacks or states differently. Everything else is ``unknown``.
 
 ``OpenAICompatibleJudge`` asks an LLM grader and turns every grader failure into ``unknown``.
 ``score_judge`` measures a judge against labelled pairs.

@@ -33,6 +33,9 @@ class _Verdict:
     # (claim token, premise token, claim surface) of every item matched in the same form
     # (possessives aside), for word order: a changed form (remote/remotely) means a rephrasing.
     aligned: list[tuple[int, int, str]] = field(default_factory=list)
+    # Negations a contrary word answers ('never leaves' for 'stays'): premise's, then claim's.
+    answered_negations: set[int] = field(default_factory=set)
+    answered_claim_negations: set[int] = field(default_factory=set)
 
     def match(self, hyp: _Item, found: list[_Item], *, name_like: bool = False) -> None:
         self.clause_sets.append({item.clause for item in found})
@@ -267,11 +270,11 @@ def _check_word(v: _Verdict, item: _Item, h: _Parsed, p: _Parsed) -> None:
 
 
 def _check_negations(v: _Verdict, h: _Parsed, p: _Parsed) -> None:
-    aligned: set[int] = set()
-    for neg in h.negations:
+    aligned = set(v.answered_negations)
+    for index, neg in enumerate(h.negations):
         partners = {i for i, pn in enumerate(p.negations) if pn.keys & neg.keys}
         aligned |= partners
-        if partners:
+        if partners or index in v.answered_claim_negations:
             continue
         if p.negations:
             theirs = _quoted(pn.surface for pn in p.negations)

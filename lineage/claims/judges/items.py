@@ -57,12 +57,26 @@ class _Negation:
 
 
 @dataclass(slots=True)
+class _Reference:
+    """A clause or document the text names: 'Section 4 of the Master Agreement'."""
+
+    surface: str
+    key: tuple[str, ...]  # its words, lower case and singular, without articles
+    external: bool  # deferred to, or a clause of another document: the premise does not hold it
+    deferral: str  # the words that hand the statement over to it ('as defined in'), or ''
+    first: int  # the deferral's first token, else the reference's
+    last: int
+    sentence: int
+
+
+@dataclass(slots=True)
 class _Parsed:
     text: str
     tokens: list[_Tok]
     items: list[_Item] = field(default_factory=list)
     negations: list[_Negation] = field(default_factory=list)
     numbers: list[tuple[float, int]] = field(default_factory=list)
+    references: list[_Reference] = field(default_factory=list)
 
     def surface(self, first: int, last: int) -> str:
         return self.text[self.tokens[first].start : self.tokens[last].end].rstrip("'" + _APOSTROPHE)

@@ -19,7 +19,9 @@ from lineage.claims.judges.comparison import (
     _Verdict,
 )
 from lineage.claims.judges.inference import cross_references
+from lineage.claims.judges.paraphrase import read_contraries, read_duration_verb
 from lineage.claims.judges.parser import _parse
+from lineage.claims.judges.references import check_references
 from lineage.claims.judges.scope import check_dropped_scope, check_swapped_roles
 
 MAX_PREMISE_CHARS: Final = 20_000
@@ -60,6 +62,9 @@ def _judge_text(premise: str, hypothesis: str) -> tuple[Outcome, str]:
             _check_entity(v, item, p)
         else:
             _check_word(v, item, h, p)
+    check_references(v, h, p)
+    read_contraries(v, h, p)
+    read_duration_verb(v, h, p)
     _check_negations(v, h, p)
     _check_only(v, h, p)
     if v.conflicts:
@@ -89,13 +94,15 @@ class OfflineJudge:
     'double' = 2 times, a few synonym groups (need/require, get/receive, can/may/permitted), and
     one inference: a group whose terms "follow" another group's policy gets that group's terms.
     Paraphrases beyond that come back ``unknown``, and so do claims that drop a limit of the
-    premise ("for annual plans", "in 2020") or swap two words around a third. Texts past
+    premise ("for annual plans", "in 2020"), swap two words around a third, or rest on a sentence
+    that defers to a text the premise does not hold ("as defined in Section 4 of the Master
+    Agreement") without citing it. Texts past
     MAX_PREMISE_CHARS or MAX_CLAIM_CHARS are not read (``unknown``): the rules' cost grows with
     the product of the two lengths.
     """
 
     name: str = "offline"
-    version: str = "2"
+    version: str = "3"
 
     async def judge(self, premise: str, hypothesis: str) -> Judgement:
         return self.judge_sync(premise, hypothesis)

@@ -1,6 +1,7 @@
 """Offline judge: tokens to parsed items."""
 
 from lineage.claims.judges.items import _Item, _Negation, _Parsed, _Quantity, _Unit
+from lineage.claims.judges.references import read_references
 from lineage.claims.judges.supersession import (
     _mark_changed_quantities,
     _mark_from_to,
@@ -59,6 +60,7 @@ class _Parser:
         self.consumed = [False] * len(self.tokens)
 
     def run(self) -> _Parsed:
+        self._references()
         self._dates()
         self._weekdays_clocks_literals()
         self._phrases()
@@ -95,6 +97,13 @@ class _Parser:
         )
         for index in range(first, last + 1):
             self.consumed[index] = True
+
+    def _references(self) -> None:
+        """Cited clauses and documents, deferral words included, are read as one item each."""
+        for reference in read_references(self.parsed):
+            self.parsed.references.append(reference)
+            for index in range(reference.first, reference.last + 1):
+                self.consumed[index] = True
 
     def _is_month(self, index: int) -> bool:
         tok = self.tokens[index]

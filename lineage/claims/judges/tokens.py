@@ -10,9 +10,11 @@ from lineage.claims.judges.vocabulary import (
     _CLAUSE_WORDS,
     _CURRENCIES,
     _DURATION_SECONDS,
+    _FUNCTION_WORDS,
     _singular,
     _stem,
     _TokKind,
+    _wordset,
 )
 
 _TOKEN_RE: Final = re.compile(
@@ -31,6 +33,11 @@ _ORDINAL_RE: Final = re.compile(r"(?<=\d)(?:st|nd|rd|th)$")
 _THOUSANDS_RE: Final = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _PLAIN_NUMBER_RE: Final = re.compile(r"^\d+(?:\.\d+)?$")
 _CLOCK_RE: Final = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+# Words that cannot open a clause with a subject of its own: after 'and' they share the last one.
+_SHARED_SUBJECT: Final = _wordset(
+    "never not always also is are was were has have had can cannot must may will shall does did"
+)
+_PREPOSITIONS: Final = _wordset("for of in on at with from by to")
 
 
 @dataclass(slots=True)
@@ -86,7 +93,7 @@ def _tokenise(text: str) -> list[_Tok]:
         if tok.kind == "punct" and tok.norm in ".!?":
             sentence, clause, at_start = sentence + 1, clause + 1, True
         elif (tok.kind == "punct" and tok.norm in ",;:") or tok.norm in _CLAUSE_WORDS:
-            clause += not _inside_date(tokens, index)
+            clause += not (_inside_date(tokens, index) or _joins_one_statement(tokens, index))
     return tokens
 
 
@@ -100,6 +107,27 @@ def _inside_date(tokens: list[_Tok], index: int) -> bool:
         and around[2].kind == "num"
         and len(around[2].norm) == 4
     )
+
+
+def _joins_one_statement(tokens: list[_Tok], index: int) -> bool:
+    """The 'and' in 'is stored in X and never leaves Y' (one subject, two verbs) or in 'parts
+    and labour for two years' (two nouns before one phrase) does not start a clause; the one in
+    'employees get 30 days and contractors get 14' does."""
+    if tokens[index].norm != "and" or not 0 < index < len(tokens) - 1:
+        return False
+    before, after = tokens[index - 1], tokens[index + 1]
+    if after.norm in _SHARED_SUBJECT:
+        return True
+    following = tokens[index + 2].norm if index + 2 < len(tokens) else "."
+    return (
+        _plain_word(before)
+        and _plain_word(after)
+        and (following in _PREPOSITIONS or following in (".", ";", "!", "?"))
+    )
+
+
+def _plain_word(tok: _Tok) -> bool:
+    return tok.kind == "word" and tok.text.islower() and tok.norm not in _FUNCTION_WORDS
 
 
 def _parse_number(text: str) -> float | None:
