@@ -14,12 +14,22 @@ from fastapi import FastAPI
 STARTUP_LIMIT_S = 30.0
 
 
-@contextmanager
-def serve(app: FastAPI) -> Iterator[str]:
-    """Serve `app` until the block ends; yields its base URL."""
+def bound_socket() -> socket.socket:
+    """A loopback port of its own, bound but not listening: connections to it are refused
+    until `serve` listens on it."""
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
-    port = listening.getsockname()[1]
+    return listening
+
+
+def url_of(listening: socket.socket) -> str:
+    return f"http://127.0.0.1:{listening.getsockname()[1]}"
+
+
+@contextmanager
+def serve(app: FastAPI, listening: socket.socket | None = None) -> Iterator[str]:
+    """Serve `app` until the block ends, on `listening` if given; yields its base URL."""
+    listening = listening or bound_socket()
     config = uvicorn.Config(app, log_config=None, access_log=False, ws="none", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
@@ -30,7 +40,7 @@ def serve(app: FastAPI) -> Iterator[str]:
             raise RuntimeError("the test server did not start")
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url_of(listening)
     finally:
         server.should_exit = True
         thread.join()

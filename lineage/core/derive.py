@@ -27,7 +27,7 @@ class Context:
     text: str
     parent_ids: list[str]
     record: ContextRecord
-    spooled: bool = False  # the store was down: kept in the local spool until it is back
+    spooled: bool = False  # not stored yet: in the local spool, or queued to send
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from lineage.core.record import ContextRecord, NewContext
 class Appended(NamedTuple):
     record: ContextRecord  # as stored: for a replay, the earlier record
     created: bool
-    spooled: bool = (
-        False  # kept locally while the store is down (lineage.store.spool): not stored yet
-    )
+    # Kept locally, not stored yet: spooled while the store is down (lineage.store.spool), or
+    # queued for a thread to send (lineage.store.background).
+    spooled: bool = False
 
 
 class Store(Protocol):

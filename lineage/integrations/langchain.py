@@ -1,7 +1,7 @@
 """LangChain without OpenTelemetry (`pip install 'lineage[langchain]'`): record documents and
 chunks as you index them, and retrievals and answers from a callback handler, through derive().
 
-    lineage = SyncLineage(url)
+    lineage = SyncLineage("http://lineage:8765", api_key=KEY)  # an ingest key; or a PostgreSQL URL
     chunks = index_documents(lineage, documents, splitter)     # Documents with context_id
     ...                                                      # put chunks in your vector store
     chain.invoke(question, config={"callbacks": [LineageCallbackHandler(lineage)]})
@@ -10,7 +10,8 @@ A retrieved Document names its chunk by `metadata["context_id"]` (index_document
 there; vector stores keep metadata), its score by `metadata["score"]` when the store gives one.
 An answer's parents are the retrievals of the same run (the chain's root run). Degrade-open: a
 hook that fails logs why, counts `lineage_degraded_total{reason="framework_hook_failed"}` and
-lets the chain go on.
+lets the chain go on; over HTTP a hook only queues its records (lineage.store.background), and
+what the service then refuses goes to the spool's rejected file.
 """
 
 import json

@@ -1,5 +1,6 @@
 """LlamaIndex without OpenTelemetry (`pip install 'lineage[llamaindex]'`), through derive():
 
+    lineage = SyncLineage("http://lineage:8765", api_key=KEY)  # an ingest key; or a PostgreSQL URL
     pipeline = IngestionPipeline(transformations=[LineageTransformation(lineage, splitter)])
     nodes = pipeline.run(documents=documents)            # documents and chunks recorded
     index = VectorStoreIndex(nodes, embed_model=...)
@@ -17,6 +18,8 @@
 
 Degrade-open: a failure is logged and counted (`lineage_degraded_total{reason=
 "framework_hook_failed"}`) and the query goes on; the transformation passes its nodes through.
+Over HTTP the hooks only queue their records (lineage.store.background), and what the service
+then refuses goes to the spool's rejected file.
 """
 
 import json

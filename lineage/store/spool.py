@@ -184,9 +184,9 @@ class SpoolFile:
                     await asyncio.sleep(0.01)
             yield  # closing the file releases the lock
 
-    def add(self, batch: SpooledBatch) -> None:
+    def add(self, *batches: SpooledBatch) -> None:
         """Durable when this returns. Hold `locked()`."""
-        _append_line(self.path, batch.line())
+        _append_line(self.path, b"".join(batch.line() for batch in batches))
 
     def batches(self) -> list[SpooledBatch]:
         try:
@@ -249,19 +249,16 @@ def _trace_ids(records: Sequence[NewContext]) -> str:
     return (", ".join(ids[:5]) + more) or "none"
 
 
-def _replay_group(batches: Sequence[SpooledBatch], start: int) -> list[SpooledBatch]:
-    """Consecutive batches to replay as one append: at least one batch, at most
+def batches_per_append(batches: Sequence[Sequence[NewContext]], start: int) -> int:
+    """How many consecutive batches from `start` go in one append: at least one, at most
     REPLAY_GROUP_RECORDS records otherwise, and no id twice (a batch may not repeat an id)."""
-    group = [batches[start]]
-    ids = {record.context_id for record in batches[start].records}
+    ids = {record.context_id for record in batches[start]}
     for index in range(start + 1, len(batches)):
-        batch = batches[index]
-        batch_ids = {record.context_id for record in batch.records}
+        batch_ids = {record.context_id for record in batches[index]}
         if len(ids) + len(batch_ids) > REPLAY_GROUP_RECORDS or not ids.isdisjoint(batch_ids):
-            break
-        group.append(batch)
+            return index - start
         ids |= batch_ids
-    return group
+    return len(batches) - start
 
 
 class SpoolingStore:
@@ -296,18 +293,24 @@ class SpoolingStore:
     ) -> list[Appended]:
         if texts:  # a spool keeps records, never text
             raise BadParameter("capture_text needs a PostgresStore; over HTTP, POST /v1/answers")
+        return await self.append_batches([proposals])
+
+    async def append_batches(self, batches: Sequence[Sequence[NewContext]]) -> list[Appended]:
+        """Consecutive batches in one append of the store; raises REFUSED_RECORDS for them all.
+        Spooled, each stays a batch of its own: one the store refuses on replay takes no other
+        with it."""
         async with self._lock:
             failure = None
             if await self._caught_up():
                 try:
-                    return await self._store_append(proposals)
+                    return await self._store_append([p for batch in batches for p in batch])
                 except REFUSED_RECORDS:
                     raise
                 except Exception as exc:
                     if self.strict and isinstance(exc, Unauthorized | Forbidden):
                         raise
                     failure = exc
-            return await self._spool(proposals, failure)
+            return await self._spool(batches, failure)
 
     async def get(self, context_id: str) -> ContextRecord | None:
         return await self.store.get(context_id)
@@ -344,15 +347,17 @@ class SpoolingStore:
         return (await self._drain()).remaining == 0
 
     async def _spool(
-        self, proposals: Sequence[NewContext], failure: Exception | None
+        self, batches: Sequence[Sequence[NewContext]], failure: Exception | None
     ) -> list[Appended]:
-        """Keep the batch, behind what waits already; `failure` is why the store did not take it."""
+        """Keep the batches, behind what waits already; `failure` is why the store did not take
+        them."""
+        proposals = [proposal for batch in batches for proposal in batch]
         check_batch(self.tenant_id, proposals)  # a caller's bug raises, store down or not
         if failure is not None:
             self._store_failed(failure, proposals)
-        batch = SpooledBatch(datetime.now(UTC), list(proposals))
+        spooled_at = datetime.now(UTC)
         async with self.spool.locked():
-            self.spool.add(batch)
+            self.spool.add(*(SpooledBatch(spooled_at, list(batch)) for batch in batches))
         self._set_depth(_depths[self.spool.path] + len(proposals))
         log.info(
             "spooled %d lineage record(s) for tenant %s (trace_id %s)",
@@ -362,9 +367,7 @@ class SpoolingStore:
         )
         self._retry_in_background()
         return [
-            Appended(
-                proposal.stamped(self.tenant_id, batch.spooled_at), created=False, spooled=True
-            )
+            Appended(proposal.stamped(self.tenant_id, spooled_at), created=False, spooled=True)
             for proposal in proposals
         ]
 
@@ -374,11 +377,13 @@ class SpoolingStore:
         error: str | None = None
         async with self.spool.locked():
             batches = self.spool.batches()
-            waiting = sum(len(batch.records) for batch in batches)
+            record_lists = [batch.records for batch in batches]
+            waiting = sum(len(records) for records in record_lists)
             while done < len(batches):
                 progress(f"replay {self.tenant_id}", replayed + rejected, waiting)
                 isolating = done < isolate_until
-                group = [batches[done]] if isolating else _replay_group(batches, done)
+                size = 1 if isolating else batches_per_append(record_lists, done)
+                group = batches[done : done + size]
                 records = [record for batch in group for record in batch.records]
                 try:
                     await self._store_append(records)
@@ -386,7 +391,7 @@ class SpoolingStore:
                     if len(group) > 1:
                         isolate_until = done + len(group)  # find the refused batch among them
                         continue
-                    self._reject(group[0], exc)
+                    self.reject(group[0], exc)
                     rejected += len(records)
                 except Exception as exc:
                     self._store_failed(exc, records)
@@ -434,12 +439,13 @@ class SpoolingStore:
             _trace_ids(records),
         )
 
-    def _reject(self, batch: SpooledBatch, exc: Exception) -> None:
+    def reject(self, batch: SpooledBatch, exc: Exception) -> None:
+        """Set aside a batch the store refused (REFUSED_RECORDS): no caller is left to raise to."""
         self.spool.reject(batch, exc)
         metrics.count_degraded("spool_rejected", len(batch.records))
         log.error(
-            "the store refused %d spooled lineage record(s) of tenant %s on replay (%s); moved "
-            "to %s (trace_id %s)",
+            "the store refused %d lineage record(s) of tenant %s that no caller waits for (%s); "
+            "moved to %s (trace_id %s)",
             len(batch.records),
             self.tenant_id,
             exc,
