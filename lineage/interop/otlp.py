@@ -4,7 +4,8 @@ spans `POST /v1/spans` stores. Decoding is `opentelemetry-proto`'s (the `otlp` e
 
 The JSON form is protobuf's JSON mapping with one difference the OTLP specification makes:
 trace and span ids are hex, not base64. Attribute values become JSON: arrays and key-value
-lists as lists and objects, bytes as base64, a non-finite double as its string ("NaN").
+lists as lists and objects, bytes as base64, a non-finite double as its string ("NaN"). A span's
+instrumentation scope becomes its `otel.scope.name` and `otel.scope.version` attributes.
 """
 
 import base64
@@ -25,7 +26,7 @@ try:
         ExportTraceServiceRequest,
         ExportTraceServiceResponse,
     )
-    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
     from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 except ImportError:  # the otlp extra is optional
     ExportTraceServiceRequest = None  # type: ignore[assignment,misc]
@@ -134,7 +135,7 @@ def _hex(raw: bytes, size: int, what: str, where: str) -> str:
     return binascii.hexlify(raw).decode()
 
 
-def _span_in(span: "Span", service_name: str | None, where: str) -> SpanIn:
+def _span_in(span: "Span", service_name: str | None, scope: dict[str, str], where: str) -> SpanIn:
     status: Status = span.status
     try:
         return SpanIn(
@@ -152,7 +153,7 @@ def _span_in(span: "Span", service_name: str | None, where: str) -> SpanIn:
             end_time_unix_nano=span.end_time_unix_nano,
             status_code=_STATUS_CODES.get(status.code, "UNSET"),
             status_message=status.message or None,
-            attributes=attributes_of(span.attributes),
+            attributes=scope | attributes_of(span.attributes),
         )
     except ValidationError as exc:
         problems = "; ".join(
@@ -160,6 +161,13 @@ def _span_in(span: "Span", service_name: str | None, where: str) -> SpanIn:
             for error in exc.errors()
         )
         raise _malformed(f"{where}: {problems}") from exc
+
+
+def _scope(scope: "InstrumentationScope") -> dict[str, str]:
+    """The instrumentation scope (the library that made the spans) as the attributes OpenTelemetry
+    names for formats that have no scope: `otel.scope.name`, `otel.scope.version`."""
+    named = {"otel.scope.name": scope.name, "otel.scope.version": scope.version}
+    return {key: value for key, value in named.items() if value and len(value) <= 256}
 
 
 @dataclass(frozen=True)
@@ -186,9 +194,10 @@ def decode_spans(body: bytes, kind: str, max_spans: int) -> list[DecodedSpan]:
         service = resource.get("service.name")
         service_name = service if isinstance(service, str) and service else None
         for s, scope_spans in enumerate(resource_spans.scope_spans):
+            scope = _scope(scope_spans.scope)
             for n, span in enumerate(scope_spans.spans):
                 where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{n}]"
-                spans.append(DecodedSpan(_span_in(span, service_name, where), where))
+                spans.append(DecodedSpan(_span_in(span, service_name, scope, where), where))
     return spans
 
 

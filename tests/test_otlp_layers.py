@@ -1,0 +1,200 @@
+"""Layered provenance from spans: the real OpenTelemetry SDK exports a request (its entry span),
+an LLM call under it (provider, model, parameters) and the HTTP attempts under that (the
+backend's request id) through the OTLP/HTTP exporter; the answer's header, envelope and
+walk-back show the three layers nested, and nothing that no span said."""
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from openinference.semconv.trace import DocumentAttributes, SpanAttributes
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
+from opentelemetry.trace import SpanKind
+
+from lineage import derive, render_for_prompt
+from lineage.api.app import create_app
+from lineage.db.database import Database
+from lineage.settings import Settings
+from lineage.store import PostgresStore
+from tests.live_server import serve
+
+VARIABLES = json.dumps({"question": "How long do refunds take?"})
+
+
+@pytest.fixture
+def server(database_url: str) -> Iterator[str]:
+    with serve(create_app(Settings(auth="none"), database_url=database_url)) as url:
+        yield url
+
+
+def sha256(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_request(server: str, chunk: Any, *, detailed: bool) -> str:
+    """A request whose LLM call is instrumented by hand (OpenInference and GenAI attributes)
+    and whose HTTP client made two attempts; with detailed=False, an LLM span naming only its
+    model and no client span under it. Each span is exported as it ends."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{server}/v1/traces")))
+    tracer = provider.get_tracer("rag")
+    client = provider.get_tracer("openai-sdk", "1.51.0")
+    with tracer.start_as_current_span("POST /ask", kind=SpanKind.SERVER) as root:
+        root.set_attribute("http.route", "/ask")
+        root.set_attribute("http.request.method", "POST")
+        root.set_attribute(SpanAttributes.SESSION_ID, "sess_7")
+        with tracer.start_as_current_span("retrieve") as retrieve:
+            retrieve.set_attribute(SpanAttributes.OPENINFERENCE_SPAN_KIND, "RETRIEVER")
+            document = f"{SpanAttributes.RETRIEVAL_DOCUMENTS}.0.{DocumentAttributes.DOCUMENT_ID}"
+            retrieve.set_attribute(document, chunk.context_id)
+        with tracer.start_as_current_span("ChatOpenAI") as llm:
+            llm.set_attribute(SpanAttributes.OPENINFERENCE_SPAN_KIND, "LLM")
+            llm.set_attribute(SpanAttributes.LLM_MODEL_NAME, "gpt-4o-mini")
+            llm.set_attribute("llm.input_messages.0.message.content", render_for_prompt([chunk]))
+            llm.set_attribute("llm.output_messages.0.message.content", "14 days.")
+            if detailed:
+                llm.set_attribute("llm.provider", "openai")
+                llm.set_attribute(
+                    SpanAttributes.LLM_INVOCATION_PARAMETERS,
+                    json.dumps({"temperature": 0.7, "max_tokens": 256, "model": "gpt-4o-mini"}),
+                )
+                # The GenAI request attributes are what the call was made with: they win.
+                llm.set_attribute(gen_ai_attributes.GEN_AI_REQUEST_TEMPERATURE, 0.2)
+                llm.set_attribute(gen_ai_attributes.GEN_AI_REQUEST_TOP_P, 0.9)
+                llm.set_attribute(SpanAttributes.LLM_PROMPT_TEMPLATE_VARIABLES, VARIABLES)
+                llm.set_attribute(SpanAttributes.LLM_PROMPT_TEMPLATE_VERSION, "refunds@v3")
+                for attempt, (status, response_id) in enumerate(
+                    [(429, None), (200, "chatcmpl-9xYz")]
+                ):
+                    with client.start_as_current_span(
+                        "POST /v1/chat/completions", kind=SpanKind.CLIENT
+                    ) as http:
+                        http.set_attribute("http.response.status_code", status)
+                        if attempt:
+                            http.set_attribute("http.request.resend_count", attempt)
+                        if response_id:
+                            http.set_attribute(gen_ai_attributes.GEN_AI_RESPONSE_ID, response_id)
+    provider.shutdown()
+    return format(root.get_span_context().trace_id, "032x")
+
+
+async def answer_of(server: str, trace_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The trace's answer record and the trace's spans, earliest first."""
+    async with httpx.AsyncClient(base_url=server) as client:
+        trace = (await client.get(f"/v1/traces/{trace_id}")).json()
+    spans: list[dict[str, Any]] = []
+    frontier = list(trace["spans"])
+    while frontier:
+        span = frontier.pop()
+        spans.append(span)
+        frontier += span["children"]
+    spans.sort(key=lambda s: s["start_time"])
+    (answer,) = [r for r in trace["records"] if r["kind"] == "answer"]
+    return answer, spans
+
+
+async def chunk_of(database: Database) -> Any:
+    store = PostgresStore(database, "default")
+    doc = await derive(store, [], "Refunds policy", "document", "loader", "1", source_uri="kb/r")
+    return await derive(store, [doc], "Refunds take 14 days.", "chunk", "splitter", "1")
+
+
+async def test_the_answer_header_nests_request_service_and_transport(
+    server: str, database: Database
+) -> None:
+    chunk = await chunk_of(database)
+    trace_id = await asyncio.to_thread(run_request, server, chunk, detailed=True)
+    answer, spans = await answer_of(server, trace_id)
+    # The layers are read from the stored spans: the record keeps only its span's identity.
+    assert set(answer["attributes"]) == {"otel", "model"}
+
+    async with httpx.AsyncClient(base_url=server) as client:
+        path = f"/v1/contexts/{answer['context_id']}/header"
+        envelope = (await client.get(path)).json()["provenance"]
+        as_yaml = (await client.get(path, params={"format": "yaml"})).text
+    assert (envelope["provider"], envelope["model"]) == ("openai", "gpt-4o-mini")
+    request = envelope["request"]
+    named = {s["name"]: s for s in spans}
+    root, llm = named["POST /ask"], named["ChatOpenAI"]
+    assert request == {
+        "trace_id": trace_id,
+        "span_id": root["span_id"],
+        "operation": "POST /ask",
+        "started_at": root["start_time"],
+        "finished_at": root["end_time"],
+        "caller": {"service": "support-bot", "session_id": "sess_7", "route": "/ask"}
+        | {"method": "POST"},
+        "service": request["service"],
+    }
+    service = request["service"]
+    attempts = [s["span_id"] for s in spans if s["name"] == "POST /v1/chat/completions"]
+    assert service == {
+        "span_id": llm["span_id"],
+        "operation": "ChatOpenAI",
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "parameters": {"max_tokens": 256, "temperature": 0.2, "top_p": 0.9},
+        "attempts": 2,
+        # The documented rule: the input attributes' hashes as sorted `key=hash` lines.
+        "input_fingerprint": sha256(
+            "llm.input_messages.0.message.content=" + sha256(render_for_prompt([chunk])) + "\n"
+        ),
+        "variables_fingerprint": sha256(VARIABLES),
+        "prompt_version": "refunds@v3",
+        "started_at": llm["start_time"],
+        "finished_at": llm["end_time"],
+        "transport": service["transport"],
+    }
+    transport = service["transport"]
+    assert [t["span_id"] for t in transport] == attempts
+    assert transport[1] == {
+        "span_id": attempts[1],
+        "operation": "POST /v1/chat/completions",
+        "request_id": "chatcmpl-9xYz",
+        "retries": 1,
+        "status_code": 200,
+        "sdk": "openai-sdk@1.51.0",
+    }
+    assert (transport[0]["request_id"], transport[0]["retries"]) == (None, None)
+    assert transport[0]["status_code"] == 429
+    # The YAML front-matter carries the same nested layers.
+    block = as_yaml.split("---\n")[1]
+    assert yaml.safe_load(block) == {"provenance": envelope}
+
+
+async def test_layers_say_only_what_the_spans_said(server: str, database: Database) -> None:
+    chunk = await chunk_of(database)
+    trace_id = await asyncio.to_thread(run_request, server, chunk, detailed=False)
+    answer, _ = await answer_of(server, trace_id)
+    async with httpx.AsyncClient(base_url=server) as client:
+        path = f"/v1/contexts/{answer['context_id']}/header"
+        envelope = (await client.get(path)).json()["provenance"]
+    assert envelope["provider"] is None
+    service = envelope["request"]["service"]
+    assert service["model"] == "gpt-4o-mini"
+    assert {
+        k: service[k] for k in service if k not in ("span_id", "started_at", "finished_at")
+    } == {
+        "operation": "ChatOpenAI",
+        "provider": None,
+        "model": "gpt-4o-mini",
+        "parameters": {},
+        "attempts": None,
+        "input_fingerprint": service["input_fingerprint"],
+        "variables_fingerprint": None,
+        "prompt_version": None,
+        "transport": [],
+    }
+    # The chunk was recorded by the SDK, in no trace: no layer at all.
+    async with httpx.AsyncClient(base_url=server) as client:
+        header = (await client.get(f"/v1/contexts/{chunk.context_id}/header")).json()
+    assert header["provenance"]["request"] is None
