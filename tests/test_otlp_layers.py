@@ -19,8 +19,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.trace import SpanKind
+from typer.testing import CliRunner
 
-from lineage import derive, render_for_prompt
+from lineage import cli, derive, render_for_prompt
 from lineage.api.app import create_app
 from lineage.db.database import Database
 from lineage.settings import Settings
@@ -198,3 +199,53 @@ async def test_layers_say_only_what_the_spans_said(server: str, database: Databa
     async with httpx.AsyncClient(base_url=server) as client:
         header = (await client.get(f"/v1/contexts/{chunk.context_id}/header")).json()
     assert header["provenance"]["request"] is None
+
+
+async def test_a_walk_back_shows_the_layers_hop_by_hop(
+    server: str, database: Database, database_url: str
+) -> None:
+    chunk = await chunk_of(database)
+    trace_id = await asyncio.to_thread(run_request, server, chunk, detailed=True)
+    answer, spans = await answer_of(server, trace_id)
+    path = f"/v1/contexts/{answer['context_id']}/lineage"
+    async with httpx.AsyncClient(base_url=server) as client:
+        plain = (await client.get(path)).json()
+        layered = (await client.get(path, params={"layers": "true"})).json()
+    assert all("request" not in node for node in plain["nodes"])
+    hops = {node["kind"]: node["request"] for node in layered["nodes"]}
+    # The prompt derives from the context block it rendered: the chunk, not the retrieval.
+    assert set(hops) == {"answer", "prompt", "chunk", "document"}
+    named = {s["name"]: s["span_id"] for s in spans}
+    # Each hop made from a span has that span as its service, under the one request.
+    assert {kind: (r["span_id"], r["service"]["span_id"]) for kind, r in hops.items() if r} == {
+        "answer": (named["POST /ask"], named["ChatOpenAI"]),
+        "prompt": (named["POST /ask"], named["ChatOpenAI"]),
+    }
+    assert hops["answer"]["service"]["transport"][1]["request_id"] == "chatcmpl-9xYz"
+    # A processing span (the retrieval) is a service layer too, with what it said only.
+    async with httpx.AsyncClient(base_url=server) as client:
+        trace = (await client.get(f"/v1/traces/{trace_id}")).json()
+        (retrieval,) = [r["context_id"] for r in trace["records"] if r["kind"] == "retrieval"]
+        header = (await client.get(f"/v1/contexts/{retrieval}/header")).json()["provenance"]
+    service = header["request"]["service"]
+    assert (service["span_id"], service["operation"]) == (named["retrieve"], "retrieve")
+    assert (service["provider"], service["model"], service["transport"]) == (None, None, [])
+    assert hops["chunk"] is None and hops["document"] is None
+
+    printed = await asyncio.to_thread(
+        CliRunner().invoke,
+        cli.app,
+        ["walk", answer["context_id"], "--layers", "--format", "json"],
+        env={"LINEAGE_DATABASE_URL": database_url},
+    )
+    assert printed.exit_code == 0, printed.output
+    walked = {n["context_id"]: n["request"] for n in json.loads(printed.stdout)["nodes"]}
+    assert walked == {node["context_id"]: node["request"] for node in layered["nodes"]}
+    tree = await asyncio.to_thread(
+        CliRunner().invoke,
+        cli.app,
+        ["walk", answer["context_id"], "--layers"],
+        env={"LINEAGE_DATABASE_URL": database_url, "COLUMNS": "300"},
+    )
+    assert "via openai gpt-4o-mini ChatOpenAI" in tree.stdout
+    assert "request chatcmpl-9xYz" in tree.stdout

@@ -110,9 +110,9 @@ async def provenance_header(
         if record is None:
             raise NotFound(f"no context {context_id}")
         consumed = await _consumed(tx, record)
-        request = (await request_layers(tx, [record], database.settings.max_spans_per_trace))[
-            context_id
-        ]
+        traced = (context_id, record.trace_id, record.attributes)
+        max_spans = database.settings.max_spans_per_trace
+        request = (await request_layers(tx, [traced], max_spans))[context_id]
     attributes = record.attributes
     service = (request or {}).get("service") or {}
     return ProvenanceHeader(

@@ -25,13 +25,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lineage.core.hashing import content_hash
-from lineage.core.record import ContextRecord, format_timestamp
+from lineage.core.record import format_timestamp
 from lineage.db.database import Transaction
 from lineage.services.spans import spans_of_traces
 
-__all__ = ["LayerSpan", "request_layer", "request_layers"]
+__all__ = ["LayerSpan", "Traced", "request_layer", "request_layers"]
 
 LayerSpan = dict[str, Any]  # a row of sql/layer_spans.sql
+Traced = tuple[str, str | None, dict[str, Any]]  # a record's context_id, trace_id, attributes
 PROVIDER_KEYS = ("gen_ai.provider.name", "llm.provider", "gen_ai.system", "llm.system")
 MODEL_KEYS = (
     "gen_ai.response.model",
@@ -200,17 +201,19 @@ def _caller(span: LayerSpan) -> dict[str, str]:
     return caller
 
 
-def request_layer(record: ContextRecord, spans: Sequence[LayerSpan]) -> dict[str, Any] | None:
-    """The record's request layer, its service and transport layers nested in it, from the
-    spans of its trace; None when the record has no trace or none of its spans is stored."""
-    if record.trace_id is None or not spans:
+def request_layer(
+    trace_id: str | None, attributes: dict[str, Any], spans: Sequence[LayerSpan]
+) -> dict[str, Any] | None:
+    """A record's request layer, its service and transport layers nested in it, from the spans
+    of its trace; None when the record has no trace or none of its spans is stored."""
+    if trace_id is None or not spans:
         return None
     by_id = {s["span_id"]: s for s in spans}
     children: dict[str, list[LayerSpan]] = {}
     for span in spans:
         if span["parent_span_id"] in by_id:
             children.setdefault(span["parent_span_id"], []).append(span)
-    otel = record.attributes.get("otel")
+    otel = attributes.get("otel")
     made_by = by_id.get(otel.get("span_id")) if isinstance(otel, dict) else None
     entry = made_by
     seen: set[str] = set()
@@ -221,7 +224,7 @@ def request_layer(record: ContextRecord, spans: Sequence[LayerSpan]) -> dict[str
         roots = [s for s in spans if s["parent_span_id"] not in by_id]
         entry = min(roots or spans, key=lambda s: (s["start_time"], s["span_id"]))
     return {
-        "trace_id": record.trace_id,
+        "trace_id": trace_id,
         "span_id": entry["span_id"],
         "operation": entry["name"],
         **_times(entry),
@@ -231,8 +234,11 @@ def request_layer(record: ContextRecord, spans: Sequence[LayerSpan]) -> dict[str
 
 
 async def request_layers(
-    tx: Transaction, records: Sequence[ContextRecord], max_spans: int
+    tx: Transaction, records: Sequence[Traced], max_spans: int
 ) -> dict[str, dict[str, Any] | None]:
     """Each record's request layer (request_layer), the spans of all their traces read at once."""
-    traces = await spans_of_traces(tx, {r.trace_id for r in records if r.trace_id}, max_spans)
-    return {r.context_id: request_layer(r, traces.get(r.trace_id or "", [])) for r in records}
+    traces = await spans_of_traces(tx, {trace for _, trace, _ in records if trace}, max_spans)
+    return {
+        context_id: request_layer(trace, attributes, traces.get(trace or "", []))
+        for context_id, trace, attributes in records
+    }
