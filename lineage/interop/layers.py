@@ -201,6 +201,13 @@ def _caller(span: LayerSpan) -> dict[str, str]:
     return caller
 
 
+def _span_id(attributes: dict[str, Any]) -> str | None:
+    """The span a record was made from, as the OTLP intake notes it."""
+    otel = attributes.get("otel")
+    span_id = otel.get("span_id") if isinstance(otel, dict) else None
+    return span_id if isinstance(span_id, str) else None
+
+
 def request_layer(
     trace_id: str | None, attributes: dict[str, Any], spans: Sequence[LayerSpan]
 ) -> dict[str, Any] | None:
@@ -213,8 +220,7 @@ def request_layer(
     for span in spans:
         if span["parent_span_id"] in by_id:
             children.setdefault(span["parent_span_id"], []).append(span)
-    otel = attributes.get("otel")
-    made_by = by_id.get(otel.get("span_id")) if isinstance(otel, dict) else None
+    made_by = by_id.get(_span_id(attributes) or "")
     entry = made_by
     seen: set[str] = set()
     while entry is not None and entry["parent_span_id"] in by_id and entry["span_id"] not in seen:
@@ -237,7 +243,9 @@ async def request_layers(
     tx: Transaction, records: Sequence[Traced], max_spans: int
 ) -> dict[str, dict[str, Any] | None]:
     """Each record's request layer (request_layer), the spans of all their traces read at once."""
-    traces = await spans_of_traces(tx, {trace for _, trace, _ in records if trace}, max_spans)
+    trace_ids = {trace for _, trace, _ in records if trace}
+    span_ids = {span for _, _, attributes in records if (span := _span_id(attributes))}
+    traces = await spans_of_traces(tx, trace_ids, span_ids, max_spans)
     return {
         context_id: request_layer(trace, attributes, traces.get(trace or "", []))
         for context_id, trace, attributes in records
