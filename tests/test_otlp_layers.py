@@ -17,6 +17,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.trace import SpanKind
 from typer.testing import CliRunner
@@ -24,6 +25,7 @@ from typer.testing import CliRunner
 from lineage import cli, derive, render_for_prompt
 from lineage.api.app import create_app
 from lineage.db.database import Database
+from lineage.interop.span_processor import span_payload
 from lineage.settings import Settings
 from lineage.store import PostgresStore
 from tests.live_server import serve
@@ -249,3 +251,31 @@ async def test_a_walk_back_shows_the_layers_hop_by_hop(
     )
     assert "via openai gpt-4o-mini ChatOpenAI" in tree.stdout
     assert "request chatcmpl-9xYz" in tree.stdout
+
+
+async def test_a_record_derived_in_a_traced_request_has_that_request_as_its_layer(
+    server: str, database: Database
+) -> None:
+    provider = TracerProvider(resource=Resource.create({"service.name": "indexer"}))
+    finished = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(finished))
+    tracer = provider.get_tracer("indexer", "2.0")
+    store = PostgresStore(database, "default")
+    with tracer.start_as_current_span("reindex", kind=SpanKind.SERVER) as root:
+        doc = await derive(store, [], "Refunds policy", "document", "loader", "1", source_uri="kb")
+    # The spans reach the service through the SDK's span processor route, not OTLP.
+    async with httpx.AsyncClient(base_url=server) as client:
+        spans = [span_payload(span) for span in finished.get_finished_spans()]
+        assert (await client.post("/v1/spans", json={"spans": spans})).status_code == 200
+        header = (await client.get(f"/v1/contexts/{doc.context_id}/header")).json()
+    request = header["provenance"]["request"]
+    assert (
+        request["trace_id"]
+        == doc.record.trace_id
+        == format(root.get_span_context().trace_id, "032x")
+    )
+    assert (request["operation"], request["caller"]) == ("reindex", {"service": "indexer"})
+    # Made by derive(), from no span of its own: a request, and no service call invented.
+    assert request["service"] is None
+    scope = {k: v for k, v in spans[0]["attributes"].items() if k.startswith("otel.scope.")}
+    assert scope == {"otel.scope.name": "indexer", "otel.scope.version": "2.0"}

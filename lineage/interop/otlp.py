@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from lineage.core.errors import ExportTooLarge, InvalidExport, OtlpUnavailable
+from lineage.core.telemetry import scope_attributes
 
 try:
     from google.protobuf import json_format
@@ -26,7 +27,7 @@ try:
         ExportTraceServiceRequest,
         ExportTraceServiceResponse,
     )
-    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
     from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 except ImportError:  # the otlp extra is optional
     ExportTraceServiceRequest = None  # type: ignore[assignment,misc]
@@ -163,13 +164,6 @@ def _span_in(span: "Span", service_name: str | None, scope: dict[str, str], wher
         raise _malformed(f"{where}: {problems}") from exc
 
 
-def _scope(scope: "InstrumentationScope") -> dict[str, str]:
-    """The instrumentation scope (the library that made the spans) as the attributes OpenTelemetry
-    names for formats that have no scope: `otel.scope.name`, `otel.scope.version`."""
-    named = {"otel.scope.name": scope.name, "otel.scope.version": scope.version}
-    return {key: value for key, value in named.items() if value and len(value) <= 256}
-
-
 @dataclass(frozen=True)
 class DecodedSpan:
     """A span as stored, and where in the request it was (for error messages)."""
@@ -194,7 +188,7 @@ def decode_spans(body: bytes, kind: str, max_spans: int) -> list[DecodedSpan]:
         service = resource.get("service.name")
         service_name = service if isinstance(service, str) and service else None
         for s, scope_spans in enumerate(resource_spans.scope_spans):
-            scope = _scope(scope_spans.scope)
+            scope = scope_attributes(scope_spans.scope.name, scope_spans.scope.version)
             for n, span in enumerate(scope_spans.spans):
                 where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{n}]"
                 spans.append(DecodedSpan(_span_in(span, service_name, scope, where), where))
