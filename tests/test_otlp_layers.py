@@ -279,3 +279,59 @@ async def test_a_record_derived_in_a_traced_request_has_that_request_as_its_laye
     assert request["service"] is None
     scope = {k: v for k, v in spans[0]["attributes"].items() if k.startswith("otel.scope.")}
     assert scope == {"otel.scope.name": "indexer", "otel.scope.version": "2.0"}
+
+
+def run_gen_ai_call(server: str, chunk: Any) -> str:
+    """A GenAI client span, as the OpenTelemetry GenAI instrumentations make it: the call is
+    itself the CLIENT span that carries the backend's response id."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{server}/v1/traces")))
+    tracer = provider.get_tracer("opentelemetry.instrumentation.anthropic", "0.40.0")
+    with tracer.start_as_current_span("chat claude-x", kind=SpanKind.CLIENT) as chat:
+        chat.set_attribute(gen_ai_attributes.GEN_AI_OPERATION_NAME, "chat")
+        chat.set_attribute("gen_ai.provider.name", "anthropic")
+        chat.set_attribute(gen_ai_attributes.GEN_AI_REQUEST_MODEL, "claude-x")
+        chat.set_attribute(gen_ai_attributes.GEN_AI_RESPONSE_MODEL, "claude-x-20261201")
+        chat.set_attribute(gen_ai_attributes.GEN_AI_REQUEST_MAX_TOKENS, 512)
+        chat.set_attribute(gen_ai_attributes.GEN_AI_REQUEST_STOP_SEQUENCES, ["\n\nHuman:"])
+        chat.set_attribute(gen_ai_attributes.GEN_AI_RESPONSE_ID, "msg_01AbC")
+        # The rendered prompt as plain text too: the intake finds context blocks in
+        # `input.value`, not inside the JSON-escaped messages.
+        chat.set_attribute(SpanAttributes.INPUT_VALUE, render_for_prompt([chunk]))
+        messages = [{"role": "user", "content": render_for_prompt([chunk])}]
+        chat.set_attribute(gen_ai_attributes.GEN_AI_INPUT_MESSAGES, json.dumps(messages))
+        answer = [{"role": "assistant", "content": "14 days."}]
+        chat.set_attribute(gen_ai_attributes.GEN_AI_OUTPUT_MESSAGES, json.dumps(answer))
+    provider.shutdown()
+    return format(chat.get_span_context().trace_id, "032x")
+
+
+async def test_a_gen_ai_client_span_is_its_own_transport(server: str, database: Database) -> None:
+    chunk = await chunk_of(database)
+    trace_id = await asyncio.to_thread(run_gen_ai_call, server, chunk)
+    answer, spans = await answer_of(server, trace_id)
+    async with httpx.AsyncClient(base_url=server) as client:
+        path = f"/v1/contexts/{answer['context_id']}/header"
+        header = (await client.get(path)).json()["provenance"]
+    [chat] = spans
+    request = header["request"]
+    # The call is the whole trace: its own entry span, service call and transport.
+    assert (request["span_id"], request["operation"]) == (chat["span_id"], "chat claude-x")
+    service = request["service"]
+    assert (service["operation"], service["provider"], service["model"]) == (
+        "chat",
+        "anthropic",
+        "claude-x-20261201",
+    )
+    assert service["parameters"] == {"max_tokens": 512, "stop_sequences": ["\n\nHuman:"]}
+    assert service["attempts"] == 1
+    assert service["transport"] == [
+        {
+            "span_id": chat["span_id"],
+            "operation": "chat claude-x",
+            "request_id": "msg_01AbC",
+            "retries": None,
+            "status_code": None,
+            "sdk": "opentelemetry.instrumentation.anthropic@0.40.0",
+        }
+    ]

@@ -66,6 +66,7 @@ HASHED = re.compile(r"^sha256:[0-9a-f]{64}$")
 # Bounds on what one layer repeats from a span: a header stays a header.
 MAX_PARAMETERS = 32
 MAX_VALUE_CHARS = 256
+MAX_KEY_CHARS = 64
 MAX_LIST_ITEMS = 16
 MAX_TRANSPORTS = 16
 
@@ -114,7 +115,7 @@ def parameters(attributes: dict[str, Any]) -> dict[str, Any]:
     for key, value in attributes.items():
         if match := REQUEST_PARAMETER.fullmatch(key):
             given[match[1]] = value
-    kept = {k: _parameter(v) for k, v in given.items() if k != "model"}
+    kept = {k: _parameter(v) for k, v in given.items() if k != "model" and len(k) <= MAX_KEY_CHARS}
     return dict(sorted((k, v) for k, v in kept.items() if v is not None)[:MAX_PARAMETERS])
 
 
