@@ -58,7 +58,7 @@ QUERIES: dict[str, list[dict[str, str]]] = {
     ],
     "/v1/contexts": [{"kind": "all", "limit": "200"}, {"kind": "chunk"}],
     "/v1/contexts/{context_id}/impact": [{}, {"kind": "answer"}],
-    "/v1/contexts/{context_id}/lineage": [{}, {"max_depth": "2"}],
+    "/v1/contexts/{context_id}/lineage": [{}, {"max_depth": "2"}, {"layers": "true"}],
 }
 # Not data of the tenant: documentation, metrics, the audit of these very calls, key ids.
 # /readyz is the server's own state (it names its PostgreSQL version: 18 when the plain side is

@@ -3,7 +3,7 @@
 import asyncio
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import httpx
@@ -56,6 +56,8 @@ async def test_the_demo_answer_header_looks_through_its_claim(
         "generated_at": format_timestamp(answer.created_at),
         "inputs_fingerprint": header.inputs_fingerprint,
         "consumed_ids": ["query_1", "summary_1"],
+        # No span of its trace is stored: no layer, and nothing made up in its place.
+        "request": None,
     }
 
 
@@ -149,3 +151,15 @@ async def test_the_header_endpoint_and_command(
     assert json.loads(printed) == {"provenance": provenance}
     printed = await run_cli(database_url, "export", "header", ANSWER_ID)
     assert next(yaml.safe_load_all(printed)) == {"provenance": provenance}
+
+
+async def test_front_matter_round_trips_nested_layers_with_any_key(
+    store: PostgresStore, database: Database
+) -> None:
+    await load_incident(store)
+    header = await provenance_header(database, "default", ANSWER_ID)
+    # Parameter names come from the spans: YAML words, spaces and colons must stay keys.
+    service = {"parameters": {"on": 1, "stop sequences": ["\n", "END:"], "no": None, "x": {}}}
+    nested = replace(header, request={"trace_id": TRACE_ID, "caller": {}, "service": service})
+    block = front_matter(nested).split("---\n")[1]
+    assert yaml.safe_load(block) == {"provenance": asdict(nested)}

@@ -230,6 +230,8 @@ async def test_the_span_processor_sends_spans_so_a_trace_shows_records_and_its_s
     assert [retrieve["name"], generate_node["name"]] == ["retrieve", "generate"]
     assert retrieve["parent_span_id"] == tree["span_id"]
     assert retrieve["attributes"] == {
+        # The instrumentation scope, as OTLP intake keeps it: what names a transport's SDK.
+        "otel.scope.name": "rag",
         CONSUMED_ATTRIBUTE: [source],
         PRODUCED_ATTRIBUTE: [chunk.context_id],
     }

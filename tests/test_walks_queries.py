@@ -127,6 +127,11 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
         "attribute_docs": ["{}"],
     },
     "trace_spans": {"max_spans": 10},
+    "layer_spans": {
+        "trace_ids": ["4bf92f3577b34da6a3ce929d0e0e4736"],
+        "span_ids": ["00f067aa0ba902b7"],
+        "max_spans": 10,
+    },
     "events_after": {"after": 0, "session_id": "any"},
     "events_notify": {"payload": "1:default"},
     "open_partitions_check": {"now": datetime(2026, 12, 1, tzinfo=UTC), "add": True},

@@ -78,6 +78,10 @@ class RecordPage(Body):
 
 
 class WalkNode(ListedRecord):
+    """A hop of a walk-back; with `layers=true` it also has `request`: the request it was made
+    in, its `service` call and that call's `transport` nested (lineage/interop/layers.py), null
+    when no span of its trace is stored."""
+
     depth: int = Field(description="hops from the start (0)")
     truncated: bool = Field(description="max_depth stopped the walk below this record")
     expired: bool = Field(

@@ -57,7 +57,8 @@ def export_header(
     config: ConfigOption = None,
 ) -> None:
     """Provenance for a generated file: trace id, operation, provider, model, inputs
-    fingerprint, generated time and the ids it consumed."""
+    fingerprint, generated time, the ids it consumed, and its request, service-call and
+    transport layers from the trace's spans."""
     from lineage.interop import headers
 
     if output not in {"yaml", "json"}:

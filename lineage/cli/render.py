@@ -7,6 +7,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -34,9 +35,27 @@ def _hop_line(node: dict[str, Any], marks: dict[str, list[dict[str, Any]]]) -> s
     )
     digest = node["content_hash"][:19]
     line = f"[bold]{node['kind']}[/bold] {node['context_id']}  {made_by}  [dim]{digest}…[/dim]"
+    if layers := _layers_line(node.get("request")):
+        line += f"\n[dim]{escape(layers)}[/dim]"
     for mark in marks.get(node["context_id"], []):
         line += f"\n[red]⚠ {mark['reason']}[/red]: {mark['detail']}"
     return line
+
+
+def _layers_line(request: dict[str, Any] | None) -> str:
+    """A hop's layers in one line: request, then service call, then the backend request ids."""
+    if not request:
+        return ""
+    parts = [f"in {request['operation']} (trace {request['trace_id']})"]
+    if service := request["service"]:
+        said = [service["provider"], service["model"], service["operation"]]
+        parts.append("via " + " ".join(p for p in said if p))
+        parts += [f"{k}={v}" for k, v in service["parameters"].items()]
+        if service["attempts"]:
+            parts.append(f"{service['attempts']} attempts")
+        ids = [t["request_id"] for t in service["transport"] if t["request_id"]]
+        parts += [f"request {i}" for i in ids]
+    return " · ".join(parts)
 
 
 def print_walk(walk: Walk, hops: list[dict[str, Any]]) -> None:

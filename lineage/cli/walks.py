@@ -43,6 +43,14 @@ def walk(
         str, typer.Option("--format", help="tree (readable), json, or dot (Graphviz).")
     ] = "tree",
     max_depth: DepthOption = None,
+    layers: Annotated[
+        bool,
+        typer.Option(
+            "--layers",
+            help="Show each hop's request, service call (provider, model, parameters) and "
+            "transport (backend request id), read from the stored spans of its trace.",
+        ),
+    ] = False,
     tenant: TenantOption = DEFAULT_TENANT,
     config: ConfigOption = None,
 ) -> None:
@@ -53,7 +61,9 @@ def walk(
     settings = load(config)
 
     async def work(database: Database) -> tuple[Walk, list[dict[str, Any]]]:
-        return await walks.marked_walk_back(database, settings, tenant, context_id, max_depth)
+        return await walks.marked_walk_back(
+            database, settings, tenant, context_id, max_depth, layers=layers
+        )
 
     with progress_bar(transient=True) as progress:
         progress("walk back and mark")

@@ -24,10 +24,19 @@ except ImportError:  # the otel extra is optional
 
 CONSUMED_ATTRIBUTE = "ctx.consumed_ids"
 PRODUCED_ATTRIBUTE = "ctx.produced_ids"
+MAX_SCOPE_CHARS = 256
 
 TRACE_ID = re.compile(r"^(?!0{32})[0-9a-f]{32}$")
 # W3C Trace Context, version 00: version-trace_id-parent_id-flags.
 TRACEPARENT = re.compile(r"^00-(?P<trace_id>[0-9a-f]{32})-(?P<span_id>[0-9a-f]{16})-[0-9a-f]{2}$")
+
+
+def scope_attributes(name: str | None, version: str | None) -> dict[str, str]:
+    """A span's instrumentation scope (the library that made it) as the attributes OpenTelemetry
+    names for formats without scopes: `otel.scope.name`, `otel.scope.version`."""
+    named = {"otel.scope.name": name, "otel.scope.version": version}
+    return {key: value for key, value in named.items() if value and len(value) <= MAX_SCOPE_CHARS}
+
 
 _current: ContextVar[str | None] = ContextVar("lineage_trace_id", default=None)
 

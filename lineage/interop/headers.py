@@ -6,14 +6,18 @@ The header's fields, in order:
 - `context_id`, `trace_id`, `produced_by` (agent and prompt version): the record's own;
 - `operation`: attributes `operation`, else `gen_ai.operation.name`, else the record's
   transform_version, else its transform, else its kind;
-- `provider`: attributes `provider`, else `gen_ai.provider.name`, else `gen_ai.system`;
+- `provider`: attributes `provider`, else `gen_ai.provider.name`, else `gen_ai.system`, else
+  the service layer's;
 - `model`: attributes `model` (record_answer sets it), else `gen_ai.response.model`, else
-  `gen_ai.request.model`;
+  `gen_ai.request.model`, else the service layer's;
 - `generated_at`: the record's created_at (RFC 3339 UTC);
 - `consumed_ids`: what it was made from, sorted: its parents, looking through the `claim` and
   `prompt` records that record_answer puts between an answer and the contexts its model read;
 - `inputs_fingerprint`: `sha256:` + the SHA-256 of the consumed records' content hashes,
-  sorted, each followed by a newline. It changes exactly when what was consumed changes.
+  sorted, each followed by a newline. It changes exactly when what was consumed changes;
+- `request`: the layers read from the stored spans of the record's trace (lineage.interop.layers):
+  the request, its `service` (the span the record was made from) and that one's `transport`;
+  null when none of the trace's spans is stored.
 """
 
 import hashlib
@@ -25,6 +29,7 @@ from typing import Any
 from lineage.core.errors import NotFound
 from lineage.core.record import ContextRecord, format_timestamp
 from lineage.db.database import Database, Transaction
+from lineage.interop.layers import request_layers
 from lineage.services.records import get_records
 
 __all__ = [
@@ -45,6 +50,9 @@ PROVIDER_KEYS = ("provider", "gen_ai.provider.name", "gen_ai.system")
 MODEL_KEYS = ("model", "gen_ai.response.model", "gen_ai.request.model")
 # YAML reads these as line breaks or refuses them even inside a double-quoted scalar.
 _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+# Keys written plain; the words YAML 1.1 would read as booleans or null are quoted.
+_YAML_PLAIN_KEY = re.compile(r"[a-z_][a-z0-9_]*")
+_YAML_WORDS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,7 @@ class ProvenanceHeader:
     generated_at: str
     inputs_fingerprint: str
     consumed_ids: list[str]
+    request: dict[str, Any] | None
 
 
 def inputs_fingerprint(content_hashes: list[str]) -> str:
@@ -101,7 +110,11 @@ async def provenance_header(
         if record is None:
             raise NotFound(f"no context {context_id}")
         consumed = await _consumed(tx, record)
+        traced = (context_id, record.trace_id, record.attributes)
+        max_spans = database.settings.max_spans_per_trace
+        request = (await request_layers(tx, [traced], max_spans))[context_id]
     attributes = record.attributes
+    service = (request or {}).get("service") or {}
     return ProvenanceHeader(
         context_id=record.context_id,
         trace_id=record.trace_id,
@@ -109,31 +122,53 @@ async def provenance_header(
         or record.transform_version
         or record.transform
         or record.kind,
-        provider=_first(attributes, PROVIDER_KEYS),
-        model=_first(attributes, MODEL_KEYS),
+        provider=_first(attributes, PROVIDER_KEYS) or service.get("provider"),
+        model=_first(attributes, MODEL_KEYS) or service.get("model"),
         produced_by=record.produced_by,
         generated_at=format_timestamp(record.created_at),
         inputs_fingerprint=inputs_fingerprint([c.content_hash for c in consumed.values()]),
         consumed_ids=sorted(consumed),
+        request=request,
     )
 
 
-def _yaml_scalar(value: str | None) -> str:
-    """A JSON string is a YAML double-quoted scalar once YAML's own line breaks are escaped."""
+def _yaml_value(value: Any) -> str:
+    """JSON is YAML's flow style, and a JSON string a double-quoted scalar once YAML's own line
+    breaks are escaped."""
     text = json.dumps(value, ensure_ascii=False)
     return _YAML_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
+def _yaml_key(key: str) -> str:
+    """A key as written when plain YAML reads it back as itself, else quoted."""
+    return key if _YAML_PLAIN_KEY.fullmatch(key) and key not in _YAML_WORDS else _yaml_value(key)
+
+
+def _yaml_lines(key: str, value: Any, indent: str) -> list[str]:
+    """`key: value` in block style, maps and lists of maps nested."""
+    head = f"{indent}{_yaml_key(key)}:"
+    if isinstance(value, dict) and value:
+        return [
+            head,
+            *(line for k, v in value.items() for line in _yaml_lines(k, v, indent + "  ")),
+        ]
+    if isinstance(value, list) and value:
+        return [head, *(line for item in value for line in _yaml_item(item, indent + "  "))]
+    return [f"{head} {_yaml_value(value)}"]
+
+
+def _yaml_item(item: Any, indent: str) -> list[str]:
+    """One list item: `- value`, or a map whose first key follows the dash."""
+    if isinstance(item, dict) and item:
+        lines = [line for k, v in item.items() for line in _yaml_lines(k, v, indent + "  ")]
+        return [f"{indent}- {lines[0].lstrip()}", *lines[1:]]
+    return [f"{indent}- {_yaml_value(item)}"]
+
+
 def front_matter(header: ProvenanceHeader, body: str = "") -> str:
     """`body` headed by a YAML front-matter block holding the header under `provenance:`."""
-    lines = ["---", "provenance:"]
-    for key, value in asdict(header).items():
-        if isinstance(value, list):
-            lines.append(f"  {key}:" + ("" if value else " []"))
-            lines += [f"    - {_yaml_scalar(item)}" for item in value]
-        else:
-            lines.append(f"  {key}: {_yaml_scalar(value)}")
-    return "\n".join([*lines, "---", ""]) + body
+    lines = ["---", *_yaml_lines("provenance", asdict(header), ""), "---", ""]
+    return "\n".join(lines) + body
 
 
 def envelope(header: ProvenanceHeader, content: Any = None) -> dict[str, Any]:

@@ -4,7 +4,8 @@ spans `POST /v1/spans` stores. Decoding is `opentelemetry-proto`'s (the `otlp` e
 
 The JSON form is protobuf's JSON mapping with one difference the OTLP specification makes:
 trace and span ids are hex, not base64. Attribute values become JSON: arrays and key-value
-lists as lists and objects, bytes as base64, a non-finite double as its string ("NaN").
+lists as lists and objects, bytes as base64, a non-finite double as its string ("NaN"). A span's
+instrumentation scope becomes its `otel.scope.name` and `otel.scope.version` attributes.
 """
 
 import base64
@@ -17,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from lineage.core.errors import ExportTooLarge, InvalidExport, OtlpUnavailable
+from lineage.core.telemetry import scope_attributes
 
 try:
     from google.protobuf import json_format
@@ -134,7 +136,7 @@ def _hex(raw: bytes, size: int, what: str, where: str) -> str:
     return binascii.hexlify(raw).decode()
 
 
-def _span_in(span: "Span", service_name: str | None, where: str) -> SpanIn:
+def _span_in(span: "Span", service_name: str | None, scope: dict[str, str], where: str) -> SpanIn:
     status: Status = span.status
     try:
         return SpanIn(
@@ -152,7 +154,7 @@ def _span_in(span: "Span", service_name: str | None, where: str) -> SpanIn:
             end_time_unix_nano=span.end_time_unix_nano,
             status_code=_STATUS_CODES.get(status.code, "UNSET"),
             status_message=status.message or None,
-            attributes=attributes_of(span.attributes),
+            attributes=scope | attributes_of(span.attributes),
         )
     except ValidationError as exc:
         problems = "; ".join(
@@ -186,9 +188,10 @@ def decode_spans(body: bytes, kind: str, max_spans: int) -> list[DecodedSpan]:
         service = resource.get("service.name")
         service_name = service if isinstance(service, str) and service else None
         for s, scope_spans in enumerate(resource_spans.scope_spans):
+            scope = scope_attributes(scope_spans.scope.name, scope_spans.scope.version)
             for n, span in enumerate(scope_spans.spans):
                 where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{n}]"
-                spans.append(DecodedSpan(_span_in(span, service_name, where), where))
+                spans.append(DecodedSpan(_span_in(span, service_name, scope, where), where))
     return spans
 
 

@@ -20,6 +20,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach,
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from lineage.core import metrics
+from lineage.core.telemetry import scope_attributes
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,9 @@ TRACES_REMEMBERED = 10_000
 
 def span_payload(span: ReadableSpan) -> dict[str, Any]:
     """One finished span as `POST /v1/spans` takes it."""
-    context, parent = span.context, span.parent
+    context, parent, scope = span.context, span.parent, span.instrumentation_scope
     assert context is not None  # an SDK span always has one
+    scoped = scope_attributes(scope.name, scope.version) if scope is not None else {}
     return {
         "trace_id": format(context.trace_id, "032x"),
         "span_id": format(context.span_id, "016x"),
@@ -42,7 +44,8 @@ def span_payload(span: ReadableSpan) -> dict[str, Any]:
         "end_time_unix_nano": span.end_time,
         "status_code": span.status.status_code.name,
         "status_message": span.status.description,
-        "attributes": {
+        "attributes": scoped
+        | {
             key: list(value) if isinstance(value, tuple) else value
             for key, value in (span.attributes or {}).items()
         },

@@ -156,3 +156,21 @@ async def span_tree(
         parent = nodes.get(node["parent_span_id"] or "")
         (parent["children"] if parent is not None else roots).append(node)
     return roots, len(rows) >= settings.max_spans_per_trace
+
+
+async def spans_of_traces(
+    tx: Transaction, trace_ids: set[str], span_ids: set[str], max_spans: int
+) -> dict[str, list[dict[str, Any]]]:
+    """The stored spans of each trace (at most max_spans of each, earliest first), in one read:
+    what records' provenance layers are made of (lineage.interop.layers). Attributes come only
+    with the records' own spans (span_ids), CLIENT and SERVER spans, and spans with no stored
+    parent; the others' are None."""
+    if not trace_ids:
+        return {}
+    rows = await tx.fetch(
+        "layer_spans", trace_ids=sorted(trace_ids), span_ids=sorted(span_ids), max_spans=max_spans
+    )
+    traces: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        traces.setdefault(row["trace_id"], []).append(dict(row))
+    return traces

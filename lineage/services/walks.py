@@ -12,6 +12,7 @@ from lineage.core.body import Body
 from lineage.core.errors import BadParameter, NotFound
 from lineage.core.record import KINDS
 from lineage.db.database import Database
+from lineage.interop.layers import request_layers
 from lineage.services import reads
 from lineage.settings import Settings
 
@@ -113,13 +114,34 @@ def check_kind(kind: str) -> str:
 
 
 async def walk_back(
-    database: Database, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
+    database: Database,
+    settings: Settings,
+    tenant_id: str,
+    context_id: str,
+    max_depth: int | None,
+    layers: bool = False,
 ) -> Walk:
+    """The walk-back; with `layers`, each hop carries its `request` layer (add_layers)."""
     depth = check_depth(settings, max_depth)
     nodes = await reads.run(
         database, settings, "walk_back", tenant_id=tenant_id, context_id=context_id, max_depth=depth
     )
-    return _walk(context_id, nodes)
+    walk = _walk(context_id, nodes)
+    if layers:
+        await add_layers(database, settings, tenant_id, walk.nodes)
+    return walk
+
+
+async def add_layers(
+    database: Database, settings: Settings, tenant_id: str, nodes: list[dict[str, Any]]
+) -> None:
+    """Give each node its `request` layer, service and transport nested in it, read from the
+    stored spans of the walk's traces in one query (lineage.interop.layers); null without."""
+    traced = [(n["context_id"], n["trace_id"], n["attributes"] or {}) for n in nodes]
+    async with database.tenant(tenant_id, statement_timeout_ms=settings.statement_timeout_ms) as tx:
+        found = await request_layers(tx, traced, settings.max_spans_per_trace)
+    for node in nodes:
+        node["request"] = found[node["context_id"]]
 
 
 def _walk(context_id: str, nodes: list[dict[str, Any]]) -> Walk:
@@ -145,9 +167,11 @@ async def marked_walk_back(
     context_id: str,
     max_depth: int | None,
     walk_depth: int | None = None,
+    layers: bool = False,
 ) -> tuple[Walk, list[dict[str, Any]]]:
     """The walk-back (to `walk_depth`, default `max_depth`) and its suspect hops (to
-    `max_depth`), in one transaction; NotFound for an unknown record."""
+    `max_depth`), in one transaction; with `layers`, each hop's request layer (add_layers).
+    NotFound for an unknown record."""
     depth = check_depth(settings, max_depth)
     walked = depth if walk_depth is None else check_depth(settings, walk_depth)
     start = {"context_id": context_id}
@@ -158,7 +182,10 @@ async def marked_walk_back(
         ("walk_back", start | {"max_depth": walked}),
         ("suspicious_hops", start | {"max_depth": depth}),
     )
-    return _walk(context_id, nodes), hops
+    walk = _walk(context_id, nodes)
+    if layers:
+        await add_layers(database, settings, tenant_id, walk.nodes)
+    return walk, hops
 
 
 async def require_context(

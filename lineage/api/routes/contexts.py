@@ -273,11 +273,20 @@ async def get_lineage(
     caller: Read,
     settings: AppSettings,
     max_depth: int | None = None,
+    layers: Annotated[
+        bool,
+        Query(
+            description="give each node its `request` layer (service and transport nested), "
+            "read from the stored spans of its trace; null when none is stored"
+        ),
+    ] = False,
 ) -> Json:
     """Walk-back: every ancestor once with its depth (the start is 0), the edges, and whether
     the walk is cut short (truncated_reason: max_depth, or retention when it reached records
     the retention period dropped)."""
-    walk = await walks.walk_back(database, settings, caller.tenant_id, context_id, max_depth)
+    walk = await walks.walk_back(
+        database, settings, caller.tenant_id, context_id, max_depth, layers=layers
+    )
     # Sent as built: checking each node against its model cost more server time than the
     # walk's SQL (tests/test_request_cost.py checks the body against models.WalkBack).
     return Json(

@@ -42,7 +42,8 @@ async def get_header(
     format: Literal["yaml", "json"] = "json",
 ) -> Response:
     """Provenance for a generated file: YAML front-matter or a JSON envelope (trace_id,
-    operation, provider, model, inputs fingerprint, generated time, consumed ids)."""
+    operation, provider, model, inputs fingerprint, generated time, consumed ids, and the
+    request, service-call and transport layers from the trace's spans under `request`)."""
     header = await headers.provenance_header(database, caller.tenant_id, context_id)
     if format == "yaml":
         return Response(headers.front_matter(header), media_type="application/yaml")
