@@ -39,6 +39,12 @@ class TenantConnection(asyncpg.Connection):  # type: ignore[misc]
 
     __slots__ = ("vouching_key",)
 
+    def get_reset_query(self) -> str:
+        # Nothing to reset when the pool takes it back: every setting is SET LOCAL, no LISTEN,
+        # cursor or advisory lock outlives its transaction (an open one is still rolled back),
+        # and the pool's RESET ALL cost every request a round trip.
+        return ""
+
 
 async def fetch_vouching_key(connection: asyncpg.Connection) -> bytes | None:
     """The owner's tenant vouching key (migration 0013); None before that migration."""
@@ -197,16 +203,24 @@ async def transaction(
     The tenant is set with SET LOCAL, local to the transaction, so a pooled connection never
     carries it into the next request; row-level security reads it (on Citus, on the workers
     too: see set_tenant_sql).
-    Walks also set their timeout and turn JIT off for this transaction alone.
+    Walks also set their timeout and turn JIT off for this transaction alone. BEGIN goes in
+    the same round trip as the settings, so a read costs its query and the COMMIT beside it.
     """
-    async with pool.acquire() as connection, connection.transaction():
-        statements = set_tenant_sql(tenant_id, getattr(connection, "vouching_key", None))
-        if statement_timeout_ms is not None:  # in the same round trip
-            statements += (
-                f"; SET LOCAL statement_timeout = {int(statement_timeout_ms)}; SET LOCAL jit = off"
-            )
-        await connection.execute(statements)
-        yield connection
+    async with pool.acquire() as connection:
+        statements = ["BEGIN", set_tenant_sql(tenant_id, getattr(connection, "vouching_key", None))]
+        if statement_timeout_ms is not None:
+            statements += [
+                f"SET LOCAL statement_timeout = {int(statement_timeout_ms)}",
+                "SET LOCAL jit = off",
+            ]
+        try:
+            await connection.execute("; ".join(statements))
+            yield connection
+        except BaseException:
+            if not connection.is_closed() and connection.is_in_transaction():
+                await connection.execute("ROLLBACK")
+            raise
+        await connection.execute("COMMIT")
 
 
 async def fetch(connection: asyncpg.Connection, name: str, **values: Any) -> list[asyncpg.Record]:
