@@ -1,0 +1,71 @@
+"""A walk-back's cost through the service (walks.walk_back: its tenant transaction, the query,
+the rows made nodes) beside the same statement in an open transaction and the tutorial SQL,
+interleaved answer by answer, on a database `python -m bench` loaded (its bench_picks):
+
+    python -m bench.walk_service --url postgresql://postgres@127.0.0.1:5432/lineage_bench_classic_public_classic_provenance
+
+The sides take turns answer by answer, twice over; the p50 of the second pass is reported.
+"""
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+from bench import features
+from bench.baselines import TUTORIAL_WALK_BACK
+from bench.database import saved_picks
+from bench.run import TENANT
+from lineage import db
+from lineage.db.database import Database
+from lineage.services import walks
+from lineage.settings import Settings
+
+
+def walk_statement(connection: Any, answer: str) -> Awaitable[Any]:
+    return db.fetch(connection, "walk_back", tenant_id=TENANT, context_id=answer, max_depth=20)
+
+
+async def main(url: str, answers: int) -> None:
+    picks = await saved_picks(url)
+    if picks is None:
+        raise SystemExit(f"{url} holds no bench_picks: load it with python -m bench first")
+    sampled = picks.answer_ids[:answers]
+    pool = await db.create_pool(url, min_size=1, max_size=2)
+    theirs = await features.superuser_pool(url)
+    settings = Settings()
+    database = Database(pool, settings)
+    samples: dict[str, list[float]] = {}
+    try:
+        async with theirs.acquire() as tutorial, db.transaction(pool, TENANT) as ours:
+            await tutorial.execute("SET jit = on")
+            sides: dict[str, Callable[[str], Awaitable[Any]]] = {
+                "tutorial SQL": partial(tutorial.fetch, TUTORIAL_WALK_BACK, TENANT),
+                "sql/walk_back.sql in an open transaction": partial(walk_statement, ours),
+                "service (walks.walk_back, its own transaction)": lambda answer: walks.walk_back(
+                    database, settings, TENANT, answer, None
+                ),
+            }
+            samples = {name: [] for name in sides}
+            for answer in sampled * 2:  # the first pass warms the caches, untimed
+                for name, side in sides.items():
+                    started = time.perf_counter()
+                    await side(answer)
+                    samples[name].append(time.perf_counter() - started)
+    finally:
+        await pool.close()
+        await theirs.close()
+    p50 = {name: statistics.median(runs[len(sampled) :]) * 1000 for name, runs in samples.items()}
+    for name, value in p50.items():
+        print(f"{name:48s} p50 {value:.3f} ms  {value / p50['tutorial SQL']:.2f}x the tutorial")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--answers", type=int, default=300)
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.url, arguments.answers))
