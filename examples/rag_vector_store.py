@@ -12,12 +12,15 @@ store with that column or field, and `lineage forget` deletes a document's vecto
 
     pip install 'lineage[examples]'
     lineage serve &                                   # OTLP intake at /v1/traces
-    export OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:8765/v1/traces
-    export LINEAGE_DATABASE_URL=postgresql://…        # the database `lineage serve` uses
+    export LINEAGE_URL=http://127.0.0.1:8765
+    export LINEAGE_API_KEY=lk_…    # `lineage key create --tenant default --scope ingest`
     python examples/rag_vector_store.py pgvector postgresql://postgres@127.0.0.1:5433/rag
     python examples/rag_vector_store.py qdrant ./qdrant-data --embedding-model hash-embed-2
 
-It prints the trace id of the question: `GET /v1/traces/<trace id>` lists its answer. Then
+The pipeline holds an ingest key and no database credentials. It prints the trace id of the
+question: `GET /v1/traces/<trace id>` lists its answer, whose header
+(`GET /v1/contexts/<answer>/header`) nests the request, the LLM call (provider, model,
+parameters) and the backend request under it (its response id). Then
 `lineage impact --embedding-model hash-embed-1 --kind answer` lists the answers on the chunks that
 model embedded, and, with the stores registered (docs/privacy.md, "Vector stores"),
 `lineage forget --source-uri kb/refunds.md` deletes that document's vectors from both.
@@ -40,10 +43,12 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, TransformComponent
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import SpanKind
 
 from lineage.integrations.llamaindex import LineageTransformation
 from lineage.store.sync import SyncLineage
@@ -69,6 +74,9 @@ DOCUMENTS = {
     ),
 }
 QUESTION = "When are refunds paid back to the card?"
+# What the fake LLM says of itself, as a hosted model's client would.
+PROVIDER, MODEL, MAX_TOKENS = "extractive", "extractive-1", 64
+CLIENT_SDK, CLIENT_SDK_VERSION = "extractive-sdk", "1.0.0"
 DIMENSIONS = 256
 WORD = re.compile(r"[a-z]{4,}")  # words that carry meaning
 
@@ -94,18 +102,40 @@ class HashEmbedding(BaseEmbedding):
 
 
 class ExtractiveLLM(CustomLLM):
-    """Answers with the sentence of the context that shares most words with the question."""
+    """Answers with the sentence of the context that shares most words with the question.
+
+    It reports itself as a LlamaIndex LLM does: its LLMMetadata (model and limits) is what the
+    OpenInference instrumentor records as the LLM span's `llm.model_name` and
+    `llm.invocation_parameters`. Its fake backend call is wrapped in a CLIENT span as the
+    OpenTelemetry GenAI client instrumentations (opentelemetry-instrumentation-openai-v2 and its
+    kin) wrap an SDK's request: provider, request model and parameters, and the backend's
+    response id (`gen_ai.response.id`)."""
 
     @property
     def metadata(self) -> LLMMetadata:
-        return LLMMetadata(model_name="extractive-1")
+        return LLMMetadata(model_name=MODEL, context_window=2048, num_output=MAX_TOKENS)
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        context, _, question = prompt.partition("Query:")
-        asked = set(WORD.findall(question.lower()))
-        sentences = re.split(r"(?<=\.)\s+|\n+", context)
-        best = max(sentences, key=lambda sentence: len(asked & set(WORD.findall(sentence.lower()))))
+        tracer = trace.get_tracer(CLIENT_SDK, CLIENT_SDK_VERSION)
+        with tracer.start_as_current_span(f"text_completion {MODEL}", kind=SpanKind.CLIENT) as call:
+            call.set_attributes(
+                {
+                    "gen_ai.operation.name": "text_completion",
+                    "gen_ai.provider.name": PROVIDER,
+                    "gen_ai.request.model": MODEL,
+                    "gen_ai.request.max_tokens": MAX_TOKENS,
+                    "gen_ai.request.temperature": 0.0,
+                }
+            )
+            context, _, question = prompt.partition("Query:")
+            asked = set(WORD.findall(question.lower()))
+            sentences = re.split(r"(?<=\.)\s+|\n+", context)
+            best = max(
+                sentences, key=lambda sentence: len(asked & set(WORD.findall(sentence.lower())))
+            )
+            response_id = "cmpl-" + hashlib.sha256(prompt.encode()).hexdigest()[:24]
+            call.set_attributes({"gen_ai.response.id": response_id, "gen_ai.response.model": MODEL})
         return CompletionResponse(text=best.strip())
 
     @llm_completion_callback()
@@ -147,10 +177,20 @@ def main() -> None:
     parser.add_argument("store", choices=["pgvector", "qdrant"])
     parser.add_argument("where", help="pgvector: a postgresql:// URL; qdrant: a folder")
     parser.add_argument("--embedding-model", default="hash-embed-1")
+    parser.add_argument(
+        "--lineage",
+        default=os.environ.get("LINEAGE_URL", "http://127.0.0.1:8765"),
+        help="the lineage service's URL (default $LINEAGE_URL); an ingest key in $LINEAGE_API_KEY",
+    )
     args = parser.parse_args()
+    key = os.environ.get("LINEAGE_API_KEY")  # an ingest key: it may append, nothing else
 
     provider = TracerProvider(resource=Resource.create({"service.name": "rag-example"}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # OTEL_EXPORTER_OTLP_*
+    exporter = OTLPSpanExporter(
+        f"{args.lineage}/v1/traces", headers={"Authorization": f"Bearer {key}"} if key else None
+    )
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)  # what client libraries' spans go to
     LlamaIndexInstrumentor().instrument(tracer_provider=provider)
 
     store = vector_store(args.store, args.where)
@@ -164,7 +204,7 @@ def main() -> None:
         )
         for uri, text in DOCUMENTS.items()
     ]
-    with SyncLineage(os.environ["LINEAGE_DATABASE_URL"]) as lineage:
+    with SyncLineage(args.lineage, api_key=key) as lineage:  # sent before the question
         splitter = SentenceSplitter(chunk_size=64, chunk_overlap=0)
         pipeline = IngestionPipeline(
             transformations=[LineageTransformation(lineage, splitter), KeepContextId()]
@@ -173,7 +213,7 @@ def main() -> None:
     storage = StorageContext.from_defaults(vector_store=store)
     index = VectorStoreIndex(nodes, storage_context=storage, embed_model=embedding)
     engine = index.as_query_engine(llm=ExtractiveLLM(), similarity_top_k=2)
-    with provider.get_tracer("rag-example").start_as_current_span("question") as span:
+    with trace.get_tracer("rag-example").start_as_current_span("question") as span:
         answer = engine.query(QUESTION)
         trace_id = format(span.get_span_context().trace_id, "032x")
     provider.shutdown()  # sends what is left

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from prometheus_client import REGISTRY
 
@@ -123,3 +124,36 @@ def test_a_failing_llama_index_hook_lets_ingestion_and_the_query_go_on(database_
         dispatcher.event_handlers.remove(handler)
     assert degraded() == before + 2
     assert handler.answers == []
+
+
+async def test_a_document_indexed_again_under_a_new_doc_id_keeps_each_runs_chunks(
+    database_url: str, owner: asyncpg.Connection
+) -> None:
+    """LlamaIndex gives each loaded Document a random doc id: the same file loaded and indexed
+    twice is the same document record, and both runs' chunks are recorded under it."""
+    from llama_index.core import Document
+    from llama_index.core.ingestion import IngestionPipeline
+    from llama_index.core.node_parser import SentenceSplitter
+
+    from lineage.integrations.llamaindex import LineageTransformation
+
+    def index_twice() -> list[str]:
+        chunk_ids = []
+        with SyncLineage(database_url) as lineage:
+            for _ in range(2):
+                splitter = SentenceSplitter(chunk_size=64, chunk_overlap=0)
+                pipeline = IngestionPipeline(
+                    transformations=[LineageTransformation(lineage, splitter)]
+                )
+                loaded = Document(text="Refunds take 14 days.", metadata={"file_path": "kb/r.md"})
+                chunk_ids += [node.node_id for node in pipeline.run(documents=[loaded])]
+        return chunk_ids
+
+    before = degraded()
+    chunk_ids = await asyncio.to_thread(index_twice)
+    assert degraded() == before
+    [document] = await owner.fetch("SELECT context_id FROM provenance WHERE kind = 'document'")
+    chunks = await owner.fetch("SELECT context_id, parent_ids FROM provenance WHERE kind = 'chunk'")
+    assert sorted(row["context_id"] for row in chunks) == sorted(chunk_ids)
+    assert len(chunk_ids) == 2
+    assert all(row["parent_ids"] == [document["context_id"]] for row in chunks)

@@ -335,3 +335,53 @@ async def test_a_gen_ai_client_span_is_its_own_transport(server: str, database: 
             "sdk": "opentelemetry.instrumentation.anthropic@0.40.0",
         }
     ]
+
+
+def run_framework_over_client_span(server: str, chunk: Any) -> str:
+    """A framework's LLM span (OpenInference: model, invocation parameters, no provider) over
+    the GenAI client span of the SDK it called, which captured no content (the default), each
+    span exported as it ends: the client span first."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{server}/v1/traces")))
+    framework = provider.get_tracer("openinference.instrumentation.llama_index", "4.6.1")
+    sdk = provider.get_tracer("opentelemetry.instrumentation.openai_v2", "2.1b0")
+    with framework.start_as_current_span("OpenAI.complete") as llm:
+        llm.set_attribute(SpanAttributes.OPENINFERENCE_SPAN_KIND, "LLM")
+        llm.set_attribute(SpanAttributes.LLM_MODEL_NAME, "gpt-4o-mini")
+        llm.set_attribute(
+            SpanAttributes.LLM_INVOCATION_PARAMETERS,
+            json.dumps({"model_name": "gpt-4o-mini", "context_window": 128000}),
+        )
+        llm.set_attribute(SpanAttributes.LLM_PROMPTS, [render_for_prompt([chunk])])
+        llm.set_attribute(SpanAttributes.OUTPUT_VALUE, "14 days.")
+        with sdk.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT) as chat:
+            chat.set_attribute(gen_ai_attributes.GEN_AI_OPERATION_NAME, "chat")
+            chat.set_attribute("gen_ai.provider.name", "openai")
+            chat.set_attribute(gen_ai_attributes.GEN_AI_REQUEST_MODEL, "gpt-4o-mini")
+            chat.set_attribute(gen_ai_attributes.GEN_AI_RESPONSE_ID, "chatcmpl-Q7")
+    provider.shutdown()
+    return format(llm.get_span_context().trace_id, "032x")
+
+
+async def test_a_framework_llm_span_over_its_sdks_client_span_is_one_call_with_its_transport(
+    server: str, database: Database
+) -> None:
+    chunk = await chunk_of(database)
+    trace_id = await asyncio.to_thread(run_framework_over_client_span, server, chunk)
+    async with httpx.AsyncClient(base_url=server) as client:
+        trace = (await client.get(f"/v1/traces/{trace_id}")).json()
+    # The client span carries no content: it makes no prompt of its own.
+    assert sorted(r["kind"] for r in trace["records"]) == ["answer", "prompt"]
+    answer, spans = await answer_of(server, trace_id)
+    named = {s["name"]: s["span_id"] for s in spans}
+    async with httpx.AsyncClient(base_url=server) as client:
+        path = f"/v1/contexts/{answer['context_id']}/header"
+        header = (await client.get(path)).json()["provenance"]
+    service = header["request"]["service"]
+    assert service["span_id"] == named["OpenAI.complete"]
+    # OpenInference names no provider for this LLM class: the SDK's client span does.
+    assert (service["provider"], service["model"]) == ("openai", "gpt-4o-mini")
+    assert service["parameters"] == {"context_window": 128000}
+    assert [(t["span_id"], t["request_id"]) for t in service["transport"]] == [
+        (named["chat gpt-4o-mini"], "chatcmpl-Q7")
+    ]

@@ -1,7 +1,9 @@
 """examples/rag_vector_store.py runs as a user would run it: into pgvector on a PostgreSQL 18 of
-its own (the shared test server has no `vector` extension) and into Qdrant's local mode, its
-spans sent by the OTLP exporter to a live server. Then, with the real stores: each answer walks
-back to its chunks and documents, `lineage impact --embedding-model` lists exactly the answers
+its own (the shared test server has no `vector` extension) and into Qdrant's local mode, given
+only a live keyed server's URL and an ingest key (its chunks through SyncLineage over HTTP, its
+spans through the OTLP exporter). Then, with the real stores: each answer's header nests its LLM
+call's provider, model, parameters and backend request id, each answer walks back to its chunks
+and documents, `lineage impact --embedding-model` lists exactly the answers
 on that model's chunks, and `lineage forget` of one document deletes exactly its chunks'
 vectors from both stores, with a receipt that verifies."""
 
@@ -13,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -22,6 +25,9 @@ from typer.testing import CliRunner
 
 from lineage import cli
 from lineage.api.app import create_app
+from lineage.core import DEFAULT_TENANT
+from lineage.db.database import Database
+from lineage.services import auth
 from lineage.settings import Settings
 from tests.live_server import serve
 from tests.private_postgres import PrivatePostgres, private_postgres
@@ -75,7 +81,7 @@ id_field = "context_id"
 
 @pytest.fixture
 def server(database_url: str, registry: Path) -> Iterator[str]:
-    settings = Settings(auth="none", vector_stores_file=registry)
+    settings = Settings(auth="keys", vector_stores_file=registry)
     with serve(create_app(settings, database_url=database_url)) as url:
         yield url
 
@@ -112,6 +118,22 @@ async def in_qdrant(path: Path) -> set[str]:
     return {(point.payload or {})["context_id"] for point in points}
 
 
+def assert_the_layers_name_the_llm_call(header: dict[str, Any], trace_id: str) -> None:
+    """The answer's request, its LLM call as OpenInference recorded it (model and LLMMetadata
+    as parameters), and under it the fake LLM's GenAI client span (provider, response id)."""
+    request = header["request"]
+    assert (request["trace_id"], request["operation"]) == (trace_id, "question")
+    assert request["caller"] == {"service": "rag-example"}
+    service = request["service"]
+    assert (service["provider"], service["model"]) == ("extractive", "extractive-1")
+    assert (header["provider"], header["model"]) == ("extractive", "extractive-1")
+    assert service["parameters"] == {"context_window": 2048, "num_output": 64}
+    assert service["attempts"] == 1
+    [transport] = service["transport"]
+    assert re.fullmatch(r"cmpl-[0-9a-f]{24}", transport["request_id"]), transport
+    assert transport["sdk"] == "extractive-sdk@1.0.0"
+
+
 def lineage_cli(env: dict[str, str], *args: str) -> str:
     result = CliRunner().invoke(cli.app, list(args), env=env)
     assert result.exit_code == 0, result.output
@@ -119,12 +141,20 @@ def lineage_cli(env: dict[str, str], *args: str) -> str:
 
 
 async def test_the_rag_example_is_walked_back_invalidated_and_forgotten_in_both_stores(
-    server: str, database_url: str, registry: Path, pgvector_server: PrivatePostgres
+    server: str,
+    database: Database,
+    database_url: str,
+    registry: Path,
+    pgvector_server: PrivatePostgres,
 ) -> None:
+    # The pipeline has the service's URL and an ingest key: no database, no signing keys.
+    ingest_key, _ = await auth.create_key(database, DEFAULT_TENANT, "ingest")
+    read_key, _ = await auth.create_key(database, DEFAULT_TENANT, "read")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "OTEL_"))}
     env |= {
-        "LINEAGE_DATABASE_URL": database_url,
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{server}/v1/traces",
+        "LINEAGE_URL": server,
+        "LINEAGE_API_KEY": ingest_key,
+        "LINEAGE_DATA_DIR": str(registry.parent / "pipeline"),  # its spool
     }
     qdrant_path = registry.parent / "qdrant"
     traces = {
@@ -137,10 +167,13 @@ async def test_the_rag_example_is_walked_back_invalidated_and_forgotten_in_both_
     answers: dict[str, str] = {}
     walked_chunks: dict[str, set[str]] = {}
     chunks_of: dict[str, set[str]] = {}
-    async with httpx.AsyncClient(base_url=server) as client:
+    bearer = {"Authorization": f"Bearer {read_key}"}
+    async with httpx.AsyncClient(base_url=server, headers=bearer) as client:
         for model, trace_id in traces.items():
             recorded = (await client.get(f"/v1/traces/{trace_id}")).json()["records"]
             [answer] = [r["context_id"] for r in recorded if r["kind"] == "answer"]
+            header = (await client.get(f"/v1/contexts/{answer}/header")).json()["provenance"]
+            assert_the_layers_name_the_llm_call(header, trace_id)
             walk = (await client.get(f"/v1/contexts/{answer}/lineage")).json()["nodes"]
             kinds = {node["kind"] for node in walk}
             assert {"answer", "prompt", "retrieval", "chunk", "document"} <= kinds, model

@@ -8,7 +8,9 @@
     index.as_query_engine(...).query(question)            # retrieval and answer recorded
 
 - A document is a `document` record (source_uri: its `file_path`, else its doc id; a deterministic
-  id, so re-ingesting the same text records nothing new). Each node the splitter makes is a `chunk`
+  id, so re-ingesting the same text records nothing new). Its doc id is not kept otherwise:
+  LlamaIndex draws a new one each time a file is loaded, and the same file indexed again must be
+  the same record, its new chunks recorded under it. Each node the splitter makes is a `chunk`
   under its own node id, derived from its SOURCE relationship's document, with transform the
   splitter's class and transform_version `<class>@<llama-index-core version>`; the node's own hash
   (LlamaIndex's, over text and metadata) is kept as `attributes.node_hash`, while content_hash is
@@ -76,7 +78,6 @@ class LineageTransformation(TransformComponent):
                     "llama_index_reader",
                     "1",
                     source_uri=str(document.metadata.get("file_path") or document.node_id),
-                    attributes={"doc_id": document.node_id},
                     deterministic=True,
                 )
                 for document in documents

@@ -7,9 +7,10 @@ after the spans its records come from).
   record's span, else the trace's earliest root): trace id, operation (its name), started and
   finished, and the caller (service name, session, user, HTTP route and method, when named);
 - **service**: the span the record was made from (`attributes.otel.span_id`): operation,
-  provider, model, effective parameters (`llm.invocation_parameters` overlaid with the GenAI
-  `gen_ai.request.*` ones), attempts (how many transport spans it made), fingerprints of its
-  input content and of its template variables (hashes, never text), prompt version;
+  provider (else the first its transport spans name), model, effective parameters
+  (`llm.invocation_parameters` overlaid with the GenAI `gen_ai.request.*` ones), attempts
+  (how many transport spans it made), fingerprints of its input content and of its template
+  variables (hashes, never text), prompt version;
 - **transport**: each CLIENT span below the service span (or the service span itself when it
   is a CLIENT span with none below it): backend request id (`gen_ai.response.id`, else a
   request-id response header, else `aws.request_id`), retries (`http.request.resend_count`),
@@ -42,6 +43,9 @@ MODEL_KEYS = (
     "reranker.model_name",
 )
 INVOCATION_PARAMETERS = "llm.invocation_parameters"
+# The model is the layer's `model`, not a parameter: OpenAI's name for it, and LlamaIndex's
+# (its LLMMetadata is what OpenInference records as the invocation parameters).
+MODEL_PARAMETERS = frozenset({"model", "model_name"})
 REQUEST_PARAMETER = re.compile(r"^gen_ai\.request\.(?!model$)([a-z_.]+)$")
 INPUT_KEYS = re.compile(
     r"^(input\.value|llm\.prompts|gen_ai\.input\.messages|gen_ai\.system_instructions"
@@ -115,7 +119,11 @@ def parameters(attributes: dict[str, Any]) -> dict[str, Any]:
     for key, value in attributes.items():
         if match := REQUEST_PARAMETER.fullmatch(key):
             given[match[1]] = value
-    kept = {k: _parameter(v) for k, v in given.items() if k != "model" and len(k) <= MAX_KEY_CHARS}
+    kept = {
+        k: _parameter(v)
+        for k, v in given.items()
+        if k not in MODEL_PARAMETERS and len(k) <= MAX_KEY_CHARS
+    }
     return dict(sorted((k, v) for k, v in kept.items() if v is not None)[:MAX_PARAMETERS])
 
 
@@ -171,6 +179,12 @@ def _below(span_id: str, children: dict[str, list[LayerSpan]]) -> list[LayerSpan
     return found
 
 
+def _provider_below(clients: Sequence[LayerSpan]) -> str | None:
+    """The provider the call's client spans name: a framework's LLM span (OpenInference names a
+    provider for a few LLM classes only) over the GenAI client span of the SDK it called."""
+    return next((p for c in clients if (p := _first(c["attributes"] or {}, PROVIDER_KEYS))), None)
+
+
 def _service(span: LayerSpan, children: dict[str, list[LayerSpan]]) -> dict[str, Any]:
     attributes = span["attributes"] or {}
     clients = [s for s in _below(span["span_id"], children) if s["span_kind"] == "CLIENT"]
@@ -181,7 +195,7 @@ def _service(span: LayerSpan, children: dict[str, list[LayerSpan]]) -> dict[str,
     return {
         "span_id": span["span_id"],
         "operation": _first(attributes, ("gen_ai.operation.name",)) or span["name"],
-        "provider": _first(attributes, PROVIDER_KEYS),
+        "provider": _first(attributes, PROVIDER_KEYS) or _provider_below(clients),
         "model": _first(attributes, MODEL_KEYS),
         "parameters": parameters(attributes),
         "attempts": len(clients) or None,

@@ -254,7 +254,6 @@ def read_span(span: SpanIn) -> SpanReading:
         reading.model = _model(attributes, OI_EMBEDDING_MODEL, *GEN_AI_MODELS)
         reading.role = "embedding" if reading.documents and reading.model else None
     elif oi_kind == "LLM" or operation in GEN_AI_LLM_OPERATIONS:
-        reading.role = "llm"
         inputs = [attributes.get(OI_PROMPTS), attributes.get(GEN_AI_INPUT)]
         inputs += [v for k, v in attributes.items() if OI_INPUT_MESSAGE.fullmatch(k)]
         reading.input_text = "\n".join(t for t in map(_text, inputs) if t) or _text(
@@ -264,6 +263,9 @@ def read_span(span: SpanIn) -> SpanReading:
         everything = reading.input_text + "\n" + _text(attributes.get(OI_INPUT))
         reading.block_ids = list(dict.fromkeys(CONTEXT_BLOCK.findall(everything)))
         reading.model = _model(attributes, OI_MODEL, *GEN_AI_MODELS)
+        # A call that says nothing of its content (a GenAI client span with content capture off,
+        # under the framework's LLM span) is no generation of its own, only that call's transport.
+        reading.role = "llm" if reading.input_text or reading.output_text else None
     return reading
 
 
