@@ -203,24 +203,16 @@ async def transaction(
     The tenant is set with SET LOCAL, local to the transaction, so a pooled connection never
     carries it into the next request; row-level security reads it (on Citus, on the workers
     too: see set_tenant_sql).
-    Walks also set their timeout and turn JIT off for this transaction alone. BEGIN goes in
-    the same round trip as the settings, so a read costs its query and the COMMIT beside it.
+    Walks also set their timeout and turn JIT off for this transaction alone.
     """
-    async with pool.acquire() as connection:
-        statements = ["BEGIN", set_tenant_sql(tenant_id, getattr(connection, "vouching_key", None))]
-        if statement_timeout_ms is not None:
-            statements += [
-                f"SET LOCAL statement_timeout = {int(statement_timeout_ms)}",
-                "SET LOCAL jit = off",
-            ]
-        try:
-            await connection.execute("; ".join(statements))
-            yield connection
-        except BaseException:
-            if not connection.is_closed() and connection.is_in_transaction():
-                await connection.execute("ROLLBACK")
-            raise
-        await connection.execute("COMMIT")
+    async with pool.acquire() as connection, connection.transaction():
+        statements = set_tenant_sql(tenant_id, getattr(connection, "vouching_key", None))
+        if statement_timeout_ms is not None:  # in the same round trip
+            statements += (
+                f"; SET LOCAL statement_timeout = {int(statement_timeout_ms)}; SET LOCAL jit = off"
+            )
+        await connection.execute(statements)
+        yield connection
 
 
 async def fetch(connection: asyncpg.Connection, name: str, **values: Any) -> list[asyncpg.Record]:
