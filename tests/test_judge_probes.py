@@ -17,6 +17,7 @@ from lineage.claims.judges import (
     OpenAICompatibleJudge,
     judge_from_settings,
 )
+from lineage.claims.judges.scoring import format_scores, score_judge
 from lineage.core.errors import BadParameter
 from lineage.settings import Settings
 
@@ -41,6 +42,17 @@ def test_no_false_entailed_on_a_probe(probe: dict[str, str]) -> None:
         )
     if probe["label"] == "contradiction" and probe["kind"] in ("number", "negation"):
         assert judgement.outcome == "not_entailed", judgement.reason
+
+
+def test_plain_paraphrases_stay_entailed() -> None:
+    """The caution against false "entailed" must not cost the paraphrases the judge reads."""
+    results = [
+        (p["label"], OFFLINE.judge_sync(p["premise"], p["hypothesis"]).outcome)
+        for p in read_probes()
+    ]
+    scores = score_judge(results)
+    assert scores["entailment"]["precision"] == 1.0, format_scores(scores)
+    assert scores["entailment"]["recall"] >= 0.8, format_scores(scores)
 
 
 def test_limits_the_claim_drops_are_named() -> None:
