@@ -54,6 +54,7 @@ VALUES: dict[str, Any] = {
     "index_snapshot": "idx_2026_08_01",
     "trace_id": TRACE_ID,
     "trace_ids": [TRACE_ID],
+    "span_ids": [],
     "produced_by": "any",
     "since": EARLIEST,
     "until": LATEST,
