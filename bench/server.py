@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from lineage.api.connections import PROTOCOL
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -55,6 +57,7 @@ def serving(
     command = [
         sys.executable, "-m", "uvicorn", "--factory", "lineage.api.app:create_app",
         "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level", "warning",
+        "--http", PROTOCOL,  # as lineage serve: the header deadline and per-address cap
         # uvicorn puts --app-dir (default: the working directory) first on the path: an env's
         # PYTHONPATH (an earlier checkout timed beside this one) must be it to be what is served.
         "--app-dir", (env or {}).get("PYTHONPATH", ""),

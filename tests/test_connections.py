@@ -101,3 +101,18 @@ def test_one_address_holds_at_most_its_share_and_others_are_served(
     finally:
         for connection in held:
             connection.close()
+
+
+@pytest.mark.unit
+def test_the_app_holds_its_connections_to_its_own_settings() -> None:
+    """However it is served (uvicorn --factory, gunicorn, lineage serve), the app's settings
+    are the guard's limits in its process."""
+    from lineage.api.app import create_app
+    from lineage.api.connections import LIMITS, guard_connections
+    from lineage.settings import Settings
+
+    try:
+        create_app(Settings(header_read_timeout_s=3.5, max_connections_per_address=5))
+        assert (LIMITS.header_timeout_s, LIMITS.max_per_address) == (3.5, 5)
+    finally:
+        guard_connections(Settings())

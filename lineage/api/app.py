@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 
 from lineage import db
 from lineage.api import logs, problems
+from lineage.api.connections import guard_connections
 from lineage.api.deps import refuse_unknown_query_parameters
 from lineage.api.fairness import FairShares
 from lineage.api.limits import BadRequestCap, CapBadRequests, LimitBody, ShedOverload
@@ -100,6 +101,7 @@ def create_app(
     background, retrying while the database is down; /readyz is 503 until it is done."""
     chosen = settings or Settings()
     auth = effective_auth(chosen, embedded=database_url is None and chosen.database_url is None)
+    guard_connections(chosen)  # this process's connections, however the app is served
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

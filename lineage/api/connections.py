@@ -11,8 +11,9 @@ opening or of its last answer, and one from an address that already holds
 `max_per_address` connections to this process. The body has its own deadline
 (lineage.api.limits.LimitBody).
 
-`lineage serve` passes PROTOCOL to uvicorn as its `http` and sets the limits from the settings
-(`guard_connections`) in each process that serves, the workers of `--workers N` included.
+`create_app` sets the limits from its settings (`guard_connections`) in the process it runs in;
+`lineage serve` passes PROTOCOL to uvicorn as its `http` (anyone serving the app themselves:
+`uvicorn --http lineage.api.connections:GuardedHttpToolsProtocol --factory ...`).
 """
 
 import asyncio

@@ -40,9 +40,6 @@ def worker_environment(settings: Settings, url: str, config: Path | None) -> dic
 def worker_app() -> FastAPI:
     """One worker's app, from the environment `worker_environment` made."""
     from lineage.api.app import create_app
-    from lineage.api.connections import guard_connections
 
     config = os.environ.get(CONFIG_FILE)
-    settings = load_settings(Path(config) if config else None)
-    guard_connections(settings)  # this worker's connections, before it takes any
-    return create_app(settings, migrate_first=True)
+    return create_app(load_settings(Path(config) if config else None), migrate_first=True)

@@ -119,7 +119,6 @@ def serve(
         ws="none",  # no route takes a WebSocket
     )
     if workers == 1:
-        connections.guard_connections(settings)
         run(create_app(settings, database_url=url, migrate_first=True))  # waits for the database
         return
     from lineage.api.workers import WORKER_APP, worker_environment
