@@ -16,7 +16,7 @@ from lineage.bundle import load
 from lineage.bundle.export import export_bundle
 from lineage.bundle.load import import_bundle
 from lineage.claims.answers import capture_texts
-from lineage.core.errors import BundleError, CheckpointError, Conflict
+from lineage.core.errors import BundleError, CheckpointError, Conflict, LogIntegrityError
 from lineage.db import keyring
 from lineage.db.database import Database
 from lineage.services import privacy, reads, signing, walks
@@ -235,6 +235,16 @@ async def test_a_checkpoint_by_another_key_is_refused(
     stranger = generate_signing_key("lineage").verifier
     with pytest.raises(CheckpointError, match="no signature by key"):
         await import_bundle(owner_database, Settings(), exported, "moved", stranger)
+
+
+async def test_a_leaf_whose_hash_is_gone_from_the_tree_is_not_exported(
+    exported: Path, owner_database: Database, owner: asyncpg.Connection, tmp_path: Path
+) -> None:
+    await owner.execute("DELETE FROM log_nodes WHERE level = 0 AND node_index = 2")
+    path = tmp_path / "altered.bundle"
+    with pytest.raises(LogIntegrityError, match="leaf 2 of the log of tenant default has no hash"):
+        await export_bundle(owner_database, Settings(), "default", path, include_text=False)
+    assert not path.exists()
 
 
 async def test_a_tenant_that_holds_records_is_refused(

@@ -147,7 +147,13 @@ async def _write_leaves(
         written += 1
         if written % FETCH_ROWS == 0:
             progress("export records", written, tree_size)
-        leaf_index, leaf_hash = row["leaf_index"], bytes(row["leaf_hash"])
+        leaf_index = row["leaf_index"]
+        if row["leaf_hash"] is None:
+            raise LogIntegrityError(
+                f"leaf {leaf_index} of the log of tenant {tenant_id} has no hash in its tree: "
+                "its tables were altered"
+            )
+        leaf_hash = bytes(row["leaf_hash"])
         signature, canonical = None, b""
         if row["context_id"] is not None:  # kept, or a forget tombstone kept past retention
             if row["key_id"] is not None:
