@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from lineage.bundle import format as bundle
 from lineage.core.errors import LogIntegrityError, NotFound
@@ -25,8 +25,6 @@ from lineage.verifiable_log import merkle, storage
 FETCH_ROWS = 1000  # rows per round trip of the export's cursors: bounds its memory
 # Below this many leaves any plan is quick: the statistics are left to autovacuum.
 ANALYZE_FROM = 1000
-# The tables of sql/bundle_tenant_rows.sql, in its order.
-TENANT_ROWS_TABLES = ("log_leaves", "log_nodes")
 
 
 @dataclass(frozen=True)
@@ -140,14 +138,23 @@ async def stale_statistics(database: Database, tenant_id: str, tree_size: int) -
             f"EXPLAIN (FORMAT JSON) {query.sql}", *query.arguments({"tenant_id": tenant_id})
         )
     plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
-    # An Append of one count per table, in the file's order; each counts its scan's rows.
-    believed = [count["Plans"][0]["Plan Rows"] for count in plan["Plans"]]
-    tenant_rows = dict(zip(TENANT_ROWS_TABLES, believed, strict=True))
+    tenant_rows = _scanned_rows(plan)
     return [
         row["table_name"]
         for row in rows
         if min(row["planned_rows"], tenant_rows.get(row["table_name"], tree_size)) < tree_size / 2
     ]
+
+
+def _scanned_rows(plan: dict[str, Any]) -> dict[str, float]:
+    """The rows the plan expects each table it scans to give, by table."""
+    found: dict[str, float] = {}
+    if "Relation Name" in plan:
+        found[plan["Relation Name"]] = plan["Plan Rows"]
+    for child in plan.get("Plans", []):
+        for table, rows in _scanned_rows(child).items():
+            found[table] = found.get(table, 0) + rows
+    return found
 
 
 async def _write_leaves(
