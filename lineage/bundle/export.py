@@ -121,11 +121,11 @@ async def export_bundle(
 
 
 async def stale_statistics(database: Database, tenant_id: str, tree_size: int) -> list[str]:
-    """The tables the export reads whose statistics count fewer rows (or, in the log's tables,
-    fewer of the tenant's rows) than half the log it is about to export: right after an import
-    or a bulk load, whose sequencing filled log_leaves and log_nodes after any ANALYZE, the
-    planner takes them for empty and picks a plan that took 328 s for 50,000 records instead of
-    8-13 s; a tenant loaded beside one the statistics knew looks like one row (255 s against
+    """The tables the export reads whose statistics count fewer rows (or, in provenance, fewer
+    of the tenant's records) than half the log it is about to export: right after an import or
+    a bulk load, whose sequencing filled log_leaves and log_nodes after any ANALYZE, the planner
+    takes them for empty and picks a plan that took 328 s for 50,000 records instead of 8-13 s;
+    a tenant bulk-loaded beside one the statistics knew looks like one record (255 s against
     1.9 s). The counts come from pg_class, which an ANALYZE updates at once, unlike the
     statistics views that lag their writers; the tenant's from the planner itself (EXPLAIN of
     sql/bundle_tenant_rows.sql)."""
@@ -138,23 +138,18 @@ async def stale_statistics(database: Database, tenant_id: str, tree_size: int) -
             f"EXPLAIN (FORMAT JSON) {query.sql}", *query.arguments({"tenant_id": tenant_id})
         )
     plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
-    tenant_rows = _scanned_rows(plan)
+    believed = {"provenance": _scanned_rows(plan)}  # its partitions' scans, summed
     return [
         row["table_name"]
         for row in rows
-        if min(row["planned_rows"], tenant_rows.get(row["table_name"], tree_size)) < tree_size / 2
+        if min(row["planned_rows"], believed.get(row["table_name"], tree_size)) < tree_size / 2
     ]
 
 
-def _scanned_rows(plan: dict[str, Any]) -> dict[str, float]:
-    """The rows the plan expects each table it scans to give, by table."""
-    found: dict[str, float] = {}
-    if "Relation Name" in plan:
-        found[plan["Relation Name"]] = plan["Plan Rows"]
-    for child in plan.get("Plans", []):
-        for table, rows in _scanned_rows(child).items():
-            found[table] = found.get(table, 0) + rows
-    return found
+def _scanned_rows(plan: dict[str, Any]) -> float:
+    """The rows the plan expects its table scans to give, all together."""
+    own = plan["Plan Rows"] if "Relation Name" in plan else 0
+    return own + sum(_scanned_rows(child) for child in plan.get("Plans", []))
 
 
 async def _write_leaves(
