@@ -35,6 +35,19 @@ async def test_the_pool_logs_in_as_the_application_role(pool: asyncpg.Pool) -> N
             await connection.execute("SET ROLE postgres")
 
 
+async def test_the_pool_takes_a_connection_back_without_a_reset_query(database_url: str) -> None:
+    """Every setting a tenant transaction makes is SET LOCAL, so the pool sends no reset query
+    (RESET ALL and the rest) on release: a session setting made by hand outlives the release."""
+    pool = await db.create_pool(database_url, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as connection:
+            await connection.execute("SET application_name = 'kept_past_release'")
+        async with pool.acquire() as connection:
+            assert await connection.fetchval("SHOW application_name") == "kept_past_release"
+    finally:
+        await pool.close()
+
+
 async def test_a_tenant_set_by_an_injection_reads_nothing_foreign(
     pool: asyncpg.Pool, two_tenants: None
 ) -> None:
