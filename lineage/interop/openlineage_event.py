@@ -45,13 +45,15 @@ class DatasetSource(DatasetName):
     type: Literal["DATASET"]
 
 
-class JobSource(BaseModel):
+class JobReference(BaseModel):
+    """Another job, as a source or as an entry: it makes no edge between datasets."""
+
     model_config = ConfigDict(extra="allow")
 
     type: Literal["JOB"]
 
 
-LineageInput = Annotated[DatasetSource | JobSource, Field(discriminator="type")]
+LineageInput = Annotated[DatasetSource | JobReference, Field(discriminator="type")]
 
 
 class FieldSources(BaseModel):
@@ -78,13 +80,7 @@ class DatasetEntry(LineageSources, DatasetName):
     type: Literal["DATASET"]
 
 
-class JobEntry(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    type: Literal["JOB"]
-
-
-LineageEntry = Annotated[DatasetEntry | JobEntry, Field(discriminator="type")]
+LineageEntry = Annotated[DatasetEntry | JobReference, Field(discriminator="type")]
 
 
 class LineageJobFacet(BaseModel):
@@ -97,7 +93,7 @@ class LineageJobFacet(BaseModel):
         entries = [
             entry
             for entry in self.entries
-            if isinstance(entry, JobEntry) or entry.source_uri == output.source_uri
+            if isinstance(entry, JobReference) or entry.source_uri == output.source_uri
         ]
         return self.model_copy(update={"entries": entries})
 
