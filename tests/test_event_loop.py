@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import asyncpg
 import httpx
 import pytest
 
@@ -19,6 +20,7 @@ from lineage.claims.answers import MAX_CLAIMS, record_prompt
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext
 from lineage.interop import prov
+from lineage.services import reads
 from lineage.services.demo import load_incident
 from lineage.services.walks import Walk
 from lineage.store.postgres import PostgresStore
@@ -169,3 +171,73 @@ async def test_the_prov_export_is_written_in_a_worker_process(
     answer = await client.get("/v1/contexts/answer_1/prov")
     assert answer.status_code == 200, answer.text
     assert "answer_1" in answer.text
+
+
+async def test_a_long_read_gives_the_loop_turns_while_its_rows_become_nodes(
+    pool: asyncpg.Pool,
+) -> None:
+    """Thousands of rows made into nodes in one go held the loop for tens of milliseconds, and
+    another tenant's walk-back waited behind every large export (bench/RESULTS-fairness.md)."""
+    async with pool.acquire() as connection:
+        rows = await connection.fetch(
+            "SELECT g AS context_id, now() AS created_at FROM generate_series(1, 2000) AS g"
+        )
+    turns = 0
+
+    async def other_request() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_request())
+    await asyncio.sleep(0)
+    before = turns
+    nodes = await reads.nodes_from_rows(rows)
+    other.cancel()
+    assert [node["context_id"] for node in nodes] == list(range(1, 2001))
+    assert isinstance(nodes[0]["created_at"], str)
+    assert turns - before >= len(rows) // reads.ROWS_PER_TURN - 1
+
+
+def worker_processes(pid: int) -> set[int]:
+    """The worker processes a server process started (lineage.core.offload)."""
+    found = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as command:
+                spawned = b"multiprocessing" in command.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if parent == pid and spawned:
+            found.add(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+def test_worker_processes_end_when_the_server_is_killed(database_url: str) -> None:
+    """A server killed with SIGKILL (an OOM kill, a kill -9) left its worker processes running,
+    each with its memory and its share of CPU, until someone found them."""
+    asyncio.run(load_a_wide_walk(database_url))
+    env = {"LINEAGE_AUTH": "none", "LINEAGE_LOG_INTERVAL_S": "0", "LINEAGE_LOG_LEVEL": "error"}
+    with serving(database_url, env) as server:
+        exported = httpx.get(f"{server.base_url}/v1/contexts/wide_answer/prov", timeout=600)
+        assert exported.status_code == 200, exported.text[:300]
+        workers = worker_processes(server.process.pid)
+        assert workers, "the export started no worker process"
+        server.process.kill()
+        server.process.wait()
+        deadline = time.monotonic() + 30  # the end is told at once; the wait is a loaded machine's
+        while any(alive(worker) for worker in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(alive(worker) for worker in workers), workers
