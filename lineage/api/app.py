@@ -35,7 +35,7 @@ from lineage.api.routes import (
 from lineage.api.routes import log as log_routes
 from lineage.claims.judges import judge_from_settings
 from lineage.claims.sampling import Sampler
-from lineage.core import tasks
+from lineage.core import offload, tasks
 from lineage.core.metrics import process_ended
 from lineage.db import keyring
 from lineage.db.database import Database
@@ -127,6 +127,7 @@ def create_app(
             log.info("authentication: bearer keys (LINEAGE_AUTH=keys)")
         async with AsyncExitStack() as running:
             running.callback(process_ended)
+            running.callback(offload.stop_heavy_pool)
             running.push_async_callback(app.state.events.close)
             running.push_async_callback(app.state.keys.close)
             app.state.sampler.start()

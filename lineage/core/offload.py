@@ -12,9 +12,12 @@ during four exports, bench/RESULTS-fairness.md).
 """
 
 import asyncio
+import ctypes
 import functools
 import multiprocessing
 import os
+import signal
+import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import ParamSpec, TypeVar
@@ -42,6 +45,17 @@ async def per_byte(size: int, work: Callable[P, T], *args: P.args, **kwargs: P.k
 
 HEAVY_PROCESSES = 2
 HEAVY_NICENESS = 10  # below the service's own process and PostgreSQL's
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _start_worker(server_pid: int) -> None:
+    """A worker process at a lower priority that ends when the server process does, however it
+    ends: workers left behind by a killed server kept their memory and their share of CPU."""
+    os.nice(HEAVY_NICENESS)
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != server_pid:  # the server ended before the signal was asked for
+        os._exit(0)
 
 
 @functools.cache
@@ -51,9 +65,16 @@ def _heavy_pool() -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         HEAVY_PROCESSES,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=os.nice,
-        initargs=(HEAVY_NICENESS,),
+        initializer=_start_worker,
+        initargs=(os.getpid(),),
     )
+
+
+def stop_heavy_pool() -> None:
+    """End the worker processes, if any started (the server's shutdown)."""
+    if _heavy_pool.cache_info().currsize:
+        _heavy_pool().shutdown(wait=False, cancel_futures=True)
+        _heavy_pool.cache_clear()
 
 
 async def in_process(work: Callable[..., T], *args: object) -> T:
