@@ -22,7 +22,6 @@ from lineage.core.record import NewContext
 from lineage.interop import prov
 from lineage.services import reads
 from lineage.services.demo import load_incident
-from lineage.services.walks import Walk
 from lineage.store.postgres import PostgresStore
 from tests.conftest import database_at
 
@@ -154,20 +153,28 @@ def test_a_large_export_runs_off_the_loop_and_healthz_answers_through_a_long_ans
     polling_healthz(server, answer)  # the long answer is split while /healthz goes on answering
 
 
-def written_in_a_worker_process(walk: Walk, tenant_id: str, output: str) -> str:
-    """prov.written, refusing to run in the service's own process."""
+def written_in_a_worker_process(
+    context_id: str, records: list[bytes], tenant_id: str, output: str
+) -> str:
+    """prov.written_from_json, refusing to run in the service's own process."""
     if multiprocessing.parent_process() is None:
         raise AssertionError("PROV written in the service's own process")
-    return prov.written(walk, tenant_id, output)
+    return prov.written_from_json(context_id, records, tenant_id, output)
+
+
+def refuse_to_decode(row: asyncpg.Record) -> None:
+    raise AssertionError("a record of the export decoded in the service's own process")
 
 
 async def test_the_prov_export_is_written_in_a_worker_process(
     client: httpx.AsyncClient, store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not a thread: writing PROV is pure Python, and a thread holds the GIL through it, so
-    every other request's every step waits (bench/RESULTS-fairness.md)."""
+    every other request's every step waits (bench/RESULTS-fairness.md). The records are
+    decoded there too: the service's process only passes the database's JSON on."""
     await load_incident(store)
-    monkeypatch.setattr(prov, "written", written_in_a_worker_process)
+    monkeypatch.setattr(prov, "written_from_json", written_in_a_worker_process)
+    monkeypatch.setattr(reads, "node_from_row", refuse_to_decode)
     answer = await client.get("/v1/contexts/answer_1/prov")
     assert answer.status_code == 200, answer.text
     assert "answer_1" in answer.text

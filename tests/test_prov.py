@@ -160,13 +160,13 @@ async def test_max_depth_bounds_the_document(incident: str, client: httpx.AsyncC
     assert statements(document)["derived"] == {(incident, ANSWER_ID, "weekly report@1.0 beta")}
 
 
-def written_without_xml(walk: walks.Walk, tenant_id: str, output: str) -> str:
-    """prov.written where the prov package has no XML serialiser (as without lxml)."""
+def written_without_xml(context_id: str, records: list[bytes], tenant_id: str, output: str) -> str:
+    """prov.written_from_json where the prov package has no XML serialiser (as without lxml)."""
     Registry.load_serializers()
     every = Registry.serializers
     Registry.serializers = {k: v for k, v in (every or {}).items() if k != "xml"}
     try:
-        return prov.written(walk, tenant_id, output)
+        return prov.written_from_json(context_id, records, tenant_id, output)
     finally:
         Registry.serializers = every
 
@@ -181,7 +181,7 @@ async def test_bad_requests_say_what_to_fix(
     assert "json" in wrong.json()["detail"]
     # Without lxml the prov package has no XML serialiser: that is a clear 422, not a 500, also
     # from the worker process that writes it.
-    monkeypatch.setattr(prov, "written", written_without_xml)
+    monkeypatch.setattr(prov, "written_from_json", written_without_xml)
     missing = await client.get(f"/v1/contexts/{incident}/prov", params={"format": "xml"})
     assert missing.status_code == 422
     assert missing.json()["rule"] == "prov_format"

@@ -22,7 +22,7 @@ from prov.model import ProvDocument, ProvEntity
 from prov.serializers import DoNotExist
 
 from lineage.core.errors import BadParameter, UnavailableFormat
-from lineage.services.walks import Walk
+from lineage.services.walks import Walk, walk_from_json
 
 __all__ = ["MEDIA_TYPES", "UnavailableFormat", "prov_document", "serialize"]
 
@@ -95,6 +95,12 @@ def prov_document(walk: Walk, tenant_id: str) -> ProvDocument:
 def written(walk: Walk, tenant_id: str, output: str) -> str:
     """The walk-back as a PROV document written in `output` (a format of MEDIA_TYPES)."""
     return serialize(prov_document(walk, tenant_id), output)
+
+
+def written_from_json(context_id: str, records: list[bytes], tenant_id: str, output: str) -> str:
+    """written() of a walk-back as the database wrote its records (walks.walk_back_json),
+    decoded here: in the worker process that writes it, not on the event loop."""
+    return written(walk_from_json(context_id, records), tenant_id, output)
 
 
 def serialize(document: ProvDocument, output: str) -> str:

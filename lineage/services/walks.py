@@ -1,6 +1,7 @@
 """The graph questions, answered by the named queries in sql/. The API, the CLI and the demo
 all come through here, so each answers from the same SQL file."""
 
+import json
 from collections import Counter
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -130,6 +131,26 @@ async def walk_back(
     if layers:
         await add_layers(database, settings, tenant_id, walk.nodes)
     return walk
+
+
+async def walk_back_json(
+    database: Database, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
+) -> list[bytes]:
+    """The walk-back's records as the JSON the database writes (reads.record_json), for a
+    worker process to decode: a walk of thousands decoded on the event loop held it for tens of
+    milliseconds a time, and other tenants' requests waited. NotFound for an unknown record."""
+    depth = check_depth(settings, max_depth)
+    values = {"tenant_id": tenant_id, "context_id": context_id, "max_depth": depth}
+    walked = reads.record_json(database, settings, "walk_back", **values)
+    records = [record async for _, record in walked]
+    if not records:
+        raise NotFound(f"no context {context_id}")
+    return records
+
+
+def walk_from_json(context_id: str, records: list[bytes]) -> Walk:
+    """The Walk of walk_back_json's records."""
+    return _walk(context_id, [json.loads(record) for record in records])
 
 
 async def add_layers(

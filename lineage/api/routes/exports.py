@@ -26,9 +26,11 @@ async def get_prov(
 ) -> Response:
     """The walk-back as a PROV document: contexts as entities, transforms as activities,
     produced_by as agents (see lineage/interop/prov.py)."""
-    walk = await walks.walk_back(database, settings, caller.tenant_id, context_id, max_depth)
+    records = await walks.walk_back_json(
+        database, settings, caller.tenant_id, context_id, max_depth
+    )
     # Seconds of CPU for a large walk: in a worker process (lineage.core.offload).
-    body = await in_process(prov.written, walk, caller.tenant_id, format)
+    body = await in_process(prov.written_from_json, context_id, records, caller.tenant_id, format)
     return Response(body, media_type=prov.MEDIA_TYPES[format])
 
 
