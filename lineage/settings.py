@@ -1,5 +1,6 @@
 """Every setting, in one place: environment variables `LINEAGE_*`, or a TOML/.env config file."""
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -9,6 +10,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 def default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "lineage"
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 class Settings(BaseSettings):
@@ -75,17 +83,18 @@ class Settings(BaseSettings):
         "not count. 0 means no limit",
     )
     max_heavy_per_key: int = Field(
-        default=2,
+        default=1,
         ge=0,
         description="exports (PROV), impact files (/v1/impact/ids) and streamed (NDJSON) impact "
         "answers one key may have in progress at once in one server process; one more is "
         "answered 429 with Retry-After. 0 means no limit",
     )
     max_heavy_per_tenant: int = Field(
-        default=4,
+        default_factory=lambda: max(1, usable_cpus() // 2),
         ge=0,
         description="the same, for all of one tenant's keys together, so one tenant cannot "
-        "fill the process while others wait. 0 means no limit",
+        "fill the process while others wait; unset means half the CPUs the process may run "
+        "on, at least 1. 0 means no limit",
     )
     max_event_streams_per_key: int = Field(
         default=16,
