@@ -1,7 +1,7 @@
 """Fairness between tenants: another tenant's walk-back p95, idle and while one tenant runs
 four export loops at once, with the fair shares off and at their defaults.
 
-    python -m bench.fairness --size 20000 --walks 200
+    python -m bench.fairness --size 20000 --walks 200 [--citus]
 
 Tenant `default` holds a DAG of `--size` records and walks back its answers, one request after
 another on one keep-alive connection. Tenant `exporter` holds an answer over 300 summaries of
@@ -9,7 +9,9 @@ another on one keep-alive connection. Tenant `exporter` holds an answer over 300
 each exporting it again as soon as it has its answer, and after a 429 waiting out Retry-After
 as a client should. `lineage` runs in its own uvicorn process with keys on, twice: with
 LINEAGE_MAX_HEAVY_PER_KEY/_PER_TENANT at 0 (no fair shares, as before them) and at their
-defaults. The ratio is the busy p95 over the idle p95 of the same run.
+defaults. The ratio is the busy p95 over the idle p95 of the same run. With --citus, the
+database is on a private Citus cluster (a coordinator and two workers, tests/citus_cluster.py),
+placed by `lineage distribute`.
 """
 
 import argparse
@@ -25,9 +27,12 @@ from bench.server import Connection, Server, serving
 from lineage.core.hashing import content_hash
 from lineage.core.record import NewContext
 from lineage.db.database import Database
+from lineage.db.distribute import distribute
+from lineage.db.migrate import migrate
 from lineage.services import auth
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
+from tests.citus_cluster import citus_cluster
 
 WALKER = "default"
 EXPORTER = "exporter"
@@ -136,32 +141,45 @@ async def measure(
     }
 
 
+async def compare(url: str, size: int, walks: int) -> dict[str, dict[str, Any]]:
+    """Load both tenants into the migrated database at `url`, then measure."""
+    picks, _ = await load(url, size, WALKER)
+    owner = await Database.connect(Settings(), url, as_owner=True)
+    try:
+        await auth.create_tenant(owner, EXPORTER)
+    finally:
+        await owner.close()
+    database = await Database.connect(Settings(), url)
+    try:
+        await load_wide_answer(database)
+        tokens = {
+            tenant: (await auth.create_key(database, tenant, "read"))[0]
+            for tenant in (WALKER, EXPORTER)
+        }
+    finally:
+        await database.close()
+    answers = picks.answer_ids[:50]
+    return {
+        "fair shares off": await measure(url, NO_SHARES, tokens, answers, walks),
+        "fair shares at their defaults": await measure(url, {}, tokens, answers, walks),
+    }
+
+
 async def run(server_url: str, size: int, walks: int) -> dict[str, dict[str, Any]]:
     dbname = f"lineage_bench_fairness_{size}"
     url = await recreate(server_url, dbname)
     try:
-        picks, _ = await load(url, size, WALKER)
-        owner = await Database.connect(Settings(), url, as_owner=True)
-        try:
-            await auth.create_tenant(owner, EXPORTER)
-        finally:
-            await owner.close()
-        database = await Database.connect(Settings(), url)
-        try:
-            await load_wide_answer(database)
-            tokens = {
-                tenant: (await auth.create_key(database, tenant, "read"))[0]
-                for tenant in (WALKER, EXPORTER)
-            }
-        finally:
-            await database.close()
-        answers = picks.answer_ids[:50]
-        return {
-            "fair shares off": await measure(url, NO_SHARES, tokens, answers, walks),
-            "fair shares at their defaults": await measure(url, {}, tokens, answers, walks),
-        }
+        return await compare(url, size, walks)
     finally:
         await drop(server_url, dbname)
+
+
+async def run_on_citus(size: int, walks: int) -> dict[str, dict[str, Any]]:
+    with citus_cluster() as cluster:
+        url = cluster.create_database("lineage_bench_fairness")
+        migrate(url)
+        distribute(url)
+        return await compare(url, size, walks)
 
 
 if __name__ == "__main__":
@@ -169,6 +187,10 @@ if __name__ == "__main__":
     parser.add_argument("--server-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--size", type=int, default=20_000, help="records of the walking tenant")
     parser.add_argument("--walks", type=int, default=200, help="timed walk-backs, idle and busy")
+    parser.add_argument("--citus", action="store_true", help="on a private Citus cluster")
     arguments = parser.parse_args()
-    figures = asyncio.run(run(arguments.server_url, arguments.size, arguments.walks))
+    if arguments.citus:
+        figures = asyncio.run(run_on_citus(arguments.size, arguments.walks))
+    else:
+        figures = asyncio.run(run(arguments.server_url, arguments.size, arguments.walks))
     print(json.dumps(figures, indent=2))
