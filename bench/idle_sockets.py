@@ -49,10 +49,13 @@ from bench.database import drop, recreate
 from bench.figures import percentile
 from bench.server import Server, serving
 from lineage.db.database import Database
+from lineage.db.distribute import distribute
+from lineage.db.migrate import migrate
 from lineage.services import auth
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
+from tests.citus_cluster import citus_cluster
 
 ATTACKER = "127.0.0.1"
 OTHER = "127.0.0.2"  # Linux routes all of 127/8 to loopback
@@ -422,27 +425,41 @@ async def attacked(
     }
 
 
+async def measure_on(url: str, options: Options) -> dict[str, Any]:
+    """Load the demo incident into the migrated database at `url`, then measure."""
+    database = await Database.connect(Settings(), url)
+    try:
+        await load_incident(PostgresStore(database, TENANT))
+        token = (await auth.create_key(database, TENANT, "read"))[0]
+    finally:
+        await database.close()
+    load_start = os.getloadavg()
+    figures = await measure(url, token, options)
+    return {
+        **asdict(options),
+        "pace_s": options.pace_s,
+        "load_average_start": [round(value, 2) for value in load_start],
+        "load_average_end": [round(value, 2) for value in os.getloadavg()],
+        **figures,
+    }
+
+
 async def run(server_url: str, options: Options) -> dict[str, Any]:
     dbname = "lineage_bench_idle_sockets"
     url = await recreate(server_url, dbname)
     try:
-        database = await Database.connect(Settings(), url)
-        try:
-            await load_incident(PostgresStore(database, TENANT))
-            token = (await auth.create_key(database, TENANT, "read"))[0]
-        finally:
-            await database.close()
-        load_start = os.getloadavg()
-        figures = await measure(url, token, options)
-        return {
-            **asdict(options),
-            "pace_s": options.pace_s,
-            "load_average_start": [round(value, 2) for value in load_start],
-            "load_average_end": [round(value, 2) for value in os.getloadavg()],
-            **figures,
-        }
+        return await measure_on(url, options)
     finally:
         await drop(server_url, dbname)
+
+
+async def run_on_citus(options: Options) -> dict[str, Any]:
+    """The same with the database on a private Citus cluster (tests/citus_cluster.py)."""
+    with citus_cluster() as cluster:
+        url = cluster.create_database("lineage_bench_idle_sockets")
+        migrate(url)
+        distribute(url)
+        return await measure_on(url, options)
 
 
 if __name__ == "__main__":
@@ -461,12 +478,16 @@ if __name__ == "__main__":
     parser.add_argument(
         "--keep-alive", action="store_true", help="one connection for all timed requests"
     )
+    parser.add_argument("--citus", action="store_true", help="on a private Citus cluster")
     arguments = parser.parse_args()
     chosen = Options(
         sockets=arguments.sockets, bad=arguments.bad, timed=arguments.timed,
         hold_s=arguments.hold, guarded=not arguments.unguarded, keep_alive=arguments.keep_alive,
     )  # fmt: skip
-    summary = asyncio.run(run(arguments.server_url, chosen))
+    if arguments.citus:
+        summary = asyncio.run(run_on_citus(chosen))
+    else:
+        summary = asyncio.run(run(arguments.server_url, chosen))
     print(json.dumps(summary, indent=2))
     print(
         "200 within 1 s for every request from 127.0.0.2: "
