@@ -16,6 +16,7 @@ from lineage.services.demo import load_incident
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster
 from tests.conftest import database_at
+from tests.test_app_role import DIRECT_WRITES
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
@@ -119,3 +120,35 @@ async def test_no_session_reads_another_sessions_token_on_any_node(
                     await connection.close()
     finally:
         await pool.close()
+
+
+async def test_records_and_the_log_are_written_only_through_the_owners_functions_on_citus(
+    citus_url: str, citus: CitusCluster
+) -> None:
+    """What an injection could do to keep records out of the log or sign them behind the
+    service's back, refused through the coordinator and straight on the shards' workers."""
+    pool = await db.create_pool(citus_url, max_size=1)
+    try:
+        for statement in DIRECT_WRITES.values():
+            async with db.transaction(pool, "acme") as connection:
+                vouching_key = connection.vouching_key
+                with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
+                    await connection.execute(statement)
+    finally:
+        await pool.close()
+    with psycopg.connect(citus_url) as coordinator:
+        placements = coordinator.execute(
+            "SELECT table_name::text, shard_name, nodeport FROM citus_shards "
+            "WHERE table_name IN ('log_queue'::regclass, 'log_heads'::regclass)"
+        ).fetchall()
+    assert {table for table, _, _ in placements} == {"log_queue", "log_heads"}
+    writes = {"log_queue": "DELETE FROM {}", "log_heads": "UPDATE {} SET tree_size = 0"}
+    for table, shard_name, port in placements:
+        worker = await asyncpg.connect(f"postgresql://{db.APP_ROLE}@127.0.0.1:{port}/{DATABASE}")
+        try:
+            async with worker.transaction():  # acme's own vouched tenant: only the grant refuses
+                await worker.execute(db.set_tenant_sql("acme", vouching_key))
+                with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
+                    await worker.execute(writes[table].format(shard_name))
+        finally:
+            await worker.close()
