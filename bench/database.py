@@ -29,6 +29,21 @@ from lineage.services.root_sources import Roots
 
 BATCH = 50_000
 LOADED_TABLES = ("provenance", "root_sources")
+# The invalidation postings (migration 0034) as lineage_append writes them had the records come
+# in appends of APPENDED records (in created_at order): a row per append, key, kind, depth and
+# month, at most 1,000 ids.
+APPENDED = 100
+INVALIDATION_POSTINGS = f"""
+INSERT INTO invalidation_postings (tenant_id, key, kind, depth, created_at, context_ids)
+SELECT $1, g.key, g.kind, g.depth, min(g.created_at), array_agg(g.context_id)
+FROM (SELECT up.key, r.kind, up.depth, r.created_at, r.context_id, r.append,
+             date_trunc('month', r.created_at, 'UTC') AS month
+      FROM (SELECT p.*, (row_number() OVER (ORDER BY p.created_at, p.context_id) - 1)
+                        / {APPENDED} AS append
+            FROM provenance AS p WHERE p.tenant_id = $1) AS r
+      CROSS JOIN LATERAL unnest(r.upstream_keys, r.upstream_depths) AS up (key, depth)) AS g
+GROUP BY g.key, g.kind, g.depth, g.month, g.append
+"""
 
 
 class Postings:
@@ -164,6 +179,8 @@ async def copy_dag(
             "CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id) WHERE p.tenant_id = $1",
             tenant_id,
         )
+        if await connection.fetchval("SELECT to_regclass('invalidation_postings') IS NOT NULL"):
+            await connection.execute(INVALIDATION_POSTINGS, tenant_id)
         timings["generate_and_copy_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -187,6 +204,8 @@ async def copy_dag(
         await connection.execute("VACUUM (ANALYZE) provenance")
         await connection.execute("VACUUM (ANALYZE) root_sources")
         await connection.execute("VACUUM (ANALYZE) provenance_children")
+        if await connection.fetchval("SELECT to_regclass('invalidation_postings') IS NOT NULL"):
+            await connection.execute("VACUUM (ANALYZE) invalidation_postings")
         timings["vacuum_analyze_s"] = time.perf_counter() - started
         await save_picks(connection, picks)
     finally:

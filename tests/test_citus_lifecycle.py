@@ -20,7 +20,7 @@ from lineage import cli, db
 from lineage.db.database import Database
 from lineage.db.distribute import distribute
 from lineage.db.migrate import migrate
-from lineage.services import auth, retention, walks
+from lineage.services import auth, reads, retention, walks
 from lineage.services.appends import insert_records
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
@@ -256,3 +256,53 @@ async def _check_confined(url: str) -> None:
             assert await tx.connection.fetchval("SELECT count(*) FROM provenance") > 10
             with pytest.raises(asyncpg.InsufficientPrivilegeError):
                 await tx.connection.execute("UPDATE provenance SET kind = 'answer'")
+
+
+def test_migrating_a_distributed_schema_places_the_postings_table_beside_the_records(
+    citus: CitusCluster,
+) -> None:
+    """Migration 0034 on a schema `lineage distribute` placed: invalidation_postings is
+    distributed with the tenants, filled from the records' postings on their shards, and an
+    invalidation as the application role answers from it what the records' postings say."""
+    url = citus.create_database("lineage_citus_postings")
+    migrate(url, "0033")
+    distribute(url)
+    snapshot = "index_snapshot:idx_2026_08_01"
+
+    async def load() -> None:
+        owner, database = await _pools(url)
+        try:
+            await auth.create_tenant(owner, "posted")
+            await load_incident(PostgresStore(database, "posted"))
+        finally:
+            await database.close()
+            await owner.close()
+
+    async def invalidated() -> list[tuple[str, int]]:
+        owner, database = await _pools(url)
+        try:
+            rows = await reads.run(
+                database, Settings(), "invalidate_ids_by_index_snapshot", tenant_id="posted",
+                index_snapshot=snapshot.split(":", 1)[1], kind="all", max_depth=20,
+            )  # fmt: skip
+        finally:
+            await database.close()
+            await owner.close()
+        return [(row["context_id"], row["depth"]) for row in rows]
+
+    asyncio.run(load())
+    migrate(url)
+    with psycopg.connect(url) as coordinator:
+        placed = coordinator.execute(
+            "SELECT p.colocationid = t.colocationid FROM pg_dist_partition AS p, "
+            "pg_dist_partition AS t WHERE p.logicalrelid = 'invalidation_postings'::regclass "
+            "AND t.logicalrelid = 'tenants'::regclass"
+        ).fetchone()
+        expected = coordinator.execute(
+            "SELECT context_id, upstream_depths[array_position(upstream_keys, %s)] AS depth "
+            "FROM provenance WHERE tenant_id = 'posted' AND %s = ANY (upstream_keys) "
+            "ORDER BY depth, context_id",
+            (snapshot, snapshot),
+        ).fetchall()
+    assert placed == (True,)
+    assert expected and asyncio.run(invalidated()) == [tuple(row) for row in expected]

@@ -1,5 +1,6 @@
 """Migration 0032: records stored before postings existed (0028) get them, equal to what the
-append gives the same records, and invalidation answers from them alone."""
+append gives the same records, and invalidation answers from them alone. Migration 0034: the
+postings table it fills from them answers what the walk answers."""
 
 import uuid
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from lineage.core.derive import derive_many
 from lineage.db.migrate import migrate
 from lineage.store.postgres import PostgresStore
 from tests.conftest import database_at, janitor, server_url, url_for
-from tests.test_postings import QUESTIONS, random_dag
+from tests.test_postings import QUESTIONS, answers, random_dag, store_without_postings
 from tests.walks_helpers import run_sql
 
 pytestmark = pytest.mark.needs_database
@@ -20,15 +21,25 @@ pytestmark = pytest.mark.needs_database
 POSTINGS = "SELECT context_id, upstream_keys, upstream_depths FROM provenance ORDER BY context_id"
 
 
-@pytest.fixture
-def at_0031() -> Iterator[str]:
-    """A database migrated to the revision before the backfill."""
+def database_migrated_to(revision: str) -> Iterator[str]:
     base = server_url()
     name = f"lineage_backfill_{uuid.uuid4().hex[:8]}"
     with janitor(base, name, None):
         url = url_for(base, name)
-        migrate(url, "0031")
+        migrate(url, revision)
         yield url
+
+
+@pytest.fixture
+def at_0031() -> Iterator[str]:
+    """A database migrated to the revision before the backfill."""
+    yield from database_migrated_to("0031")
+
+
+@pytest.fixture
+def at_0033() -> Iterator[str]:
+    """A database migrated to the revision before the postings table."""
+    yield from database_migrated_to("0033")
 
 
 def postings_dropped(url: str) -> None:
@@ -64,3 +75,22 @@ async def test_older_records_get_the_postings_the_append_gives(at_0031: str) -> 
         assert rows
     finally:
         await pool.close()
+
+
+async def test_the_postings_table_filled_by_migration_answers_what_the_walk_answers(
+    at_0033: str,
+) -> None:
+    async with database_at(at_0033) as database:
+        await derive_many(PostgresStore(database), random_dag(4, 300))
+    migrate(at_0033)
+    pool = await asyncpg.create_pool(at_0033, min_size=1, max_size=1)
+    try:
+        by_postings = await answers(pool)
+        assert any(rows for rows in by_postings.values())
+        async with pool.acquire() as owner:
+            await store_without_postings(owner)  # the tenant is walked from now on
+        by_walk = await answers(pool)
+    finally:
+        await pool.close()
+    for question, rows in by_walk.items():
+        assert by_postings[question] == rows, question

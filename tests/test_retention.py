@@ -199,6 +199,33 @@ async def test_a_record_removed_after_the_expiry_horizon_fails_as_missing(
     assert problem.startswith(f"missing: leaf 4 of the log is this record, created {NOW:%Y-%m-%d}")
 
 
+async def test_an_expired_month_takes_its_invalidation_postings_with_it(
+    database: Database, owner_database: Database, owner: asyncpg.Connection, settings: Settings
+) -> None:
+    """A month's postings lie in its records' partition (migration 0034): what depends on a
+    transform version lists no record retention dropped."""
+    chunked = {"parent_ids": ["doc_old"], "transform": "chunker", "transform_version": "chunker@1"}
+    await retention.set_policy(owner_database, 12)
+    await append(database, [OLD_RECORDS[0], record("chunk_old", "chunk", OLD, **chunked)])
+    await append(database, [record("answer_new", "answer", NOW, parent_ids=["chunk_old"])])
+    await owner.execute("SELECT set_config('lineage.tenant_id', 'default', false)")
+    listed = "SELECT key, kind, depth, context_ids FROM invalidation_postings ORDER BY depth"
+    old_month = f"invalidation_postings_p{OLD_MONTH}"
+    assert await owner.fetchval(f"SELECT count(*) FROM {old_month}") == 1
+    assert [tuple(row) for row in await owner.fetch(listed)] == [
+        ("transform_version:chunker@1", "chunk", 0, ["chunk_old"]),
+        ("transform_version:chunker@1", "answer", 1, ["answer_new"]),
+    ]
+    await storage.checkpoint(database, settings, "default")  # retention waits for the log
+
+    await retention.apply(database)
+
+    assert await owner.fetchval("SELECT to_regclass($1)", old_month) is None
+    assert [tuple(row) for row in await owner.fetch(listed)] == [
+        ("transform_version:chunker@1", "answer", 1, ["answer_new"])
+    ]
+
+
 async def test_no_period_keeps_everything_and_only_the_owner_sets_it(
     database: Database, pool: asyncpg.Pool, owner: asyncpg.Connection
 ) -> None:

@@ -106,6 +106,7 @@ async def test_every_row_of_the_tenant_goes_and_no_other_tenants(
 
     after = await rows_per_table(owner, "doomed")
     assert after == dict.fromkeys(after, 0)
+    assert before["invalidation_postings"] > 0 and after["invalidation_postings"] == 0
     assert await rows_per_table(owner, "kept") == kept_before
     assert receipt["tenant_id"] == "doomed"
     assert receipt["rows"] == {t: n for t, n in before.items() if t != "tenant_deleting"}

@@ -15,8 +15,10 @@ from lineage.db.named_sql import QUERIES
 from lineage.settings import Settings
 
 APP_ROLE = "lineage_app"
-# The tables partitioned by created_at (migration 0016), as lineage_partitioned_tables() lists them.
-PARTITIONED = ("provenance", "record_signatures", "provenance_children", "root_sources")
+# The tables partitioned by created_at as migrations 0016 and 0019 found them.
+PARTITIONED_0016 = ("provenance", "record_signatures", "provenance_children", "root_sources")
+# All of them now (migration 0034 added one), as lineage_partitioned_tables() lists them.
+PARTITIONED = (*PARTITIONED_0016, "invalidation_postings")
 # Row-level security policies compare tenant_id with this setting.
 TENANT_SETTING = "lineage.tenant_id"
 # ...which, as the application role, counts only with its HMAC under the owner's vouching key.

@@ -1,8 +1,9 @@
 """Invalidation postings: for each record, the keys a migration invalidates by (its transform
 version and index snapshot, and those of every record upstream of it), each with its least
 depth below a record that has it. The append computes a record's from its parents' postings
-and stores them beside it (`upstream_keys`, `upstream_depths`, GIN-indexed), so what depends on
-an old chunker or index snapshot is one index read (sql/invalidate_*), not a walk.
+and stores them beside it (`upstream_keys`, `upstream_depths`) and, listed by key, kind and
+depth, in `invalidation_postings` (b-tree indexed), so what depends on an old chunker or index
+snapshot is one index read (sql/invalidate_*), not a walk.
 
 None means unknown: a record imported with parents retention had dropped, and anything below
 one (migration 0032 gave records stored before 0028 theirs, computed alike in SQL). A tenant

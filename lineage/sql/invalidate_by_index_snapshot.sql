@@ -2,9 +2,9 @@
 -- For an index migration: what depends on anything built or served from :index_snapshot, as
 -- records. :kind is a kind (answer, summary, ...), 'any' (all but verdict and tombstone) or
 -- 'all'. sql/invalidate_ids_by_index_snapshot.sql lists the same rows as ids, kinds, depths.
--- Each record keeps the keys it is invalidated by, its own and those of everything upstream,
--- with the least depth below a record that has each (migration 0028): one read of their GIN
--- index (sql/include/posting_probe.sql) finds the records. A tenant with a record without
+-- The invalidation postings list, per key, kind and depth, the records below a record with
+-- that key, at the least depth (migration 0034): one range of their b-tree
+-- (sql/include/posting_probe.sql) finds the records. A tenant with a record without
 -- postings (imported below a parent not stored) is walked down the edges instead, with the same
 -- rows. `truncated` says records of the kinds asked for lie deeper than :max_depth.
 --   psql -v tenant_id=default -v index_snapshot=idx_2026_08_01 -v kind=answer \
@@ -16,21 +16,15 @@ WITH RECURSIVE complete AS MATERIALIZED (
   -- end include: postings_complete
 ),
 posted AS MATERIALIZED (
-    SELECT p.context_id, p.kind, p.parent_ids, p.source_uri, p.content_hash, p.transform,
-           p.transform_version, p.produced_by, p.index_snapshot, p.trace_id, p.created_at,
-           p.attributes, p.upstream_depths[array_position(p.upstream_keys,
-                                                       'index_snapshot:' || :'index_snapshot')] AS depth
-    FROM provenance AS p
-    WHERE (p.upstream_keys || ARRAY['tenant:' || p.tenant_id, 'kind:' || p.kind])
-          @> ARRAY['index_snapshot:' || :'index_snapshot']
+    SELECT posting.context_id, ip.kind, ip.depth
+    FROM invalidation_postings AS ip
+    CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
+    WHERE ip.key = 'index_snapshot:' || :'index_snapshot'
   -- include: posting_probe
       AND (SELECT yes FROM complete)
-      AND p.tenant_id = :'tenant_id'
-      AND (p.upstream_keys || ARRAY['tenant:' || p.tenant_id, 'kind:' || p.kind])
-          @> (ARRAY['tenant:' || :'tenant_id']
-              || CASE WHEN :'kind' IN ('any', 'all') THEN '{}' ELSE ARRAY['kind:' || :'kind'] END)
-      AND (p.kind = :'kind' OR :'kind' = 'all'
-           OR (:'kind' = 'any' AND p.kind NOT IN ('verdict', 'tombstone')))
+      AND ip.tenant_id = :'tenant_id'
+      AND (ip.kind = :'kind' OR :'kind' = 'all'
+           OR (:'kind' = 'any' AND ip.kind NOT IN ('verdict', 'tombstone')))
   -- end include: posting_probe
 ),
 walk_limit (depth) AS (
@@ -72,13 +66,14 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
   -- end include: walk_down
 )
 SELECT * FROM (
--- Each record whose postings hold the key, at the depth they give.
-SELECT p.context_id, p.depth, p.kind, p.parent_ids, p.source_uri, p.content_hash,
-       p.transform, p.transform_version, p.produced_by, p.index_snapshot, p.trace_id,
-       p.created_at, p.attributes,
+-- Each record the postings list under the key, at the depth they give.
+SELECT r.context_id, p.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash,
+       r.transform, r.transform_version, r.produced_by, r.index_snapshot, r.trace_id,
+       r.created_at, r.attributes,
        EXISTS (SELECT 1 FROM posted AS b WHERE b.depth > :max_depth) AS truncated,
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM posted AS p
+JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = p.context_id
 WHERE p.depth <= :max_depth
 UNION ALL
 -- The walk's rows, where some record has no postings.

@@ -11,19 +11,15 @@ WITH RECURSIVE complete AS MATERIALIZED (
   -- end include: postings_complete
 ),
 posted AS MATERIALIZED (
-    SELECT p.context_id, p.kind, p.upstream_depths[array_position(p.upstream_keys,
-                                                       'transform_version:' || :'transform_version')] AS depth
-    FROM provenance AS p
-    WHERE (p.upstream_keys || ARRAY['tenant:' || p.tenant_id, 'kind:' || p.kind])
-          @> ARRAY['transform_version:' || :'transform_version']
+    SELECT posting.context_id, ip.kind, ip.depth
+    FROM invalidation_postings AS ip
+    CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
+    WHERE ip.key = 'transform_version:' || :'transform_version'
   -- include: posting_probe
       AND (SELECT yes FROM complete)
-      AND p.tenant_id = :'tenant_id'
-      AND (p.upstream_keys || ARRAY['tenant:' || p.tenant_id, 'kind:' || p.kind])
-          @> (ARRAY['tenant:' || :'tenant_id']
-              || CASE WHEN :'kind' IN ('any', 'all') THEN '{}' ELSE ARRAY['kind:' || :'kind'] END)
-      AND (p.kind = :'kind' OR :'kind' = 'all'
-           OR (:'kind' = 'any' AND p.kind NOT IN ('verdict', 'tombstone')))
+      AND ip.tenant_id = :'tenant_id'
+      AND (ip.kind = :'kind' OR :'kind' = 'all'
+           OR (:'kind' = 'any' AND ip.kind NOT IN ('verdict', 'tombstone')))
   -- end include: posting_probe
 ),
 walk_limit (depth) AS (
@@ -65,7 +61,7 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
   -- end include: walk_down
 )
 SELECT * FROM (
--- Each record whose postings hold the key, at the depth they give.
+-- Each record the postings list under the key, at the depth they give.
 SELECT p.context_id, p.kind, p.depth,
        EXISTS (SELECT 1 FROM posted AS b WHERE b.depth > :max_depth) AS truncated,
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired

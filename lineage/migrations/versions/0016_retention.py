@@ -15,7 +15,7 @@ Revises: 0015
 
 from alembic import op
 
-from lineage.db import PARTITIONED
+from lineage.db import PARTITIONED_0016 as PARTITIONED
 
 revision = "0016"
 down_revision = "0015"

@@ -19,7 +19,8 @@ Revises: 0018
 
 from alembic import op
 
-from lineage.db import PARTITIONED, functions
+from lineage.db import PARTITIONED_0016 as PARTITIONED
+from lineage.db import functions
 
 revision = "0019"
 down_revision = "0018"

@@ -1,11 +1,12 @@
 -- An append: a batch of stamped, signed records (parallel arrays, one element per record;
 -- parent ids, upstream keys and their depths as array literals, the postings lineage.services.
 -- postings computes) with each record's root sources (three more parallel arrays, a row per
--- record and source, the record by its place in the batch, from 1), for the tenant its token vouches for. Ids already stored are
--- left alone and not returned: the caller compares them. Everything a record is stored with
--- (its edges, root sources, transform version, signature, log-queue row and stream position)
--- is written here, so the application role needs no INSERT on those tables and no direct write
--- can leave a record out of the log or sign it twice.
+-- record and source, the record by its place in the batch, from 1), for the tenant its token
+-- vouches for. Ids already stored are left alone and not returned: the caller compares them.
+-- Everything a record is stored with (its edges, root sources, invalidation postings,
+-- transform version, signature, log-queue row and stream position) is written here, so the
+-- application role needs no INSERT on those tables and no direct write can leave a record out
+-- of the log or sign it twice.
 -- Single-shard statements in sequence, never a chain of modifying CTEs: on Citus the function
 -- is distributed by p_tenant (lineage distribute), so the whole call runs on the tenant's
 -- worker and no other worker is reached. Returns the ids inserted (in batch order), the last
@@ -73,6 +74,24 @@ BEGIN
            p_created_ats[s.record]
     FROM unnest(p_root_records, p_root_source_uris, p_root_depths) AS s (record, source_uri, depth)
     WHERE all_new OR p_context_ids[s.record] = ANY (new_ids);
+
+    -- The new records' invalidation postings, a row per key, kind, depth and month of at most
+    -- 1,000 ids: a month's rows lie in its records' partition, so retention drops them alike.
+    INSERT INTO public.invalidation_postings (tenant_id, key, kind, depth, created_at,
+                                              context_ids)
+    SELECT p_tenant, g.key, g.kind, g.depth, min(g.created_at), array_agg(g.context_id)
+    FROM (SELECT up.key, r.kind, up.depth, r.created_at, r.context_id,
+                 date_trunc('month', r.created_at, 'UTC') AS month,
+                 (row_number() OVER (PARTITION BY up.key, r.kind, up.depth,
+                                                  date_trunc('month', r.created_at, 'UTC'))
+                  - 1) / 1000 AS chunk
+          FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
+                      p_upstream_depth_lists)
+               AS r (context_id, kind, created_at, upstream_keys, upstream_depths)
+               CROSS JOIN LATERAL unnest(r.upstream_keys::text[], r.upstream_depths::integer[])
+                   AS up (key, depth)
+          WHERE all_new OR r.context_id = ANY (new_ids)) AS g
+    GROUP BY g.key, g.kind, g.depth, g.month, g.chunk;
 
     INSERT INTO public.transform_versions (tenant_id, transform, transform_version, version_key,
                                            first_seen)

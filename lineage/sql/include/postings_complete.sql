@@ -1,5 +1,5 @@
 -- Whether every record of the tenant has its invalidation postings, for `WITH RECURSIVE
--- complete AS MATERIALIZED (...)`: then one read of the GIN index on them answers an
+-- complete AS MATERIALIZED (...)`: then one range of invalidation_postings' b-tree answers an
 -- invalidation; else (a record whose parent was not stored, or below one) the walk down the
 -- edges does. The partial index on records without postings makes it one probe.
 -- Takes :'tenant_id'.

@@ -91,6 +91,24 @@ BEGIN
     FROM unnest(p_root_records, p_root_source_uris, p_root_depths) AS s (record, source_uri, depth)
     WHERE all_new OR p_context_ids[s.record] = ANY (new_ids);
 
+    -- The new records' invalidation postings, a row per key, kind, depth and month of at most
+    -- 1,000 ids: a month's rows lie in its records' partition, so retention drops them alike.
+    INSERT INTO public.invalidation_postings (tenant_id, key, kind, depth, created_at,
+                                              context_ids)
+    SELECT p_tenant, g.key, g.kind, g.depth, min(g.created_at), array_agg(g.context_id)
+    FROM (SELECT up.key, r.kind, up.depth, r.created_at, r.context_id,
+                 date_trunc('month', r.created_at, 'UTC') AS month,
+                 (row_number() OVER (PARTITION BY up.key, r.kind, up.depth,
+                                                  date_trunc('month', r.created_at, 'UTC'))
+                  - 1) / 1000 AS chunk
+          FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
+                      p_upstream_depth_lists)
+               AS r (context_id, kind, created_at, upstream_keys, upstream_depths)
+               CROSS JOIN LATERAL unnest(r.upstream_keys::text[], r.upstream_depths::integer[])
+                   AS up (key, depth)
+          WHERE all_new OR r.context_id = ANY (new_ids)) AS g
+    GROUP BY g.key, g.kind, g.depth, g.month, g.chunk;
+
     INSERT INTO public.transform_versions (tenant_id, transform, transform_version, version_key,
                                            first_seen)
     SELECT p_tenant, split_part(v.transform_version, '@', 1), v.transform_version,
@@ -171,6 +189,8 @@ BEGIN
                        p_name || '_id', p_name);
         EXECUTE format('ALTER TABLE public.%I REPLICA IDENTITY USING INDEX %I',
                        p_name, p_name || '_id');
+    ELSIF p_parent = 'invalidation_postings' THEN
+        EXECUTE format('ALTER TABLE public.%I REPLICA IDENTITY FULL', p_name);
     END IF;
     EXECUTE format('REVOKE UPDATE, TRUNCATE ON public.%I FROM PUBLIC, %I', p_name, current_user);
 END
@@ -397,7 +417,8 @@ $$;
 CREATE FUNCTION public.lineage_partitioned_tables() RETURNS text[]
     LANGUAGE sql IMMUTABLE
     AS $$
-    SELECT ARRAY['provenance', 'record_signatures', 'provenance_children', 'root_sources']
+    SELECT ARRAY['provenance', 'record_signatures', 'provenance_children', 'root_sources',
+                 'invalidation_postings']
 $$;
 
 CREATE FUNCTION public.lineage_partitions(p_parent regclass) RETURNS TABLE(partition text, suffix text, lower timestamp with time zone, upper timestamp with time zone)
@@ -740,6 +761,29 @@ CREATE TABLE public.forget_tombstones (
 
 ALTER TABLE ONLY public.forget_tombstones FORCE ROW LEVEL SECURITY;
 
+CREATE TABLE public.invalidation_postings (
+    tenant_id text NOT NULL,
+    key text NOT NULL,
+    kind text NOT NULL,
+    depth integer NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    context_ids text[] NOT NULL
+)
+PARTITION BY RANGE (created_at);
+
+ALTER TABLE ONLY public.invalidation_postings FORCE ROW LEVEL SECURITY;
+
+CREATE TABLE public.invalidation_postings_p_open (
+    tenant_id text NOT NULL,
+    key text NOT NULL,
+    kind text NOT NULL,
+    depth integer NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    context_ids text[] NOT NULL
+);
+
+ALTER TABLE ONLY public.invalidation_postings_p_open REPLICA IDENTITY FULL;
+
 CREATE TABLE public.log_checkpoints (
     tenant_id text NOT NULL,
     tree_size bigint NOT NULL,
@@ -1006,6 +1050,8 @@ CREATE TABLE public.transform_versions (
 
 ALTER TABLE ONLY public.transform_versions FORCE ROW LEVEL SECURITY;
 
+ALTER TABLE ONLY public.invalidation_postings ATTACH PARTITION public.invalidation_postings_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
+
 ALTER TABLE ONLY public.provenance_children ATTACH PARTITION public.provenance_children_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
 
 ALTER TABLE ONLY public.provenance ATTACH PARTITION public.provenance_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
@@ -1103,15 +1149,15 @@ ALTER TABLE ONLY public.transform_versions
 
 CREATE INDEX api_keys_tenant ON public.api_keys USING btree (tenant_id, created_at);
 
+CREATE INDEX invalidation_postings_key ON ONLY public.invalidation_postings USING btree (tenant_id, key, kind, depth);
+
+CREATE INDEX invalidation_postings_p_open_tenant_id_key_kind_depth_idx ON public.invalidation_postings_p_open USING btree (tenant_id, key, kind, depth);
+
 CREATE INDEX provenance_content_hash ON ONLY public.provenance USING btree (tenant_id, content_hash, created_at);
 
 CREATE INDEX provenance_created_at ON ONLY public.provenance USING btree (tenant_id, created_at, context_id);
 
 CREATE INDEX provenance_index_snapshot ON ONLY public.provenance USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
-
-CREATE INDEX provenance_postings ON ONLY public.provenance USING gin (((upstream_keys || ARRAY[('tenant:'::text || tenant_id), ('kind:'::text || kind)]))) WITH (fastupdate=off);
-
-CREATE INDEX provenance_p_open_expr_idx ON public.provenance_p_open USING gin (((upstream_keys || ARRAY[('tenant:'::text || tenant_id), ('kind:'::text || kind)]))) WITH (fastupdate=off);
 
 CREATE UNIQUE INDEX provenance_p_open_id ON public.provenance_p_open USING btree (tenant_id, context_id);
 
@@ -1159,9 +1205,9 @@ CREATE INDEX root_sources_context_id ON ONLY public.root_sources USING btree (te
 
 CREATE INDEX root_sources_p_open_tenant_id_context_id_idx ON public.root_sources_p_open USING btree (tenant_id, context_id);
 
-ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p_open_pkey;
+ALTER INDEX public.invalidation_postings_key ATTACH PARTITION public.invalidation_postings_p_open_tenant_id_key_kind_depth_idx;
 
-ALTER INDEX public.provenance_postings ATTACH PARTITION public.provenance_p_open_expr_idx;
+ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p_open_pkey;
 
 ALTER INDEX public.provenance_parent_ids ATTACH PARTITION public.provenance_p_open_parent_ids_idx;
 
@@ -1256,6 +1302,10 @@ CREATE POLICY events_tenant ON public.events USING ((tenant_id = ( SELECT public
 ALTER TABLE public.forget_tombstones ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY forget_tombstones_tenant ON public.forget_tombstones USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
+
+ALTER TABLE public.invalidation_postings ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY invalidation_postings_tenant ON public.invalidation_postings USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.log_checkpoints ENABLE ROW LEVEL SECURITY;
 
@@ -1387,6 +1437,11 @@ GRANT SELECT,INSERT,DELETE ON TABLE public.context_text TO lineage_app;
 GRANT SELECT ON TABLE public.events TO lineage_app;
 
 GRANT SELECT ON TABLE public.forget_tombstones TO lineage_app;
+
+GRANT SELECT ON TABLE public.invalidation_postings TO lineage_app;
+
+REVOKE ALL ON TABLE public.invalidation_postings_p_open FROM CURRENT_USER;
+GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.invalidation_postings_p_open TO CURRENT_USER;
 
 GRANT SELECT,INSERT ON TABLE public.log_checkpoints TO lineage_app;
 
