@@ -168,6 +168,25 @@ async def record_json(
             yield {"kind": kind, "truncated": truncated, "expired": expired}, record
 
 
+async def records_json(
+    database: Database, settings: Settings, name: str, **values: Any
+) -> list[bytes]:
+    """A walk's records (a query with the columns of sql/blast_radius.sql) as the JSON the
+    database writes, in one fetch: the driver decodes rows as they arrive, and no Python loop
+    over them runs on the event loop (for a worker process to decode: walks.walk_back_json)."""
+    sql = RECORD_JSON_SELECT.format(QUERIES[name].sql)
+    try:
+        async with database.tenant(
+            values.get("tenant_id", DEFAULT_TENANT),
+            statement_timeout_ms=settings.statement_timeout_ms,
+        ) as tx:
+            with metrics.time_walk(name):
+                rows = await tx.connection.fetch(sql, *QUERIES[name].arguments(values))
+    except asyncpg.QueryCanceledError as exc:
+        raise WalkTimeout(_timeout_message(name, settings)) from exc
+    return [row["record"] for row in rows]
+
+
 async def _cursor(
     database: Database, settings: Settings, name: str, sql: str, values: dict[str, Any]
 ) -> AsyncGenerator[asyncpg.Record, None]:
