@@ -1,0 +1,181 @@
+"""What writing a record costs in bytes: the WAL each record generates and the bytes it is
+stored in, for a COPY into the tutorial table against lineage's batch append of the same
+records, every feature on.
+
+    python -m bench.write_bytes --records 50000
+
+Both run in one private PostgreSQL 15 (tests/private_postgres.py) that nothing else writes to,
+so its WAL position moves only for what is measured. The tutorial side: the classic table
+(bench/classic.py: primary key, GIN on parent_ids) with the b-trees a user adds on source_uri
+and version, filled by one COPY of `--records` generated rows. The lineage side: the same rows,
+read from that table as `python -m bench --classic-table` reads them, appended through
+PostgresStore as the application role, `--batch` records an append (signing, row security,
+the verifiable log's queue, root sources, postings, events), and then the log sequenced and
+checkpointed (the leaves and tree nodes the verifiable log keeps for each record). Reported per
+record: WAL bytes and stored bytes (every table and index, after minus before), and lineage's
+over the tutorial's.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+from typing import Any
+
+import asyncpg
+
+from bench.classic import CLASSIC_COLUMNS, CLASSIC_TABLE, TutorialDag, read_classic
+from bench.dag import COLUMNS
+from lineage.core.record import NewContext
+from lineage.db.database import Database
+from lineage.db.migrate import migrate
+from lineage.settings import Settings
+from lineage.store.postgres import PostgresStore
+from lineage.verifiable_log import storage
+from tests.citus_cluster import PG15_BIN
+from tests.private_postgres import PrivatePostgres
+
+TENANT = "default"
+TUTORIAL_TABLE = "classic_provenance"
+# The indexes the tutorial adds for its own lookups by document and by version.
+USER_INDEXES = (
+    f"CREATE INDEX ON {TUTORIAL_TABLE} (source_uri)",
+    f"CREATE INDEX ON {TUTORIAL_TABLE} (version)",
+)
+STORED_BYTES = """SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm')"""
+# Fields of a project row (bench.dag.COLUMNS) a caller gives; the append stamps created_at.
+PROPOSED = ("context_id", "parent_ids", "kind", "source_uri", "content_hash", "transform",
+            "transform_version", "produced_by", "index_snapshot", "trace_id")  # fmt: skip
+
+
+async def wal_position(url: str) -> int:
+    connection = await asyncpg.connect(url)
+    try:
+        return int(await connection.fetchval("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"))
+    finally:
+        await connection.close()
+
+
+async def stored_bytes(url: str) -> int:
+    connection = await asyncpg.connect(url)
+    try:
+        return int(await connection.fetchval(STORED_BYTES))
+    finally:
+        await connection.close()
+
+
+async def copy_tutorial(url: str, records: int) -> dict[str, Any]:
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute(CLASSIC_TABLE.format(table=TUTORIAL_TABLE))
+        for statement in USER_INDEXES:
+            await connection.execute(statement)
+        rows = list(TutorialDag(records).rows())
+        await connection.execute("CHECKPOINT")
+        before_wal, before_stored = await wal_position(url), await stored_bytes(url)
+        await connection.copy_records_to_table(
+            TUTORIAL_TABLE, records=rows, columns=CLASSIC_COLUMNS
+        )
+    finally:
+        await connection.close()
+    return measured(len(rows), before_wal, before_stored, await wal_position(url))
+
+
+def measured(records: int, before_wal: int, before_stored: int, after_wal: int) -> dict[str, Any]:
+    return {"records": records, "wal_bytes": after_wal - before_wal, "before_stored": before_stored}
+
+
+async def append_lineage(url: str, source_url: str, batch: int) -> dict[str, Any]:
+    dag = await read_classic(source_url, TUTORIAL_TABLE, TENANT)
+    proposals = [
+        NewContext(**{name: row[COLUMNS.index(name)] for name in PROPOSED}) for row, _ in dag.rows
+    ]
+    settings = Settings()
+    database = await Database.connect(settings, url, min_size=1, max_size=2)
+    owner = await Database.connect(settings, url, min_size=1, max_size=2, as_owner=True)
+    try:
+        store = PostgresStore(database, TENANT)
+        await store.append(proposals[:1])  # the keyring, the partitions, the first log head
+        await storage.checkpoint(owner, settings, TENANT)
+        connection = await asyncpg.connect(url)
+        try:
+            await connection.execute("CHECKPOINT")
+        finally:
+            await connection.close()
+        before_wal, before_stored = await wal_position(url), await stored_bytes(url)
+        for start in range(1, len(proposals), batch):
+            await store.append(proposals[start : start + batch])
+        appended_wal = await wal_position(url)
+        await storage.checkpoint(owner, settings, TENANT)
+        sequenced_wal = await wal_position(url)
+    finally:
+        await owner.close()
+        await database.close()
+    result = measured(len(proposals) - 1, before_wal, before_stored, appended_wal)
+    result["wal_bytes_with_the_log"] = sequenced_wal - before_wal
+    return result
+
+
+async def run(records: int, batch: int) -> dict[str, Any]:
+    server = PrivatePostgres(bin_dir=PG15_BIN)
+    server.start()
+    try:
+        admin = await asyncpg.connect(server.url)
+        try:
+            for name in ("tutorial", "lineage"):
+                await admin.execute(f"CREATE DATABASE {name}")
+        finally:
+            await admin.close()
+        tutorial_url = server.url.rsplit("/", 1)[0] + "/tutorial"
+        lineage_url = server.url.rsplit("/", 1)[0] + "/lineage"
+        migrate(lineage_url)
+        tutorial = await copy_tutorial(tutorial_url, records)
+        tutorial_stored = await stored_bytes(tutorial_url) - tutorial["before_stored"]
+        appended = await append_lineage(lineage_url, tutorial_url, batch)
+        lineage_stored = await stored_bytes(lineage_url) - appended["before_stored"]
+    finally:
+        server.destroy()
+    tutorial_n, lineage_n = tutorial["records"], appended["records"]
+    per = {
+        "tutorial_copy": {
+            "wal_bytes_per_record": round(tutorial["wal_bytes"] / tutorial_n),
+            "stored_bytes_per_record": round(tutorial_stored / tutorial_n),
+        },
+        "lineage_append": {
+            "wal_bytes_per_record": round(appended["wal_bytes"] / lineage_n),
+            "wal_bytes_per_record_with_the_log": round(
+                appended["wal_bytes_with_the_log"] / lineage_n
+            ),
+            "stored_bytes_per_record": round(lineage_stored / lineage_n),
+        },
+    }
+    tutorial_per, lineage_per = per["tutorial_copy"], per["lineage_append"]
+    return {
+        "records": {"tutorial": tutorial_n, "lineage": lineage_n},
+        "batch": batch,
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+        **per,
+        "lineage_over_tutorial": {
+            "wal": round(
+                lineage_per["wal_bytes_per_record"] / tutorial_per["wal_bytes_per_record"], 2
+            ),
+            "wal_with_the_log": round(
+                lineage_per["wal_bytes_per_record_with_the_log"]
+                / tutorial_per["wal_bytes_per_record"],
+                2,
+            ),
+            "stored": round(
+                lineage_per["stored_bytes_per_record"] / tutorial_per["stored_bytes_per_record"], 2
+            ),
+        },
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=1000, help="records an append")
+    arguments = parser.parse_args()
+    print(json.dumps(asyncio.run(run(arguments.records, arguments.batch)), indent=2))
