@@ -1,5 +1,5 @@
 """The walks' query plans: edge probes down, primary-key probes up, row security checked once
-a level, each record read once, no sort for a document's radius, no GIN pending list."""
+a level, each record read once, no sort for a document's radius."""
 
 import dataclasses
 import re
@@ -331,27 +331,6 @@ async def test_each_walk_level_is_computed_once(
     assert searches == {"descendants": 1, "ancestors": 1}, (
         "BUG lineage/sql: every level of the walk is searched twice (two identical SubPlans); "
         "add OFFSET 0 to the CROSS JOIN LATERAL (SELECT ARRAY(...)) step"
-    )
-
-
-async def test_appends_leave_no_gin_pending_list_for_walks_to_rescan(
-    store: PostgresStore, owner: asyncpg.Connection
-) -> None:
-    # Autovacuum would flush the list at some moment; off, the state after the append is fixed.
-    await owner.execute(f"ALTER TABLE provenance{PARTITION} SET (autovacuum_enabled = off)")
-    await derive_many(store, fan())
-    pending_pages = await owner.fetchval(
-        "SELECT gin_clean_pending_list(i.indexrelid::regclass) FROM pg_index AS i "
-        "JOIN pg_inherits AS h ON h.inhrelid = i.indexrelid "
-        "WHERE h.inhparent = 'provenance_parent_ids'::regclass "
-        "AND i.indrelid = $1::regclass",
-        f"provenance{PARTITION}",
-    )
-    assert pending_pages == 0, (
-        f"BUG migrations/versions/0001_provenance.py: provenance_parent_ids keeps appends in a "
-        f"GIN pending list ({pending_pages} pages after {FAN_TOTAL} records) that every probe "
-        "of a descendant walk rescans (a 20k-chunk document: 15 s, so 503); create the index "
-        "WITH (fastupdate = off)"
     )
 
 

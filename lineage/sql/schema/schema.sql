@@ -1163,10 +1163,6 @@ CREATE UNIQUE INDEX provenance_p_open_id ON public.provenance_p_open USING btree
 
 ALTER TABLE ONLY public.provenance_p_open REPLICA IDENTITY USING INDEX provenance_p_open_id;
 
-CREATE INDEX provenance_parent_ids ON ONLY public.provenance USING gin (parent_ids) WITH (fastupdate=off);
-
-CREATE INDEX provenance_p_open_parent_ids_idx ON public.provenance_p_open USING gin (parent_ids) WITH (fastupdate=off);
-
 CREATE INDEX provenance_p_open_tenant_id_content_hash_created_at_idx ON public.provenance_p_open USING btree (tenant_id, content_hash, created_at);
 
 CREATE INDEX provenance_p_open_tenant_id_created_at_context_id_idx ON public.provenance_p_open USING btree (tenant_id, created_at, context_id);
@@ -1208,8 +1204,6 @@ CREATE INDEX root_sources_p_open_tenant_id_context_id_idx ON public.root_sources
 ALTER INDEX public.invalidation_postings_key ATTACH PARTITION public.invalidation_postings_p_open_tenant_id_key_kind_depth_idx;
 
 ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p_open_pkey;
-
-ALTER INDEX public.provenance_parent_ids ATTACH PARTITION public.provenance_p_open_parent_ids_idx;
 
 ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p_open_tenant_id_content_hash_created_at_idx;
 
