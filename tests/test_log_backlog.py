@@ -7,12 +7,17 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lineage.api.app import create_app
 from lineage.core import metrics
 from lineage.db import keyring
 from lineage.db.database import Database
+from lineage.db.distribute import distribute
+from lineage.db.migrate import migrate
 from lineage.settings import Settings
 from lineage.store import PostgresStore
 from lineage.verifiable_log import storage
+from tests.citus_cluster import CitusCluster
+from tests.conftest import database_at
 from tests.test_log import documents
 
 BACKLOG = 2500
@@ -39,7 +44,7 @@ def queued_metric(tenant_id: str) -> float | None:
     return None
 
 
-async def test_a_checkpoint_request_integrates_one_step_and_the_round_drains_the_rest(
+async def integrates_one_step_and_the_round_drains_the_rest(
     client: httpx.AsyncClient, store: PostgresStore, database: Database, settings: Settings
 ) -> None:
     for start in range(0, BACKLOG, 500):
@@ -59,3 +64,25 @@ async def test_a_checkpoint_request_integrates_one_step_and_the_round_drains_the
     drained = (await client.get("/v1/log/checkpoint")).json()
     assert (drained["tree_size"], drained["queued"]) == (BACKLOG, 0)
     assert queued_metric("default") == 0
+
+
+async def test_a_checkpoint_request_integrates_one_step_and_the_round_drains_the_rest(
+    client: httpx.AsyncClient, store: PostgresStore, database: Database, settings: Settings
+) -> None:
+    await integrates_one_step_and_the_round_drains_the_rest(client, store, database, settings)
+
+
+@pytest.mark.citus
+@pytest.mark.slow
+async def test_the_same_on_citus(citus: CitusCluster, settings: Settings) -> None:
+    url = citus.create_database("lineage_log_backlog")
+    migrate(url)
+    distribute(url)
+    app = create_app(settings, database_url=url)
+    async with (
+        database_at(url, settings) as database,
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://l") as client,
+    ):
+        store = PostgresStore(database)
+        await integrates_one_step_and_the_round_drains_the_rest(client, store, database, settings)
