@@ -16,7 +16,7 @@ from lineage.services.demo import load_incident
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster
 from tests.conftest import database_at
-from tests.test_app_role import DIRECT_WRITES
+from tests.test_app_role import DIRECT_WRITES, append_records_as
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
@@ -152,3 +152,27 @@ async def test_records_and_the_log_are_written_only_through_the_owners_functions
                     await worker.execute(writes[table].format(shard_name))
         finally:
             await worker.close()
+
+
+async def test_a_listen_on_the_coordinator_reads_no_tenants_name_and_no_revoked_key(
+    citus_url: str,
+) -> None:
+    """Any role may LISTEN where the service does: what an injection hears on the coordinator
+    names no tenant and no key, as on plain PostgreSQL."""
+    heard: list[str] = []
+    injected = await asyncpg.connect(db.app_role_url(citus_url))
+    try:
+        for channel in ("lineage_events", "lineage_keys"):
+            await injected.add_listener(channel, lambda *args: heard.append(f"{args[2]}:{args[3]}"))
+        async with database_at(citus_url) as database:
+            await append_records_as(database, "acme", "heard_on_citus")
+            _, key = await auth.create_key(database, "acme", "read")
+            await auth.revoke_key(database, "acme", key["key_id"])
+        for _ in range(100):
+            if len(heard) >= 2:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await injected.close()
+    assert [line.split(":")[0] for line in heard] == ["lineage_events", "lineage_keys"], heard
+    assert not [line for line in heard if "acme" in line or key["key_id"] in line], heard
