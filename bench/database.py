@@ -147,6 +147,10 @@ async def copy_dag(
             "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'provenance'::regclass "
             "AND attname = 'upstream_keys' AND NOT attisdropped)"
         )
+        # Migration 0034's table of them, read by b-tree (likewise absent from earlier schemas).
+        posting_rows = await connection.fetchval(
+            "SELECT to_regclass('invalidation_postings') IS NOT NULL"
+        )
         postings = Postings()
         columns = [*COLUMNS, "upstream_keys", "upstream_depths"] if posted else list(COLUMNS)
         while batch := list(itertools.islice(rows, BATCH)):
@@ -179,7 +183,7 @@ async def copy_dag(
             "CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id) WHERE p.tenant_id = $1",
             tenant_id,
         )
-        if await connection.fetchval("SELECT to_regclass('invalidation_postings') IS NOT NULL"):
+        if posting_rows:
             await connection.execute(INVALIDATION_POSTINGS, tenant_id)
         timings["generate_and_copy_s"] = time.perf_counter() - started
 
@@ -204,7 +208,7 @@ async def copy_dag(
         await connection.execute("VACUUM (ANALYZE) provenance")
         await connection.execute("VACUUM (ANALYZE) root_sources")
         await connection.execute("VACUUM (ANALYZE) provenance_children")
-        if await connection.fetchval("SELECT to_regclass('invalidation_postings') IS NOT NULL"):
+        if posting_rows:
             await connection.execute("VACUUM (ANALYZE) invalidation_postings")
         timings["vacuum_analyze_s"] = time.perf_counter() - started
         await save_picks(connection, picks)

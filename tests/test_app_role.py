@@ -299,12 +299,18 @@ async def test_a_listen_reads_no_tenants_name_and_no_revoked_key(
 ) -> None:
     """Any role may LISTEN: what an injection hears on the service's channels names no tenant
     and no key."""
+    await hears_no_tenant_and_no_key(database_url, database, "heard_doc")
+
+
+async def hears_no_tenant_and_no_key(url: str, database: Database, context_id: str) -> None:
+    """An app-role LISTEN at `url` while acme appends `context_id` and revokes a new key: it
+    hears one event and one key change, and neither names acme or the key."""
     heard: list[str] = []
-    injected = await asyncpg.connect(db.app_role_url(database_url))
+    injected = await asyncpg.connect(db.app_role_url(url))
     try:
         for channel in ("lineage_events", "lineage_keys"):
             await injected.add_listener(channel, lambda *args: heard.append(f"{args[2]}:{args[3]}"))
-        await append_records_as(database, "acme", "heard_doc")
+        await append_records_as(database, "acme", context_id)
         _, key = await auth.create_key(database, "acme", "read")
         await auth.revoke_key(database, "acme", key["key_id"])
         for _ in range(100):

@@ -3,6 +3,8 @@ tenant reads nothing through the coordinator, nor straight on the worker that ho
 keys are minted through the definer function for the vouched tenant only."""
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import asyncpg
 import psycopg
@@ -16,7 +18,7 @@ from lineage.services.demo import load_incident
 from lineage.store.postgres import PostgresStore
 from tests.citus_cluster import CitusCluster
 from tests.conftest import database_at
-from tests.test_app_role import DIRECT_WRITES, append_records_as
+from tests.test_app_role import DIRECT_WRITES, hears_no_tenant_and_no_key
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow]
 
@@ -45,6 +47,16 @@ async def as_rival_naming_acme(pool: asyncpg.Pool, query: str) -> None:
     async with db.transaction(pool, "rival") as connection:
         await connection.execute("SET LOCAL lineage.tenant_id = 'acme'")
         await connection.fetchval(query)
+
+
+@asynccontextmanager
+async def app_role_on_worker(port: int) -> AsyncIterator[asyncpg.Connection]:
+    """The application role's own login on a worker, as an injection there could use it."""
+    worker = await asyncpg.connect(f"postgresql://{db.APP_ROLE}@127.0.0.1:{port}/{DATABASE}")
+    try:
+        yield worker
+    finally:
+        await worker.close()
 
 
 async def count_unvouched(worker: asyncpg.Connection, shard_name: str) -> None:
@@ -78,12 +90,9 @@ async def test_an_injected_tenant_reads_nothing_on_citus(
         ).fetchall()
     assert {port for _, port in placements} == {worker.port for worker in citus.workers}
     for shard_name, port in placements:
-        worker = await asyncpg.connect(f"postgresql://{db.APP_ROLE}@127.0.0.1:{port}/{DATABASE}")
-        try:
+        async with app_role_on_worker(port) as worker:
             with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
                 await count_unvouched(worker, shard_name)
-        finally:
-            await worker.close()
 
 
 async def statement_texts(connection: asyncpg.Connection, view: str) -> str:
@@ -110,14 +119,9 @@ async def test_no_session_reads_another_sessions_token_on_any_node(
                 for view in ("pg_stat_activity", "citus_stat_activity"):
                     assert token not in await statement_texts(injected, view)
             for worker in citus.workers:
-                connection = await asyncpg.connect(
-                    f"postgresql://{db.APP_ROLE}@127.0.0.1:{worker.port}/{DATABASE}"
-                )
-                try:
+                async with app_role_on_worker(worker.port) as connection:
                     with pytest.raises(asyncpg.InsufficientPrivilegeError):
                         await connection.fetchval("SELECT count(*) FROM pg_stat_activity")
-                finally:
-                    await connection.close()
     finally:
         await pool.close()
 
@@ -144,14 +148,11 @@ async def test_records_and_the_log_are_written_only_through_the_owners_functions
     assert {table for table, _, _ in placements} == {"log_queue", "log_heads"}
     writes = {"log_queue": "DELETE FROM {}", "log_heads": "UPDATE {} SET tree_size = 0"}
     for table, shard_name, port in placements:
-        worker = await asyncpg.connect(f"postgresql://{db.APP_ROLE}@127.0.0.1:{port}/{DATABASE}")
-        try:
-            async with worker.transaction():  # acme's own vouched tenant: only the grant refuses
-                await worker.execute(db.set_tenant_sql("acme", vouching_key))
-                with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
-                    await worker.execute(writes[table].format(shard_name))
-        finally:
-            await worker.close()
+        async with app_role_on_worker(port) as worker, worker.transaction():
+            # acme's own vouched tenant: only the grant refuses
+            await worker.execute(db.set_tenant_sql("acme", vouching_key))
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
+                await worker.execute(writes[table].format(shard_name))
 
 
 async def test_a_listen_on_the_coordinator_reads_no_tenants_name_and_no_revoked_key(
@@ -159,20 +160,5 @@ async def test_a_listen_on_the_coordinator_reads_no_tenants_name_and_no_revoked_
 ) -> None:
     """Any role may LISTEN where the service does: what an injection hears on the coordinator
     names no tenant and no key, as on plain PostgreSQL."""
-    heard: list[str] = []
-    injected = await asyncpg.connect(db.app_role_url(citus_url))
-    try:
-        for channel in ("lineage_events", "lineage_keys"):
-            await injected.add_listener(channel, lambda *args: heard.append(f"{args[2]}:{args[3]}"))
-        async with database_at(citus_url) as database:
-            await append_records_as(database, "acme", "heard_on_citus")
-            _, key = await auth.create_key(database, "acme", "read")
-            await auth.revoke_key(database, "acme", key["key_id"])
-        for _ in range(100):
-            if len(heard) >= 2:
-                break
-            await asyncio.sleep(0.05)
-    finally:
-        await injected.close()
-    assert [line.split(":")[0] for line in heard] == ["lineage_events", "lineage_keys"], heard
-    assert not [line for line in heard if "acme" in line or key["key_id"] in line], heard
+    async with database_at(citus_url) as database:
+        await hears_no_tenant_and_no_key(citus_url, database, "heard_on_citus")

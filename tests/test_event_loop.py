@@ -82,21 +82,19 @@ def thread_cpu_ticks(pid: int) -> dict[int, int]:
     return ticks
 
 
-def worker_processes_cpu_ticks(pid: int) -> int:
-    """CPU time (user + system, in clock ticks) of the process's children: its worker
-    processes (lineage.core.offload), which start on first use."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+def worker_processes(pid: int) -> dict[int, int]:
+    """The process's children, its worker processes (lineage.core.offload, started on first
+    use), each with its CPU time (user + system, in clock ticks)."""
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{entry}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
         except (FileNotFoundError, ProcessLookupError):
             continue
         if int(fields[1]) == pid:
-            total += int(fields[11]) + int(fields[12])
-    return total
+            found[int(entry)] = int(fields[11]) + int(fields[12])
+    return found
 
 
 def polling_healthz(server: Server, work: Callable[[], None]) -> int:
@@ -141,10 +139,10 @@ def test_a_large_export_runs_off_the_loop_and_healthz_answers_through_a_long_ans
         assert made.status_code == 201, made.text[:300]
 
     before = thread_cpu_ticks(server.process.pid)
-    in_workers = worker_processes_cpu_ticks(server.process.pid)
+    in_workers = sum(worker_processes(server.process.pid).values())
     polls = polling_healthz(server, export)
     after = thread_cpu_ticks(server.process.pid)
-    in_workers = worker_processes_cpu_ticks(server.process.pid) - in_workers
+    in_workers = sum(worker_processes(server.process.pid).values()) - in_workers
     on_loop = after[loop_thread] - before[loop_thread]
     off_loop = sum(spent - before.get(thread, 0) for thread, spent in after.items()) - on_loop
     off_loop += in_workers
@@ -205,22 +203,6 @@ async def test_a_long_read_gives_the_loop_turns_while_its_rows_become_nodes(
     assert [node["context_id"] for node in nodes] == list(range(1, 2001))
     assert isinstance(nodes[0]["created_at"], str)
     assert turns - before >= len(rows) // reads.ROWS_PER_TURN - 1
-
-
-def worker_processes(pid: int) -> set[int]:
-    """The worker processes a server process started (lineage.core.offload)."""
-    found = set()
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as command:
-                spawned = b"multiprocessing" in command.read()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if parent == pid and spawned:
-            found.add(int(entry))
-    return found
 
 
 def alive(pid: int) -> bool:

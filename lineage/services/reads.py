@@ -54,16 +54,26 @@ async def run(
     database: Database, settings: Settings, name: str, **values: Any
 ) -> list[dict[str, Any]]:
     """Run one named query under the walk settings (timeout, no JIT) and return its rows."""
+    return await nodes_from_rows(await _fetch(database, settings, name, QUERIES[name].sql, values))
+
+
+async def _fetch(
+    database: Database, settings: Settings, name: str, sql: str, values: dict[str, Any]
+) -> list[asyncpg.Record]:
+    """The rows of `sql` (the named query `name`, or a select over it) in the tenant's
+    transaction, under the walk settings."""
     try:
         async with database.tenant(
             values.get("tenant_id", DEFAULT_TENANT),
             statement_timeout_ms=settings.statement_timeout_ms,
         ) as tx:
             with metrics.time_walk(name):
-                rows = await db.fetch(tx.connection, name, **values)
+                rows: list[asyncpg.Record] = await tx.connection.fetch(
+                    sql, *QUERIES[name].arguments(values)
+                )
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(_timeout_message(name, settings)) from exc
-    return await nodes_from_rows(rows)
+    return rows
 
 
 async def run_together(
@@ -168,23 +178,14 @@ async def record_json(
             yield {"kind": kind, "truncated": truncated, "expired": expired}, record
 
 
-async def records_json(
+async def fetch_record_json(
     database: Database, settings: Settings, name: str, **values: Any
 ) -> list[bytes]:
-    """A walk's records (a query with the columns of sql/blast_radius.sql) as the JSON the
-    database writes, in one fetch: the driver decodes rows as they arrive, and no Python loop
-    over them runs on the event loop (for a worker process to decode: walks.walk_back_json)."""
+    """record_json's records in one fetch, not row by row: the driver decodes rows as they
+    arrive, and no Python loop over them runs on the event loop (for a worker process to
+    decode: walks.walk_back_json)."""
     sql = RECORD_JSON_SELECT.format(QUERIES[name].sql)
-    try:
-        async with database.tenant(
-            values.get("tenant_id", DEFAULT_TENANT),
-            statement_timeout_ms=settings.statement_timeout_ms,
-        ) as tx:
-            with metrics.time_walk(name):
-                rows = await tx.connection.fetch(sql, *QUERIES[name].arguments(values))
-    except asyncpg.QueryCanceledError as exc:
-        raise WalkTimeout(_timeout_message(name, settings)) from exc
-    return [row["record"] for row in rows]
+    return [row["record"] for row in await _fetch(database, settings, name, sql, values)]
 
 
 async def _cursor(

@@ -136,12 +136,12 @@ async def walk_back(
 async def walk_back_json(
     database: Database, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
 ) -> list[bytes]:
-    """The walk-back's records as the JSON the database writes (reads.records_json), for a
+    """The walk-back's records as the JSON the database writes (reads.fetch_record_json), for a
     worker process to decode: a walk of thousands decoded on the event loop held it for tens of
     milliseconds a time, and other tenants' requests waited. NotFound for an unknown record."""
     depth = check_depth(settings, max_depth)
     values = {"tenant_id": tenant_id, "context_id": context_id, "max_depth": depth}
-    records = await reads.records_json(database, settings, "walk_back", **values)
+    records = await reads.fetch_record_json(database, settings, "walk_back", **values)
     if not records:
         raise NotFound(f"no context {context_id}")
     return records
