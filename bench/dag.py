@@ -9,7 +9,7 @@ diamonds) and the answer. Documents are picked with a Zipf-like popularity, so t
 feeds a large share of the answers.
 
 Rows come out in dependency order, in the column order of COLUMNS, ready for COPY; with each
-row its root sources (root id -> depth), computed the way the service computes them.
+row its root sources (source_uri -> depth), computed the way the service computes them.
 """
 
 import itertools
@@ -24,6 +24,7 @@ from lineage.services.root_sources import Roots, carry
 
 # The provenance table's columns are the canonical fields, in the same order.
 COLUMNS = CANONICAL_FIELDS
+# The side table root_sources (schemas before migration 0036; created_at since 0016).
 ROOT_COLUMNS = ("tenant_id", "source_uri", "kind", "context_id", "depth", "created_at")
 Row = tuple[Any, ...]
 

@@ -4,8 +4,10 @@ then filled by COPY as the table owner (secondary indexes dropped for the load, 
 import itertools
 import json
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -28,22 +30,62 @@ from lineage.services import postings
 from lineage.services.root_sources import Roots
 
 BATCH = 50_000
-LOADED_TABLES = ("provenance", "root_sources")
-# The invalidation postings (migration 0034) as lineage_append writes them had the records come
-# in appends of APPENDED records (in created_at order): a row per append, key, kind, depth and
-# month, at most 1,000 ids.
+# root_sources is the side table of schemas before migration 0036 (bench/retention.py and
+# `bench.ingest --before` load those); absent, no index of it is listed.
+LOADED_TABLES = ("provenance", "root_sources", "invalidation_postings")
+# The invalidation postings (migration 0034), and since migration 0036 those by root source
+# under 'source:' and the source_uri, as lineage_append writes them had the records come in
+# appends of APPENDED records (in created_at order): a row per append, key, kind, depth and
+# month, at most 1,000 ids, in id order.
 APPENDED = 100
 INVALIDATION_POSTINGS = f"""
 INSERT INTO invalidation_postings (tenant_id, key, kind, depth, created_at, context_ids)
-SELECT $1, g.key, g.kind, g.depth, min(g.created_at), array_agg(g.context_id)
+SELECT $1, g.key, g.kind, g.depth, min(g.created_at),
+       array_agg(g.context_id ORDER BY g.context_id)
 FROM (SELECT up.key, r.kind, up.depth, r.created_at, r.context_id, r.append,
              date_trunc('month', r.created_at, 'UTC') AS month
       FROM (SELECT p.*, (row_number() OVER (ORDER BY p.created_at, p.context_id) - 1)
                         / {APPENDED} AS append
             FROM provenance AS p WHERE p.tenant_id = $1) AS r
-      CROSS JOIN LATERAL unnest(r.upstream_keys, r.upstream_depths) AS up (key, depth)) AS g
+      CROSS JOIN LATERAL ({{keys}}) AS up (key, depth)) AS g
 GROUP BY g.key, g.kind, g.depth, g.month, g.append
 """
+UPSTREAM_KEYS = "SELECT * FROM unnest(r.upstream_keys, r.upstream_depths)"
+SOURCE_KEYS = (
+    "SELECT 'source:' || root.uri, root.depth "
+    "FROM unnest(r.root_sources, r.root_depths) AS root (uri, depth)"
+)
+POSTED_AT_MOST = 1000  # ids a postings row holds
+
+
+def postings_sql(by_source: bool) -> str:
+    """The postings INSERT: by invalidation key, and by root source where the schema keeps
+    the sources on the records (migration 0036)."""
+    keys = f"{UPSTREAM_KEYS} UNION ALL {SOURCE_KEYS}" if by_source else UPSTREAM_KEYS
+    return INVALIDATION_POSTINGS.format(keys=keys)
+
+
+def source_postings(tenant_id: str, rows: Iterable[tuple[Row, Roots]]) -> list[Row]:
+    """The postings by root source of one append's records, as lineage_append writes them: a
+    row per source, kind, depth and month of at most POSTED_AT_MOST ids, in id order."""
+    # (key, kind, depth, year, month) -> each record's id and created_at
+    grouped: defaultdict[tuple[str, str, int, int, int], list[tuple[str, datetime]]]
+    grouped = defaultdict(list)
+    at = COLUMNS.index("created_at")
+    for row, roots in rows:
+        created_at: datetime = row[at]
+        utc = created_at.astimezone(UTC)
+        for source_uri, depth in roots.items():
+            grouped["source:" + source_uri, row[3], depth, utc.year, utc.month].append(
+                (row[1], created_at)
+            )
+    postings = []
+    for (key, kind, depth, _, _), ids in grouped.items():
+        for start in range(0, len(ids), POSTED_AT_MOST):
+            chunk = sorted(ids[start : start + POSTED_AT_MOST])
+            created_at = min(moment for _, moment in chunk)
+            postings.append((tenant_id, key, kind, depth, created_at, [i for i, _ in chunk]))
+    return postings
 
 
 class Postings:
@@ -102,6 +144,78 @@ async def load(
     return generator.picks, timings
 
 
+@dataclass(frozen=True)
+class Layout:
+    """What the database's schema holds (bench/retention.py and `bench.ingest --before` load
+    earlier schemas than this checkout's)."""
+
+    partitioned: bool  # month partitions (migration 0016)
+    edge_kinds: bool  # the child's kind on its edges (migration 0026)
+    posted: bool  # invalidation postings on the records (migration 0028)
+    posting_rows: bool  # their table, read by b-tree (migration 0034)
+    # Root sources on the records and in the postings (migration 0036); before it, the side
+    # table root_sources, a row per record and source.
+    rooted: bool
+
+    @property
+    def columns(self) -> list[str]:
+        """provenance's columns as the load COPYs them."""
+        columns = list(COLUMNS)
+        columns += ["upstream_keys", "upstream_depths"] if self.posted else []
+        return columns + (["root_sources", "root_depths"] if self.rooted else [])
+
+    @property
+    def root_columns(self) -> Sequence[str]:
+        """The side table's columns (created_at since migration 0016)."""
+        return ROOT_COLUMNS if self.partitioned else ROOT_COLUMNS[:-1]
+
+
+async def layout_of(connection: asyncpg.Connection) -> Layout:
+    return Layout(
+        partitioned=await connection.fetchval(
+            "SELECT to_regproc('lineage_add_partitions') IS NOT NULL"
+        ),
+        edge_kinds=await has_column(connection, "provenance_children", "kind"),
+        posted=await has_column(connection, "provenance", "upstream_keys"),
+        posting_rows=await connection.fetchval(
+            "SELECT to_regclass('invalidation_postings') IS NOT NULL"
+        ),
+        rooted=await has_column(connection, "provenance", "root_sources"),
+    )
+
+
+async def copy_batch(
+    connection: asyncpg.Connection,
+    batch: list[tuple[Row, Roots]],
+    layout: Layout,
+    postings: Postings,
+) -> None:
+    """COPY records, each with its postings and root sources as the layout keeps them."""
+    if layout.partitioned:  # data not made by the generator may lie outside its period
+        moments = [row[COLUMNS.index("created_at")] for row, _ in batch]
+        await db.fetch(connection, "partitions_add", from_time=min(moments), through=max(moments))
+    posted, rooted = layout.posted, layout.rooted
+    await connection.copy_records_to_table(
+        "provenance",
+        records=[
+            (*row, *(postings.of(row) if posted else ()), *(arrays(roots) if rooted else ()))
+            for row, roots in batch
+        ],
+        columns=layout.columns,
+    )
+    if not rooted:
+        root_columns = layout.root_columns
+        await connection.copy_records_to_table(
+            "root_sources",
+            records=[
+                root_row(row, s, depth)[: len(root_columns)]
+                for row, roots in batch
+                for s, depth in roots.items()
+            ],
+            columns=root_columns,
+        )
+
+
 async def copy_dag(
     url: str,
     tenant_id: str,
@@ -112,21 +226,20 @@ async def copy_dag(
     progress: Progress = unwatched,
 ) -> dict[str, float]:
     """COPY records (parents first, each with its root sources) into a fresh tenant as the table
-    owner, secondary indexes dropped for the load and rebuilt after; then save the picks, read
-    once `rows` is exhausted. Returns how long each phase took (seconds)."""
+    owner, secondary indexes dropped for the load and rebuilt after, and their postings written
+    as the append writes them; then save the picks, read once `rows` is exhausted. Returns how
+    long each phase took (seconds)."""
     connection = await asyncpg.connect(url)
     timings: dict[str, float] = {}
     try:
         await connection.execute("SET maintenance_work_mem = '512MB'")
         await db.fetch(connection, "tenant_create", tenant_id=tenant_id)
-        # Month partitions (migration 0016); bench/retention.py also loads the layout before it.
-        partitioned = await connection.fetchval(
-            "SELECT to_regproc('lineage_add_partitions') IS NOT NULL"
-        )
-        if partitioned:
+        layout = await layout_of(connection)
+        if layout.partitioned:
             await db.fetch(connection, "partitions_add", from_time=START, through=START + PERIOD)
-        root_columns = ROOT_COLUMNS if partitioned else ROOT_COLUMNS[:-1]
-        edge_time = ", created_at" if partitioned else ""
+        edge_columns = (", kind" if layout.edge_kinds else "") + (
+            ", created_at" if layout.partitioned else ""
+        )
         indexes = await connection.fetch(
             "SELECT i.indexname, i.indexdef FROM pg_indexes AS i "
             "JOIN pg_index AS x ON x.indexrelid = (quote_ident(i.indexname))::regclass "
@@ -140,51 +253,21 @@ async def copy_dag(
         # hash it during the timings. Records appended by the timed ingest paths are queued.
         started = time.perf_counter()
         copied = 0
-        created_at = COLUMNS.index("created_at")
-        # Invalidation postings (migration 0028), as the append computes them, where the
-        # schema has them (an earlier checkout's may not).
-        posted = await connection.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'provenance'::regclass "
-            "AND attname = 'upstream_keys' AND NOT attisdropped)"
-        )
-        # Migration 0034's table of them, read by b-tree (likewise absent from earlier schemas).
-        posting_rows = await connection.fetchval(
-            "SELECT to_regclass('invalidation_postings') IS NOT NULL"
-        )
         postings = Postings()
-        columns = [*COLUMNS, "upstream_keys", "upstream_depths"] if posted else list(COLUMNS)
         while batch := list(itertools.islice(rows, BATCH)):
             progress("generate and copy the DAG", copied, records)
-            if partitioned:  # data not made by the generator may lie outside its period
-                moments = [row[created_at] for row, _ in batch]
-                await db.fetch(
-                    connection, "partitions_add", from_time=min(moments), through=max(moments)
-                )
-            await connection.copy_records_to_table(
-                "provenance",
-                records=[(*row, *postings.of(row)) if posted else row for row, _ in batch],
-                columns=columns,
-            )
-            await connection.copy_records_to_table(
-                "root_sources",
-                records=[
-                    root_row(row, s, depth)[: len(root_columns)]
-                    for row, roots in batch
-                    for s, depth in roots.items()
-                ],
-                columns=root_columns,
-            )
+            await copy_batch(connection, batch, layout, postings)
             copied += len(batch)
         progress("generate and copy the DAG", copied, records)
         # The parent edges descendant walks probe, as lineage_append writes them.
         await connection.execute(
-            f"INSERT INTO provenance_children (tenant_id, parent_id, context_id, kind{edge_time}) "
-            f"SELECT p.tenant_id, parent.id, p.context_id, p.kind{edge_time} FROM provenance AS p "
+            f"INSERT INTO provenance_children (tenant_id, parent_id, context_id{edge_columns}) "
+            f"SELECT p.tenant_id, parent.id, p.context_id{edge_columns} FROM provenance AS p "
             "CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id) WHERE p.tenant_id = $1",
             tenant_id,
         )
-        if posting_rows:
-            await connection.execute(INVALIDATION_POSTINGS, tenant_id)
+        if layout.posting_rows:
+            await connection.execute(postings_sql(by_source=layout.rooted), tenant_id)
         timings["generate_and_copy_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -206,9 +289,10 @@ async def copy_dag(
         )
         started = time.perf_counter()
         await connection.execute("VACUUM (ANALYZE) provenance")
-        await connection.execute("VACUUM (ANALYZE) root_sources")
+        if not layout.rooted:
+            await connection.execute("VACUUM (ANALYZE) root_sources")
         await connection.execute("VACUUM (ANALYZE) provenance_children")
-        if posting_rows:
+        if layout.posting_rows:
             await connection.execute("VACUUM (ANALYZE) invalidation_postings")
         timings["vacuum_analyze_s"] = time.perf_counter() - started
         await save_picks(connection, picks)
@@ -217,7 +301,24 @@ async def copy_dag(
     return timings
 
 
+async def has_column(connection: asyncpg.Connection, table: str, column: str) -> bool:
+    found: bool = await connection.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass "
+        "AND attname = $2 AND NOT attisdropped)",
+        table,
+        column,
+    )
+    return found
+
+
+def arrays(roots: Roots) -> tuple[list[str], list[int]]:
+    """A record's root sources as its row keeps them: source_uris in order, depths beside."""
+    ordered = sorted(roots.items())
+    return [source for source, _ in ordered], [depth for _, depth in ordered]
+
+
 def root_row(row: Row, source_uri: str, depth: int) -> Row:
+    """A row of the side table root_sources (schemas before migration 0036)."""
     return (row[0], source_uri, row[3], row[1], depth, row[COLUMNS.index("created_at")])
 
 

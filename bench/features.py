@@ -1,5 +1,5 @@
-"""What each feature costs, measured one at a time on the same data, and the candidate layouts
-measured beside the product's.
+"""What each feature costs, measured one at a time on the same data, and what the root sources
+take as stored.
 
 A feature's cost is measured by turning it off for one measurement and comparing with the same
 measurement with everything on, alternating so that drift on a shared machine falls on both:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # Each stubbed feature: the name append_records calls it by in lineage.services.appends.
 STUBBED_CALLS = {
     "signing (HMAC per record + signature rows)": ("signing", "append_signatures"),
-    "root sources (side table for blast radius by source)": (None, "note_root_sources"),
+    "root sources (postings for blast radius by source)": (None, "note_root_sources"),
 }
 
 
@@ -200,141 +200,51 @@ async def _auth(report: Report, plan: "Plan", url: str, tenant: str) -> None:
     )
 
 
-async def array_candidate(
-    report: Report, pool: asyncpg.Pool, url: str, source_uri: str, tenant: str
-) -> None:
-    """The layout root_sources did not take, measured on the same data: each record's root
-    sources as one array under a GIN index. Array containment is not leakproof, so under
-    row-level security PostgreSQL cannot use the index and scans the table instead."""
-    group = "every answer of the hottest document"
-    owner = await asyncpg.connect(url)
-    try:
-        await owner.execute("DROP TABLE IF EXISTS bench_root_source_sets")
-        started = time.perf_counter()
-        await owner.execute(
-            "CREATE TABLE bench_root_source_sets AS "
-            "SELECT tenant_id, context_id, kind, array_agg(source_uri) AS source_uris "
-            "FROM root_sources GROUP BY tenant_id, context_id, kind"
-        )
-        await owner.execute(
-            "CREATE INDEX ON bench_root_source_sets USING gin (source_uris) WITH (fastupdate = off)"
-        )
-        await owner.execute(
-            "ALTER TABLE bench_root_source_sets ENABLE ROW LEVEL SECURITY; "
-            "ALTER TABLE bench_root_source_sets FORCE ROW LEVEL SECURITY; "
-            "CREATE POLICY bench_tenant ON bench_root_source_sets "
-            "USING (tenant_id = current_setting('lineage.tenant_id', true)); "
-            "GRANT SELECT ON bench_root_source_sets TO lineage_app"
-        )
-        await owner.execute("VACUUM (ANALYZE) bench_root_source_sets")
-        build = time.perf_counter() - started
-        size = await owner.fetchval(
-            "SELECT pg_size_pretty(pg_total_relation_size('bench_root_source_sets'))"
-        )
-        query = (
-            "SELECT context_id FROM bench_root_source_sets "
-            "WHERE tenant_id = $1 AND source_uris @> ARRAY[$2] AND kind = 'answer'"
-        )
-        unrestricted = await superuser_pool(url)
-        try:
-            for who, chosen in (("superuser", unrestricted), ("app role, RLS on", pool)):
-                async with db.transaction(chosen, tenant, statement_timeout_ms=120_000) as c:
-                    samples = []
-                    for _ in range(3):
-                        started = time.perf_counter()
-                        rows = await c.fetch(query, tenant, source_uri)
-                        samples.append((time.perf_counter() - started) * 1000)
-                report.add(
-                    Figure.timed(
-                        group,
-                        f"candidate: root sources as a GIN-indexed array, ids, {who}",
-                        samples,
-                        note=f"{len(rows):,} answers; built in {build:.1f} s, {size}; bench only",
-                    )
-                )
-        finally:
-            await unrestricted.close()
-    finally:
-        await owner.execute("DROP TABLE IF EXISTS bench_root_source_sets")
-        await owner.close()
+# Root sources as stored (migration 0036): the postings under 'source:' and the source_uri,
+# rows of up to 1,000 ids, and each record's own arrays, which a child's append carries down.
+DOCUMENT_POSTINGS = """
+SELECT count(*) AS rows, coalesce(sum(cardinality(context_ids)), 0) AS ids,
+       coalesce(sum(cardinality(context_ids)) FILTER (WHERE kind = 'answer'), 0) AS answers
+FROM invalidation_postings WHERE tenant_id = $1 AND key = 'source:' || $2
+"""
+POSTINGS_BYTES = """
+SELECT coalesce(sum(pg_column_size(ip.*)) FILTER (WHERE ip.key LIKE 'source:%'), 0) AS sources,
+       coalesce(sum(pg_column_size(ip.*)), 0) AS all_keys
+FROM invalidation_postings AS ip
+"""
+RECORD_ARRAYS_BYTES = """
+SELECT coalesce(sum(pg_column_size(root_sources) + pg_column_size(root_depths)), 0)
+FROM provenance
+"""
 
 
-async def postings_candidate(
-    report: Report, pool: asyncpg.Pool, url: str, source_uri: str, tenant: str
-) -> None:
-    """A layout that would hold a source's descendants in a fraction of root_sources' size,
-    measured on the same data: each source's ids per kind in buckets of 1,000, in the order
-    the API lists them (depth, id), so a radius reads its buckets with no sort; beside it what
-    appends would still need, each record's root sources as numbers (the sources interned)."""
-    group = "every answer of the hottest document"
+async def stored_root_sources(report: Report, url: str, source_uri: str, tenant: str) -> None:
+    """What the root sources take as stored, beside provenance: their postings (their share of
+    invalidation_postings' rows, of its bytes with indexes) and each record's arrays (inside
+    provenance's own bytes); with the rows the hottest document's blast radius reads."""
     owner = await asyncpg.connect(url)
     try:
-        await owner.execute("DROP TABLE IF EXISTS bench_root_postings, bench_record_roots")
-        started = time.perf_counter()
-        await owner.execute(
-            "CREATE TABLE bench_root_postings AS "
-            "SELECT tenant_id, source_uri, kind, n / 1000 AS bucket, "
-            "       array_agg(context_id ORDER BY n) AS ids, array_agg(depth ORDER BY n) AS depths "
-            "FROM (SELECT tenant_id, source_uri, kind, context_id, depth, row_number() OVER "
-            "      (PARTITION BY tenant_id, source_uri, kind ORDER BY depth, context_id) - 1 AS n"
-            "      FROM root_sources) AS numbered "
-            "GROUP BY tenant_id, source_uri, kind, n / 1000"
-        )
-        await owner.execute(
-            "CREATE UNIQUE INDEX ON bench_root_postings (tenant_id, source_uri, kind, bucket); "
-            "ALTER TABLE bench_root_postings ENABLE ROW LEVEL SECURITY; "
-            "ALTER TABLE bench_root_postings FORCE ROW LEVEL SECURITY; "
-            "CREATE POLICY bench_tenant ON bench_root_postings "
-            "USING (tenant_id = (SELECT lineage_session_tenant())); "
-            "GRANT SELECT ON bench_root_postings TO lineage_app"
-        )
-        build = time.perf_counter() - started
-        await owner.execute(
-            "CREATE TABLE bench_record_roots AS "
-            "SELECT r.tenant_id, r.context_id, array_agg(s.number) AS sources "
-            "FROM root_sources AS r JOIN ("
-            "    SELECT source_uri, row_number() OVER (ORDER BY source_uri)::int AS number "
-            "    FROM (SELECT DISTINCT source_uri FROM root_sources) AS distinct_sources"
-            ") AS s USING (source_uri) GROUP BY r.tenant_id, r.context_id; "
-            "CREATE UNIQUE INDEX ON bench_record_roots (tenant_id, context_id)"
-        )
-        await owner.execute("VACUUM (ANALYZE) bench_root_postings, bench_record_roots")
-        sizes = {
-            table: await table_bytes(owner, table)
-            for table in ("provenance", "root_sources", "bench_root_postings", "bench_record_roots")
-        }
-        query = (
-            "SELECT u.context_id, u.depth FROM bench_root_postings AS p "
-            "CROSS JOIN LATERAL unnest(p.ids, p.depths) AS u (context_id, depth) "
-            "WHERE p.tenant_id = $1 AND p.source_uri = $2 AND p.kind = 'answer' "
-            "ORDER BY p.bucket"
-        )
-        async with db.transaction(pool, tenant, statement_timeout_ms=120_000) as connection:
-            samples = []
-            for _ in range(4):
-                started = time.perf_counter()
-                rows = 0
-                async for _row in connection.cursor(query, tenant, source_uri, prefetch=1000):
-                    rows += 1
-                samples.append((time.perf_counter() - started) * 1000)
-        provenance = sizes["provenance"]
-        candidate = sizes["bench_root_postings"] + sizes["bench_record_roots"]
-        report.add(
-            Figure.timed(
-                group,
-                "candidate: root sources as id buckets per source and kind, app role, RLS on",
-                samples[1:],
-                note=f"{rows:,} answers to the last row; postings "
-                f"{_mb(sizes['bench_root_postings'])} + each record's sources "
-                f"{_mb(sizes['bench_record_roots'])} = "
-                f"{candidate / provenance:.2f}x provenance ({_mb(provenance)}), against "
-                f"root_sources' {sizes['root_sources'] / provenance:.2f}x; postings built in "
-                f"{build:.0f} s; bench only",
-            )
-        )
+        document = await owner.fetchrow(DOCUMENT_POSTINGS, tenant, source_uri)
+        shares = await owner.fetchrow(POSTINGS_BYTES)
+        arrays: int = await owner.fetchval(RECORD_ARRAYS_BYTES)
+        provenance = await table_bytes(owner, "provenance")
+        postings_table = await table_bytes(owner, "invalidation_postings")
     finally:
-        await owner.execute("DROP TABLE IF EXISTS bench_root_postings, bench_record_roots")
         await owner.close()
+    share = shares["sources"] / shares["all_keys"] if shares["all_keys"] else 0.0
+    postings = postings_table * share
+    report.add(
+        Figure(
+            "every answer of the hottest document",
+            "root sources as stored: postings under 'source:' and each record's arrays",
+            "x provenance",
+            (postings + arrays) / provenance,
+            note=f"this document: {document['rows']:,} postings rows of {document['ids']:,} ids "
+            f"({document['answers']:,} answers); all sources: postings {_mb(postings)} "
+            f"({share:.0%} of invalidation_postings' {_mb(postings_table)}) + arrays "
+            f"{_mb(arrays)} (inside provenance's {_mb(provenance)})",
+        )
+    )
 
 
 async def table_bytes(connection: asyncpg.Connection, table: str) -> int:
@@ -349,5 +259,5 @@ async def table_bytes(connection: asyncpg.Connection, table: str) -> int:
     return size
 
 
-def _mb(size: int) -> str:
-    return f"{size / 2**20:,.0f} MB"
+def _mb(size: float) -> str:
+    return f"{size / 2**20:,.0f} MB" if size >= 10 * 2**20 else f"{size / 2**10:,.0f} kB"

@@ -9,15 +9,16 @@ each round then ingests `--records` new records (a fresh namespace of the same g
 parents are earlier in the batch or stored) by each variant in turn, the order rotating: a raw
 COPY into provenance as the owner (no side table, no row security), and append_records through
 PostgresStore as the application role, `--batch` records an append (1000), every feature on
-(signing, row security, the verifiable log's queue, root sources, events). Each append variant
-runs in a process of its own that imports `lineage` from its checkout (`--before`: e.g. `git
-archive main | tar -x -C DIR`), and times every statement its connections send: the report gives
-microseconds per record by statement and the rest (Python: validation, canonical form, signing,
-encoding).
+(signing, row security, the verifiable log's queue, root sources and postings, events). Each
+append variant runs in a process of its own that imports `lineage` from its checkout
+(`--before`: e.g. `git archive main | tar -x -C DIR`), and times every statement its
+connections send: the report gives microseconds per record by statement and the rest (Python:
+validation, canonical form, signing, encoding).
 
-A second baseline COPYs every row an append writes for the same records (the records, their
-parent edges, their log queue rows, their root sources), as the owner, into a database of its
-own: what the append's rows cost without SQL statements, row security, signing or Python.
+A second baseline COPYs every row an append writes for the same records (the records with their
+root sources, their parent edges, their log queue rows, their postings by root source), as the
+owner, into a database of its own: what the append's rows cost without SQL statements, row
+security, signing or Python.
 """
 
 import argparse
@@ -148,28 +149,32 @@ async def _copy(url: str, records: int, namespace: str) -> dict[str, Any]:
     return {"records": len(rows), "wall_s": wall}
 
 
-async def _copy_every_row(url: str, records: int, namespace: str) -> dict[str, Any]:
+async def _copy_every_row(url: str, records: int, namespace: str, batch: int) -> dict[str, Any]:
     """A raw COPY of every row an append writes for its records, as the owner in one
-    transaction: the records, their parent edges, their log queue rows, their root sources."""
+    transaction: the records with their root sources, their parent edges, their log queue rows,
+    their postings by root source (grouped by append of `batch` records, as each append
+    writes its own)."""
     import asyncpg
 
-    from bench.dag import COLUMNS, ROOT_COLUMNS, Generator
-    from bench.database import root_row
+    from bench.dag import COLUMNS, Generator
+    from bench.database import arrays, source_postings
 
     generated = list(Generator(records, TENANT, seed=namespace, namespace=namespace).rows())
     at = COLUMNS.index("created_at")
     edges = [(TENANT, parent, row[1], row[at], row[3]) for row, _ in generated for parent in row[2]]
-    roots = [
-        root_row(row, source_uri, depth)
-        for row, sources in generated
-        for source_uri, depth in sources.items()
+    postings = [
+        posting
+        for start in range(0, len(generated), batch)
+        for posting in source_postings(TENANT, generated[start : start + batch])
     ]
     owner = await asyncpg.connect(url)
     try:
         started = time.perf_counter()
         async with owner.transaction():
             await owner.copy_records_to_table(
-                "provenance", records=[row for row, _ in generated], columns=COLUMNS
+                "provenance",
+                records=[(*row, *arrays(roots)) for row, roots in generated],
+                columns=[*COLUMNS, "root_sources", "root_depths"],
             )
             await owner.copy_records_to_table(
                 "provenance_children",
@@ -181,7 +186,11 @@ async def _copy_every_row(url: str, records: int, namespace: str) -> dict[str, A
                 records=[(TENANT, row[1]) for row, _ in generated],
                 columns=("tenant_id", "context_id"),
             )
-            await owner.copy_records_to_table("root_sources", records=roots, columns=ROOT_COLUMNS)
+            await owner.copy_records_to_table(
+                "invalidation_postings",
+                records=postings,
+                columns=("tenant_id", "key", "kind", "depth", "created_at", "context_ids"),
+            )
         wall = time.perf_counter() - started
     finally:
         await owner.close()
@@ -243,7 +252,7 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
         )
         for index, (name, checkout) in enumerate(databases.items())
     }
-    counts_before = {name: await _root_rows(urls[name]) for name in variants}
+    stored_before = {name: await _root_sources_stored(urls[name]) for name in variants}
     results: dict[str, list[dict[str, Any]]] = defaultdict(list)
     names = ["raw COPY", COPY_EVERY_ROW, *variants]
     try:
@@ -256,7 +265,10 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
                     results[name].append(await _copy(url, arguments.records, namespace))
                 elif name == COPY_EVERY_ROW:
                     url = urls[COPY_EVERY_ROW]
-                    results[name].append(await _copy_every_row(url, arguments.records, namespace))
+                    copied = await _copy_every_row(
+                        url, arguments.records, namespace, arguments.batch
+                    )
+                    results[name].append(copied)
                 else:
                     results[name].append(
                         _run_variant(
@@ -271,8 +283,8 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
                       file=sys.stderr)  # fmt: skip
         load_average = _load_average()
         appended = arguments.records * arguments.rounds
-        rows = {
-            name: _rows_written(counts_before[name], await _root_rows(urls[name]), appended)
+        written = {
+            name: _per_record(stored_before[name], await _root_sources_stored(urls[name]), appended)
             for name in variants
         }
     finally:
@@ -284,34 +296,62 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
         "load average (1, 5, 15 min)": load_average,
         **machine(),
         "summary": _summary(results),
-        "root source rows the rounds wrote": rows,
+        "root sources the rounds wrote, per record appended": written,
     }
 
 
 COPY_EVERY_ROW = "raw COPY of every row an append writes"
 
 
-async def _root_rows(url: str) -> dict[str, int]:
-    """root_sources' rows and bytes."""
+# Root sources as each layout stores them: the side table root_sources before migration 0036
+# (an earlier checkout's), since then each record's arrays and the postings under 'source:'.
+SIDE_TABLE_ROWS = "SELECT count(*) FROM root_sources"
+SOURCE_POSTINGS = (
+    "SELECT count(*) FILTER (WHERE key LIKE 'source:%'), "
+    "       coalesce(sum(pg_column_size(ip.*)) FILTER (WHERE key LIKE 'source:%'), 0), "
+    "       coalesce(sum(pg_column_size(ip.*)), 0) "
+    "FROM invalidation_postings AS ip"
+)
+RECORD_ARRAYS = (
+    "SELECT coalesce(sum(pg_column_size(root_sources) + pg_column_size(root_depths)), 0) "
+    "FROM provenance"
+)
+
+
+async def _root_sources_stored(url: str) -> dict[str, int]:
+    """What the database holds for root sources, in whichever layout its schema has."""
     import asyncpg
 
     from bench.features import table_bytes
 
     owner = await asyncpg.connect(url)
     try:
-        rows: int = await owner.fetchval("SELECT count(*) FROM root_sources")
-        return {"rows": rows, "bytes": await table_bytes(owner, "root_sources")}
+        if await owner.fetchval("SELECT to_regclass('root_sources') IS NOT NULL"):
+            return {
+                "root_sources rows": await owner.fetchval(SIDE_TABLE_ROWS),
+                "root_sources bytes (with indexes)": await table_bytes(owner, "root_sources"),
+            }
+        rows, source_bytes, all_bytes = await owner.fetchrow(SOURCE_POSTINGS)
+        postings_bytes = await table_bytes(owner, "invalidation_postings")
+        return {
+            "'source:' postings rows": rows,
+            # The table holds the postings by invalidation key too: the sources' share of it.
+            "'source:' postings bytes (share of invalidation_postings with indexes)": round(
+                postings_bytes * source_bytes / all_bytes
+            )
+            if all_bytes
+            else 0,
+            "provenance root_sources and root_depths bytes": await owner.fetchval(RECORD_ARRAYS),
+        }
     finally:
         await owner.close()
 
 
-def _rows_written(before: dict[str, int], after: dict[str, int], records: int) -> dict[str, Any]:
-    """What the rounds added to root_sources, per record appended."""
+def _per_record(before: dict[str, int], after: dict[str, int], records: int) -> dict[str, float]:
+    """What the rounds added, per record appended."""
     return {
-        "root_sources": {
-            "rows per record": round((after["rows"] - before["rows"]) / records, 2),
-            "bytes per record": round((after["bytes"] - before["bytes"]) / records),
-        }
+        name: round((after[name] - before[name]) / records, 2 if name.endswith("rows") else None)
+        for name in after
     }
 
 

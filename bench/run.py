@@ -469,7 +469,7 @@ async def _blast_radius(
     figure = report.add(
         Figure.timed(
             group,
-            "lineage SQL, the ids (sql/blast_radius_ids_by_source.sql: one root_sources range)",
+            "lineage SQL, the ids (sql/blast_radius_ids_by_source.sql: one range of the postings)",
             ids,
             target="p50 <= 2 ms",
             versus=versus(ids),
@@ -563,7 +563,7 @@ async def _hottest(
             ids,
             target="<= 300 ms at 10M",
             versus=ratio(percentile(ids, 0.5), tutorial.value, "tutorial"),
-            note=listing + "; one index-only range of root_sources",
+            note=listing + "; one range of the postings",
         )
     )
     figure.met = figure.value <= 300 if picks.records >= 9_000_000 else None
@@ -596,8 +596,7 @@ async def _hottest(
             note=f"server peak RSS {peak / 2**20:,.0f} MB",
         )
     )
-    await features.array_candidate(report, pool, url, hot, TENANT)
-    await features.postings_candidate(report, pool, url, hot, TENANT)
+    await features.stored_root_sources(report, url, hot, TENANT)
 
 
 async def _revisions(pool: asyncpg.Pool, source_uri: str) -> list[str]:

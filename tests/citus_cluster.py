@@ -27,6 +27,9 @@ CITUS_SETTINGS = {
     "max_connections": "60",
     # Shard moves copy by logical replication.
     "wal_level": "logical",
+    # Citus runs a maintenance daemon per database, and a shard move's apply worker needs one
+    # more: at the default 8, a session's eighth test database left none and the move waited.
+    "max_worker_processes": "32",
 }
 
 

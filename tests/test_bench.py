@@ -32,7 +32,7 @@ from tests.conftest import server_url
 FIGURE_GROUPS = {
     "walk-back of an answer": 6,
     "blast radius of a typical document (answers)": 4,
-    "every answer of the hottest document": 10,
+    "every answer of the hottest document": 8,
     "invalidation (answers)": 2,
     "ingest": 6,
     "load": 1,
@@ -265,6 +265,36 @@ def test_the_loaded_dag_has_the_postings_an_append_would_have_written() -> None:
     finally:
         asyncio.run(drop(server_url(), dbname))
     assert all(by_postings) and by_postings == by_walk
+
+
+@pytest.mark.needs_database
+def test_the_loaded_dag_has_the_root_sources_an_append_would_have_written() -> None:
+    """A document's blast radius on a loaded DAG reads the loader's postings by source: they
+    answer what the walk answers once a record without root sources sends it to the walk."""
+    dbname = f"lineage_bench_roots_{uuid.uuid4().hex[:8]}"
+    query = QUERIES["blast_radius_ids_by_source"]
+
+    async def radius(url: str, source_uri: str) -> list[tuple[object, ...]]:
+        values = {"tenant_id": "default", "source_uri": source_uri, "kind": "all", "max_depth": 20}
+        return sorted(await _fetch_rows(url, query.sql, *query.arguments(values)))
+
+    try:
+        url = asyncio.run(recreate(server_url(), dbname))
+        picks, _ = asyncio.run(load(url, 2000))
+        hot = picks.hottest_source_uri
+        by_postings = asyncio.run(radius(url, hot))
+        asyncio.run(
+            _execute(
+                url,
+                "INSERT INTO provenance (tenant_id, context_id, kind, source_uri, content_hash, "
+                f"created_at) VALUES ('default', 'before_roots', 'document', '{hot}', "
+                "'sha256:00', now())",
+            )
+        )
+        by_walk = [row for row in asyncio.run(radius(url, hot)) if row[0] != "before_roots"]
+    finally:
+        asyncio.run(drop(server_url(), dbname))
+    assert len(by_postings) > 1 and by_postings == by_walk
 
 
 async def _fetch_rows(url: str, query: str, *arguments: object) -> list[tuple[object, ...]]:

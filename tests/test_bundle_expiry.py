@@ -105,11 +105,22 @@ async def test_the_imported_tenant_walks_as_the_original_and_knows_what_expired(
 
 
 async def root_sources_of(owner: asyncpg.Connection, tenant_id: str) -> list[tuple[Any, ...]]:
-    rows = await owner.fetch(
-        "SELECT context_id, source_uri, depth FROM root_sources WHERE tenant_id = $1 ORDER BY 1, 2",
+    """Each record's root sources as it keeps them, checked against the postings by source."""
+    kept = await owner.fetch(
+        "SELECT p.context_id, r.source_uri, r.depth FROM provenance AS p "
+        "CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (source_uri, depth) "
+        "WHERE p.tenant_id = $1 ORDER BY 1, 2",
         tenant_id,
     )
-    return [tuple(row) for row in rows]
+    posted = await owner.fetch(
+        "SELECT posting.context_id, substr(ip.key, length('source:') + 1), ip.depth "
+        "FROM invalidation_postings AS ip "
+        "CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id) "
+        "WHERE ip.tenant_id = $1 AND ip.key LIKE 'source:%' ORDER BY 1, 2",
+        tenant_id,
+    )
+    assert [tuple(row) for row in posted] == [tuple(row) for row in kept]
+    return [tuple(row) for row in kept]
 
 
 async def by_source(database: Database, tenant_id: str, source_uri: str) -> list[Any]:

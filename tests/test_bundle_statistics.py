@@ -126,7 +126,7 @@ async def rows_read_exporting(database: Database, tenant_id: str, tree_size: int
 async def analyzed_with_default_only(owner: asyncpg.Connection) -> None:
     """Statistics taken while only the default tenant had rows, kept from autovacuum."""
     await owner.execute("ANALYZE")
-    for table in (*LOG_TABLES, "provenance_children_p_open", "root_sources_p_open"):
+    for table in (*LOG_TABLES, "provenance_children_p_open", "invalidation_postings_p_open"):
         await owner.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
 
 

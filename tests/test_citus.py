@@ -337,10 +337,11 @@ def test_the_walks_find_the_demo_on_citus(loaded: tuple[str, str]) -> None:
 
 
 def test_a_distributed_database_upgrades_its_edges_and_root_sources(citus: CitusCluster) -> None:
-    """Migrations 0026 to 0032 on a database distributed and holding records at 0025: every
-    edge is written anew with its child's kind on the shards; every record gets its postings,
-    and invalidation answers from them; root_sources is keyed anew by depth, and a document's
-    radius answers from it."""
+    """Migrations 0026 to the newest on a database distributed and holding records at 0025:
+    every edge is written anew with its child's kind on the shards; every record gets its
+    postings, and invalidation answers from them; root_sources is keyed anew by depth, then
+    moved into the records and the postings (0036), and a document's radius answers from
+    them."""
     url = citus.create_database("lineage_citus_upgrade")
     migrate(url, "0025")
     distribute(url)

@@ -57,9 +57,8 @@ def appending(tenant_id: str, token: str, ids: list[str]) -> dict[str, object]:
         "attribute_docs": ["{}"] * count,
         "key_ids": ["k"] * count,
         "signatures": [b"s"] * count,
-        "root_records": list(range(1, count + 1)),
-        "root_source_uris": [f"s3://{i}" for i in ids],
-        "root_depths": [0] * count,
+        "root_source_lists": [f'{{"s3://{i}"}}' for i in ids],
+        "root_depth_lists": ["{0}"] * count,
         "upstream_key_lists": ["{}"] * count,
         "upstream_depth_lists": ["{}"] * count,
     }

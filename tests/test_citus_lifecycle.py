@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from lineage import cli, db
 from lineage.db.database import Database
 from lineage.db.distribute import distribute
-from lineage.db.migrate import migrate
+from lineage.db.migrate import downgrade, migrate
 from lineage.services import auth, reads, retention, walks
 from lineage.services.appends import insert_records
 from lineage.services.demo import ANSWER_ID, load_incident
@@ -263,9 +263,11 @@ def test_migrating_a_distributed_schema_places_the_postings_table_beside_the_rec
 ) -> None:
     """Migration 0034 on a schema `lineage distribute` placed: invalidation_postings is
     distributed with the tenants, filled from the records' postings on their shards, and an
-    invalidation as the application role answers from it what the records' postings say."""
+    invalidation as the application role answers from it what the records' postings say. The
+    records are appended at the newest revision, then the schema goes down to 0033 (through
+    0036's downgrade, which puts root_sources back on the shards) and up again."""
     url = citus.create_database("lineage_citus_postings")
-    migrate(url, "0033")
+    migrate(url)
     distribute(url)
     snapshot = "index_snapshot:idx_2026_08_01"
 
@@ -291,6 +293,11 @@ def test_migrating_a_distributed_schema_places_the_postings_table_beside_the_rec
         return [(row["context_id"], row["depth"]) for row in rows]
 
     asyncio.run(load())
+    radius = "SELECT count(*) FROM root_sources WHERE tenant_id = 'posted'"
+    downgrade(url, "0035")
+    with psycopg.connect(url) as coordinator:
+        assert (coordinator.execute(radius).fetchone() or (0,))[0] > 0
+    downgrade(url, "0033")
     migrate(url)
     with psycopg.connect(url) as coordinator:
         placed = coordinator.execute(

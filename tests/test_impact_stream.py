@@ -195,7 +195,7 @@ async def test_the_records_are_read_by_primary_key_never_by_a_scan(
     0.4 s for 21k answers of 500k records): the file sorts the ids, then reads each record by
     its primary key."""
     await derive_many(store, fan())
-    await owner.execute("VACUUM ANALYZE provenance, provenance_children, root_sources")
+    await owner.execute("VACUUM ANALYZE provenance, provenance_children, invalidation_postings")
     values = {"source_uri": "s3://big.md", "kind": "answer", "max_depth": 20}
     plan = await explain_as_app(pool, "blast_radius_by_source", tenant_id="default", **values)
     shapes = [(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in plan]

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from lineage.core.derive import derive_many
-from lineage.db.migrate import migrate
+from lineage.db.migrate import downgrade, migrate
 from lineage.store.postgres import PostgresStore
 from tests.conftest import database_at, janitor, server_url, url_for
 from tests.test_postings import QUESTIONS, answers, random_dag, store_without_postings
@@ -21,25 +21,16 @@ pytestmark = pytest.mark.needs_database
 POSTINGS = "SELECT context_id, upstream_keys, upstream_depths FROM provenance ORDER BY context_id"
 
 
-def database_migrated_to(revision: str) -> Iterator[str]:
+@pytest.fixture
+def fresh() -> Iterator[str]:
+    """A database at the newest revision: records are appended there (the append's arguments
+    are this checkout's), then the schema goes down to the revision a test starts from."""
     base = server_url()
     name = f"lineage_backfill_{uuid.uuid4().hex[:8]}"
     with janitor(base, name, None):
         url = url_for(base, name)
-        migrate(url, revision)
+        migrate(url)
         yield url
-
-
-@pytest.fixture
-def at_0031() -> Iterator[str]:
-    """A database migrated to the revision before the backfill."""
-    yield from database_migrated_to("0031")
-
-
-@pytest.fixture
-def at_0033() -> Iterator[str]:
-    """A database migrated to the revision before the postings table."""
-    yield from database_migrated_to("0033")
 
 
 def postings_dropped(url: str) -> None:
@@ -51,9 +42,11 @@ def postings_dropped(url: str) -> None:
         superuser.execute("ALTER TABLE provenance ENABLE ALWAYS TRIGGER provenance_append_only")
 
 
-async def test_older_records_get_the_postings_the_append_gives(at_0031: str) -> None:
-    async with database_at(at_0031) as database:
+async def test_older_records_get_the_postings_the_append_gives(fresh: str) -> None:
+    async with database_at(fresh) as database:
         await derive_many(PostgresStore(database), random_dag(7, 400))
+    downgrade(fresh, "0031")  # the revision before the backfill
+    at_0031 = fresh
     with psycopg.connect(at_0031) as owner:
         appended = owner.execute(POSTINGS).fetchall()
     assert sum(1 for row in appended if row[1]) > 300
@@ -78,10 +71,12 @@ async def test_older_records_get_the_postings_the_append_gives(at_0031: str) -> 
 
 
 async def test_the_postings_table_filled_by_migration_answers_what_the_walk_answers(
-    at_0033: str,
+    fresh: str,
 ) -> None:
-    async with database_at(at_0033) as database:
+    async with database_at(fresh) as database:
         await derive_many(PostgresStore(database), random_dag(4, 300))
+    downgrade(fresh, "0033")  # the revision before the postings table
+    at_0033 = fresh
     migrate(at_0033)
     pool = await asyncpg.create_pool(at_0033, min_size=1, max_size=1)
     try:

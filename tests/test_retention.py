@@ -203,18 +203,21 @@ async def test_an_expired_month_takes_its_invalidation_postings_with_it(
     database: Database, owner_database: Database, owner: asyncpg.Connection, settings: Settings
 ) -> None:
     """A month's postings lie in its records' partition (migration 0034): what depends on a
-    transform version lists no record retention dropped."""
+    transform version or a source (0036) lists no record retention dropped."""
     chunked = {"parent_ids": ["doc_old"], "transform": "chunker", "transform_version": "chunker@1"}
     await retention.set_policy(owner_database, 12)
     await append(database, [OLD_RECORDS[0], record("chunk_old", "chunk", OLD, **chunked)])
     await append(database, [record("answer_new", "answer", NOW, parent_ids=["chunk_old"])])
     await owner.execute("SELECT set_config('lineage.tenant_id', 'default', false)")
-    listed = "SELECT key, kind, depth, context_ids FROM invalidation_postings ORDER BY depth"
+    listed = "SELECT key, kind, depth, context_ids FROM invalidation_postings ORDER BY depth, key"
     old_month = f"invalidation_postings_p{OLD_MONTH}"
-    assert await owner.fetchval(f"SELECT count(*) FROM {old_month}") == 1
+    assert await owner.fetchval(f"SELECT count(*) FROM {old_month}") == 3
     assert [tuple(row) for row in await owner.fetch(listed)] == [
+        ("source:s3://old.md", "document", 0, ["doc_old"]),
         ("transform_version:chunker@1", "chunk", 0, ["chunk_old"]),
+        ("source:s3://old.md", "chunk", 1, ["chunk_old"]),
         ("transform_version:chunker@1", "answer", 1, ["answer_new"]),
+        ("source:s3://old.md", "answer", 2, ["answer_new"]),
     ]
     await storage.checkpoint(database, settings, "default")  # retention waits for the log
 
@@ -222,7 +225,8 @@ async def test_an_expired_month_takes_its_invalidation_postings_with_it(
 
     assert await owner.fetchval("SELECT to_regclass($1)", old_month) is None
     assert [tuple(row) for row in await owner.fetch(listed)] == [
-        ("transform_version:chunker@1", "answer", 1, ["answer_new"])
+        ("transform_version:chunker@1", "answer", 1, ["answer_new"]),
+        ("source:s3://old.md", "answer", 2, ["answer_new"]),
     ]
 
 
@@ -306,18 +310,18 @@ async def test_closing_the_open_partition_reads_its_rows_while_appends_go_on(
     reader, holder = await asyncpg.connect(database_url), await asyncpg.connect(database_url)
     try:
         # The reader lets the check be added only once the holder is queued behind it; the
-        # holder then keeps the validation of root_sources_p_open waiting.
+        # holder then keeps the validation of invalidation_postings_p_open waiting.
         reading = reader.transaction()
         await reading.start()
-        await reader.execute("SELECT count(*) FROM root_sources_p_open")
+        await reader.execute("SELECT count(*) FROM invalidation_postings_p_open")
         setting = asyncio.create_task(retention.set_policy(owner_database, 12, now=NOW))
         await waiting(owner, "lineage_open_partitions_check")
         holding = holder.transaction()
         await holding.start()
         held = asyncio.create_task(
-            holder.execute("LOCK TABLE root_sources_p_open IN SHARE UPDATE EXCLUSIVE MODE")
+            holder.execute("LOCK TABLE invalidation_postings_p_open IN SHARE UPDATE EXCLUSIVE MODE")
         )
-        await waiting(owner, "LOCK TABLE root_sources_p_open")
+        await waiting(owner, "LOCK TABLE invalidation_postings_p_open")
         await reading.commit()
         await held
         await waiting(owner, "lineage_open_partitions_validate")
@@ -432,11 +436,11 @@ async def test_a_month_waits_for_the_log_to_take_its_records_in(
     assert dropped["months_waiting"] == []
 
 
-async def test_the_parent_check_reads_root_sources_in_each_records_own_month(
+async def test_the_parent_check_reads_root_sources_from_the_records_alone(
     database: Database, owner_database: Database, owner: asyncpg.Connection
 ) -> None:
-    """A root_sources row carries its record's created_at, so the check probes one month's
-    partition per stored id, not every month's; unknown and another tenant's ids are absent."""
+    """A record keeps its root sources (migration 0036), so the check reads the records by id
+    and no other table; unknown and another tenant's ids are absent."""
     await retention.set_policy(owner_database, 12)  # month partitions before the appends
     await append(database, OLD_RECORDS[:2])
     await append(database, NEW_RECORDS)
@@ -465,11 +469,9 @@ async def test_the_parent_check_reads_root_sources_in_each_records_own_month(
         "doc_new": {"s3://new.md": 0},
     }
 
-    def probes(node: dict[str, Any], table: str) -> int:
-        own = node["Actual Loops"] if node.get("Relation Name", "").startswith(table) else 0
-        return own + sum(probes(child, table) for child in node.get("Plans", []))
+    def relations(node: dict[str, Any]) -> set[str]:
+        own = {node["Relation Name"]} if "Relation Name" in node else set()
+        return own.union(*(relations(child) for child in node.get("Plans", [])))
 
-    months = await owner.fetchval(
-        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'root_sources'::regclass"
-    )
-    assert months > 2 and probes(plan["Plan"], "root_sources_p") == len(stored)
+    read = relations(plan["Plan"])
+    assert len(read) > 2 and all(name.startswith("provenance_p") for name in read), read

@@ -19,7 +19,7 @@ from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 
 # An independent oracle: the textbook walk down parent_ids (UNION over (id, depth), then each
-# id's minimal depth), which neither root_sources nor the edge table takes part in.
+# id's minimal depth), which neither the postings nor the edge table take part in.
 WALK_BY_SOURCE = """
 WITH RECURSIVE down (context_id, depth) AS (
     SELECT s.context_id, 0 FROM provenance AS s WHERE s.tenant_id = $1 AND s.source_uri = $2
@@ -133,24 +133,44 @@ async def test_blast_radius_by_source_matches_the_walk(
         await check_against_the_walk(database, owner, tenant, source_uri, kind, max_depth)
 
 
+# Each record's root sources as it keeps them, and as the postings list them by source.
+KEPT_ROOTS = """
+SELECT p.tenant_id, p.context_id, r.source_uri, r.depth
+FROM provenance AS p
+CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (source_uri, depth)
+ORDER BY 1, 2, 3
+"""
+POSTED_ROOTS = """
+SELECT ip.tenant_id, posting.context_id, substr(ip.key, length('source:') + 1) AS source_uri,
+       ip.depth, ip.kind
+FROM invalidation_postings AS ip CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
+WHERE ip.key LIKE 'source:%'
+ORDER BY 1, 2, 3
+"""
+
+
 async def test_the_backfill_matches_what_appends_write(
     database_url: str, store: PostgresStore, owner: asyncpg.Connection
 ) -> None:
+    """From before the side table (0004) through it (0005) to the postings (0036), and back
+    down from the postings (0035) and up again: what the append wrote each time."""
     await load_incident(store)
-    query = "SELECT * FROM root_sources ORDER BY tenant_id, context_id, source_uri"
-    appended = [dict(row) for row in await owner.fetch(query)]
-    assert {row["context_id"] for row in appended} >= {"answer_1", "doc_contractors_v1"}
-    downgrade(database_url, "0004")
-    migrate(database_url)
-    backfilled = [dict(row) for row in await owner.fetch(query)]
-    assert backfilled == appended
+    kept = [tuple(row) for row in await owner.fetch(KEPT_ROOTS)]
+    posted = [tuple(row) for row in await owner.fetch(POSTED_ROOTS)]
+    assert {row[1] for row in kept} >= {"answer_1", "doc_contractors_v1"}
+    assert [row[:4] for row in posted] == kept
+    for revision in ("0035", "0004"):
+        downgrade(database_url, revision)
+        migrate(database_url)
+        assert [tuple(row) for row in await owner.fetch(KEPT_ROOTS)] == kept
+        assert [tuple(row) for row in await owner.fetch(POSTED_ROOTS)] == posted
 
 
 async def test_roots_inserted_around_append_records_are_walked(
     database: Database, owner: asyncpg.Connection, store: PostgresStore
 ) -> None:
-    """A bulk load straight into provenance leaves root_sources without the root's row: the
-    query then walks instead of trusting an incomplete side table."""
+    """A bulk load straight into provenance leaves a root without its root sources and
+    postings: the query then walks instead of trusting incomplete postings."""
     await owner.execute(
         "INSERT INTO provenance (tenant_id, context_id, kind, source_uri, content_hash, "
         "created_at) VALUES ('default', 'bulk_doc', 'document', 's3://bulk.md', $1, now())",
@@ -173,7 +193,7 @@ async def test_a_replayed_parent_in_the_batch_hands_down_its_stored_roots(
     store: PostgresStore, owner: asyncpg.Connection
 ) -> None:
     """A batch that repeats a stored record (not inserted again) and adds its child: the child's
-    root sources come from the stored record's rows, read after the insert."""
+    root sources come from the stored record's, read after the insert."""
     doc = NewContext(
         context_id="doc", kind="document", source_uri="s3://a.md", content_hash="sha256:" + "0" * 64
     )
@@ -188,7 +208,9 @@ async def test_a_replayed_parent_in_the_batch_hands_down_its_stored_roots(
     appended = await store.append([chunk, summary])
     assert [a.created for a in appended] == [False, True]
     rows = await owner.fetch(
-        "SELECT context_id, source_uri, depth FROM root_sources ORDER BY depth, context_id"
+        "SELECT p.context_id, r.source_uri, r.depth FROM provenance AS p "
+        "CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (source_uri, depth) "
+        "ORDER BY r.depth, p.context_id"
     )
     assert [tuple(row) for row in rows] == [
         ("doc", "s3://a.md", 0),

@@ -233,14 +233,7 @@ async def test_invalidation_is_one_read_of_the_postings_index(
     await derive_many(
         store, [dataclasses.replace(i, **chunked) if i.kind == "chunk" else i for i in fan()]
     )
-    # Postings of 20,000 other snapshots: a table of some pages, where a scan costs more.
-    async with owner.transaction():
-        await owner.execute("SET LOCAL lineage.tenant_id = 'default'")
-        await owner.execute(
-            "INSERT INTO invalidation_postings (tenant_id, key, kind, depth, created_at, "
-            "context_ids) SELECT 'default', 'index_snapshot:other_' || n, 'answer', 1, now(), "
-            "ARRAY['fan_ans_0'] FROM generate_series(1, 20000) AS n"
-        )
+    await other_postings(owner, "index_snapshot:")
     await owner.execute("VACUUM ANALYZE provenance, provenance_children, invalidation_postings")
     plan = await explain_as_app(
         pool, name, tenant_id="default", kind="answer", max_depth=20, **values
@@ -266,19 +259,37 @@ async def test_invalidation_is_one_read_of_the_postings_index(
     assert reads == ([] if "_ids_" in name else [FAN_ANSWERS]), reads  # each answer once
 
 
+async def other_postings(owner: asyncpg.Connection, prefix: str) -> None:
+    """Postings of 20,000 other keys: a table of some pages, where a scan costs more."""
+    async with owner.transaction():
+        await owner.execute("SET LOCAL lineage.tenant_id = 'default'")
+        await owner.execute(
+            "INSERT INTO invalidation_postings (tenant_id, key, kind, depth, created_at, "
+            "context_ids) SELECT 'default', $1 || 'other_' || n, 'answer', 1, now(), "
+            "ARRAY['fan_ans_0'] FROM generate_series(1, 20000) AS n",
+            prefix,
+        )
+
+
 @pytest.mark.parametrize("name", ["blast_radius_ids_by_source", "blast_radius_by_source"])
-async def test_a_document_radius_is_listed_in_key_order_without_a_sort(
+async def test_a_document_radius_is_one_range_of_the_postings_by_source(
     store: PostgresStore, owner: asyncpg.Connection, pool: asyncpg.Pool, name: str
 ) -> None:
-    """root_sources' key holds a kind's rows nearest first (migration 0027): the answers come
-    from the index in the order listed, `truncated` is one probe past them; before, every row
-    was held for a window and sorted (180 of 354 ms for a document's 205k answers at 10M)."""
+    """The postings list a source's records of a kind by depth (migration 0036): the answers
+    are one index range under the source's key, sorted as ids (never as records), with
+    `truncated` one probe past them; no root_sources row per record and source is read."""
     await derive_many(store, fan())
-    await owner.execute("VACUUM ANALYZE provenance, root_sources")
+    await other_postings(owner, "source:")
+    await owner.execute("VACUUM ANALYZE provenance, invalidation_postings")
     values = {"tenant_id": "default", "source_uri": "s3://big.md", "kind": "answer"}
     plan = await explain_as_app(pool, name, max_depth=20, **values)
-    held = [n for n in plan if n["Node Type"] in {"Sort", "Incremental Sort", "WindowAgg"}]
-    assert sum(node["Actual Rows"] for node in held) == 0, held  # the walk's sort stays empty
+    postings = [n for n in plan if n.get("Relation Name") == "invalidation_postings_p_open"]
+    assert postings and all("Index" in n["Node Type"] for n in postings), postings
+    assert all("(key = " in n["Index Cond"] for n in postings), postings
+    assert sum(n["Actual Rows"] for n in postings) < FAN_ANSWERS  # rows of ids, not an id a row
+    assert not seq_scans_of_the_records(plan)
+    sorts = [n for n in plan if n["Node Type"] in {"Sort", "Incremental Sort"}]
+    assert all("posting.context_id" in n["Sort Key"] for n in sorts if n["Actual Rows"]), sorts
     async with db.transaction(pool, "default") as connection:
         listed = await db.fetch(connection, name, max_depth=20, **values)
         shallow = await db.fetch(connection, name, **{**values, "kind": "all", "max_depth": 2})

@@ -136,7 +136,7 @@ def seq_scans_of_the_records(plan: list[dict[str, Any]]) -> list[str]:
     return [
         node["Relation Name"]
         for node in plan
-        if node["Node Type"] == "Seq Scan" and node["Relation Name"].endswith(PARTITION)
+        if node["Node Type"] == "Seq Scan" and node["Relation Name"] == "provenance" + PARTITION
     ]
 
 

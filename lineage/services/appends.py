@@ -24,7 +24,7 @@ from lineage.services import events, privacy
 from lineage.services.partitions import ensure_partitions
 from lineage.services.postings import array_literals, batch_postings
 from lineage.services.records import get_records
-from lineage.services.root_sources import Roots, StoredParent, root_rows, stored_parents
+from lineage.services.root_sources import Roots, StoredParent, batch_roots, stored_parents
 
 # A shard split or move under an append: three tries, half a second apart, then a 503.
 SHARD_MOVED_ATTEMPTS = 3
@@ -101,12 +101,12 @@ async def insert_records(
     *,
     expired_parents: Mapping[str, Roots] = MappingProxyType({}),
 ) -> set[str]:
-    """Insert stamped records, with everything that follows a record (edges, root sources,
-    transform version, signature, log-queue row, stream position), in the caller's transaction:
-    one call of the owner's lineage_append. Returns the ids inserted; ids already stored are
-    left alone. Parents must be earlier in `records`, stored, or in `expired_parents` (a bundle
-    import's records that retention dropped before the export, with the root sources they pass
-    on): InvalidRecord otherwise.
+    """Insert stamped records, with everything that follows a record (edges, root sources and
+    postings, transform version, signature, log-queue row, stream position), in the caller's
+    transaction: one call of the owner's lineage_append. Returns the ids inserted; ids already
+    stored are left alone. Parents must be earlier in `records`, stored, or in `expired_parents`
+    (a bundle import's records that retention dropped before the export, with the root sources
+    they pass on): InvalidRecord otherwise.
     `append_records` (new records) and bundle imports (records as exported) both write here."""
     if not records:
         return set()
@@ -135,7 +135,9 @@ def _columns(
     """lineage_append's arguments: one list per column, each record signed, its root sources
     and postings carried down from its parents' (an expired parent's postings are unknown)."""
     signed = [signer.sign(r.canonical_bytes()) for r in records]
-    roots = root_rows(records, {**expired, **{k: p.roots for k, p in stored.items()}})
+    root_sources, root_depths = array_literals(
+        batch_roots(records, {**expired, **{k: p.roots for k, p in stored.items()}})
+    )
     upstream_keys, upstream_depths = array_literals(
         batch_postings(records, {k: p.postings for k, p in stored.items()})
     )
@@ -157,9 +159,8 @@ def _columns(
         "attribute_docs": [json.dumps(r.attributes) for r in records],
         "key_ids": [key_id for key_id, _ in signed],
         "signatures": [signature for _, signature in signed],
-        "root_records": roots.records,
-        "root_source_uris": roots.source_uris,
-        "root_depths": roots.depths,
+        "root_source_lists": root_sources,
+        "root_depth_lists": root_depths,
         "upstream_key_lists": upstream_keys,
         "upstream_depth_lists": upstream_depths,
     }

@@ -61,8 +61,8 @@ def batch_postings(
 
 
 def array_literals(postings: Sequence[Postings]) -> tuple[list[str | None], list[str | None]]:
-    """lineage_append's upstream keys and depths, one array literal per record (keys are
-    quoted: a transform version may hold a comma or a brace)."""
+    """lineage_append's upstream keys or root sources and their depths, one array literal per
+    record (keys are quoted: a transform version or a source_uri may hold a comma or a brace)."""
     keys: list[str | None] = []
     depths: list[str | None] = []
     for each in postings:

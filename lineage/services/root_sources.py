@@ -1,13 +1,15 @@
 """Root sources: for each record, the source_uris of the roots it derives from and its minimal
 depth below a root of each.
 
-Derived from parent_ids alone and kept in the side table `root_sources` (a row per record and
-source), outside the signed canonical form: with it, the blast radius of a document by
-source_uri is one index range instead of a walk (sql/blast_radius_by_source.sql).
+Derived from parent_ids alone and kept outside the signed canonical form: on the record itself
+(`root_sources`, `root_depths`: what a child's append carries down; NULL for a record inserted
+around the append) and listed by source in `invalidation_postings` under the key `source:`
+and the source_uri (migration 0036), so the blast radius of a document by source_uri is one
+index range instead of a walk (sql/include/source_radius.sql).
 """
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from lineage.core.record import ContextRecord
 from lineage.db.database import Transaction
@@ -44,37 +46,25 @@ async def stored_parents(tx: Transaction, context_ids: Collection[str]) -> dict[
     """The tenant's stored records among `context_ids`, each with its root sources (a record
     inserted around append_records has none) and postings. Unknown and foreign ids are simply
     absent."""
-    roots: dict[str, Roots] = {}
-    postings: dict[str, dict[str, int] | None] = {}
+    found = {}
     for row in await tx.fetch("stored_parents", context_ids=list(context_ids)):
-        found = roots.setdefault(row["context_id"], {})
-        if row["source_uri"] is not None:
-            found[row["source_uri"]] = row["depth"]
-        keys, depths = row["upstream_keys"], row["upstream_depths"]
-        postings[row["context_id"]] = None if keys is None else dict(zip(keys, depths, strict=True))
-    return {key: StoredParent(roots[key], postings[key]) for key in roots}
+        sources, depths = row["root_sources"] or [], row["root_depths"] or []
+        keys, key_depths = row["upstream_keys"], row["upstream_depths"]
+        found[row["context_id"]] = StoredParent(
+            dict(zip(sources, depths, strict=True)),
+            None if keys is None else dict(zip(keys, key_depths, strict=True)),
+        )
+    return found
 
 
-@dataclass
-class RootRows:
-    """Root sources as lineage_append takes them: a row per record (its place in the batch,
-    from 1) and source."""
-
-    records: list[int] = field(default_factory=list)
-    source_uris: list[str] = field(default_factory=list)
-    depths: list[int] = field(default_factory=list)
-
-
-def root_rows(records: Sequence[ContextRecord], parent_roots: Mapping[str, Roots]) -> RootRows:
+def batch_roots(records: Sequence[ContextRecord], parent_roots: Mapping[str, Roots]) -> list[Roots]:
     """The root sources of each record of a batch (in batch order), from those of its parents:
     earlier in the batch or in `parent_roots` (stored or expired parents)."""
     known = dict(parent_roots)
-    rows = RootRows()
-    for place, record in enumerate(records, start=1):
-        # Every stored record has its rows (migration 0005 filled those before it).
+    found = []
+    for record in records:
+        # Every stored record has its roots (migrations 0005 and 0036 gave older ones theirs).
         parents = [known.get(p, {}) for p in record.parent_ids]
         roots = known[record.context_id] = roots_of(record, parents)
-        rows.records += [place] * len(roots)
-        rows.source_uris += roots.keys()
-        rows.depths += roots.values()
-    return rows
+        found.append(roots)
+    return found

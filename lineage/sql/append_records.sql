@@ -1,6 +1,6 @@
 -- name: append_records
 -- Appends a batch of stamped, signed records for the tenant, with each record's root sources
--- (a row per record and source) and invalidation postings, through the owner's function (sql/functions/lineage_append.sql):
+-- and invalidation keys, through the owner's function (sql/functions/lineage_append.sql):
 -- one call, one round trip, on Citus one router call on the tenant's worker. Returns the ids
 -- inserted (ids already stored are left alone), the tenant's last stream position given, and
 -- any id a concurrent append stored in another month partition at the same moment.
@@ -12,5 +12,5 @@ FROM lineage_append(
     :'transform_versions'::text[], :'version_keys'::text[], :'produced_bys'::text[],
     :'index_snapshots'::text[], :'trace_ids'::text[], :'created_ats'::timestamptz[],
     :'attribute_docs'::text[], :'key_ids'::text[], :'signatures'::bytea[],
-    :'root_records'::int[], :'root_source_uris'::text[], :'root_depths'::int[],
+    :'root_source_lists'::text[], :'root_depth_lists'::text[],
     :'upstream_key_lists'::text[], :'upstream_depth_lists'::text[]) AS a;

@@ -9,18 +9,13 @@
 WITH RECURSIVE
 -- include: source_radius
 start AS MATERIALIZED (
-    -- Every record with the source, and whether it is a root known to root_sources.
-    SELECT s.context_id, s.kind,
-           s.parent_ids = '{}'
-           AND EXISTS (SELECT 1 FROM root_sources AS own
-                       WHERE own.tenant_id = :'tenant_id' AND own.source_uri = :'source_uri'
-                         AND own.kind = s.kind AND own.depth = 0
-                         AND own.context_id = s.context_id) AS root
+    -- Every record with the source, and whether it is a root with its postings.
+    SELECT s.context_id, s.kind, s.parent_ids = '{}' AND s.root_sources IS NOT NULL AS root
     FROM provenance AS s
     WHERE s.tenant_id = :'tenant_id' AND s.source_uri = :'source_uri'
 ),
 roots_only AS MATERIALIZED (
-    -- No record with the source left (retention dropped them): the kept rows of root_sources.
+    -- No record with the source left (retention dropped them): the kept postings.
     SELECT coalesce(bool_and(start.root), true) AS yes FROM start
 ),
 walk_limit (depth) AS (SELECT :max_depth::integer),
@@ -59,24 +54,25 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
 ),
 radius AS (
     -- Each branch lists its rows in order, and only one of them has rows, so no sort of the
-    -- whole: the key (source, kind, depth, context_id) holds a kind's rows in the order listed,
-    -- so a hot document's answers stream from the index (migration 0027). A sort over both
-    -- branches read all 205k answers of the hottest document at 10M before the first went out.
-    (SELECT rs.context_id, rs.kind, rs.depth,
+    -- whole: the postings key (source, kind, depth) reads a kind's rows depth by depth, and
+    -- only each depth's ids are sorted, so the nearest go out before the deepest are read.
+    (SELECT posting.context_id, ip.kind, ip.depth,
             -- Truncated when records of the kinds asked for lie deeper than :max_depth: one
             -- probe past the listed range, evaluated once.
-            EXISTS (SELECT 1 FROM root_sources AS deeper
-                    WHERE deeper.tenant_id = :'tenant_id' AND deeper.source_uri = :'source_uri'
+            EXISTS (SELECT 1 FROM invalidation_postings AS deeper
+                    WHERE deeper.tenant_id = :'tenant_id'
+                      AND deeper.key = 'source:' || :'source_uri'
                       AND (deeper.kind = :'kind' OR :'kind' = 'all'
                            OR (:'kind' = 'any' AND deeper.kind NOT IN ('verdict', 'tombstone')))
                       AND deeper.depth > :max_depth) AS truncated
-     FROM root_sources AS rs
+     FROM invalidation_postings AS ip
+     CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
      WHERE (SELECT yes FROM roots_only)
-       AND rs.tenant_id = :'tenant_id' AND rs.source_uri = :'source_uri'
-       AND (rs.kind = :'kind' OR :'kind' = 'all'
-            OR (:'kind' = 'any' AND rs.kind NOT IN ('verdict', 'tombstone')))
-       AND rs.depth <= :max_depth
-     ORDER BY rs.depth, rs.context_id)
+       AND ip.tenant_id = :'tenant_id' AND ip.key = 'source:' || :'source_uri'
+       AND (ip.kind = :'kind' OR :'kind' = 'all'
+            OR (:'kind' = 'any' AND ip.kind NOT IN ('verdict', 'tombstone')))
+       AND ip.depth <= :max_depth
+     ORDER BY ip.depth, posting.context_id)
   UNION ALL
     (SELECT node.id, node.kind, w.depth,
             coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b

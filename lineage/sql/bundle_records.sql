@@ -52,7 +52,10 @@ LEFT JOIN LATERAL (
     FROM (
         SELECT rs.source_uri, max(rs.depth) AS depth, count(*) AS children
         FROM provenance_children AS c
-        JOIN root_sources AS rs ON rs.tenant_id = c.tenant_id AND rs.context_id = c.context_id
+        JOIN provenance AS child
+            ON child.tenant_id = c.tenant_id AND child.context_id = c.context_id
+           AND child.created_at = c.created_at  -- the child's month partition alone
+        CROSS JOIN LATERAL unnest(child.root_sources, child.root_depths) AS rs (source_uri, depth)
         WHERE c.tenant_id = :'tenant_id' AND c.parent_id = l.context_id AND kept.children > 0
         GROUP BY rs.source_uri
     ) AS shared

@@ -1,18 +1,17 @@
 -- An append: a batch of stamped, signed records (parallel arrays, one element per record;
--- parent ids, upstream keys and their depths as array literals, the postings lineage.services.
--- postings computes) with each record's root sources (three more parallel arrays, a row per
--- record and source, the record by its place in the batch, from 1), for the tenant its token
+-- parent ids, root sources, upstream keys and their depths as array literals, which lineage.
+-- services.root_sources and .postings compute from the parents'), for the tenant its token
 -- vouches for. Ids already stored are left alone and not returned: the caller compares them.
--- Everything a record is stored with (its edges, root sources, invalidation postings,
--- transform version, signature, log-queue row and stream position) is written here, so the
--- application role needs no INSERT on those tables and no direct write can leave a record out
--- of the log or sign it twice.
+-- Everything a record is stored with (its edges, postings by root source and by invalidation
+-- key, transform version, signature, log-queue row and stream position) is written here, so
+-- the application role needs no INSERT on those tables and no direct write can leave a record
+-- out of the log or sign it twice.
 -- Single-shard statements in sequence, never a chain of modifying CTEs: on Citus the function
 -- is distributed by p_tenant (lineage distribute), so the whole call runs on the tenant's
 -- worker and no other worker is reached. Returns the ids inserted (in batch order), the last
 -- stream position given (NULL when none was), and any id a concurrent append stored in another
 -- month partition at the same moment (whichever commits second gives way).
-CREATE OR REPLACE FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_records integer[], p_root_source_uris text[], p_root_depths integer[], p_upstream_key_lists text[], p_upstream_depth_lists text[])
+CREATE OR REPLACE FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[])
  RETURNS TABLE(inserted text[], last_position bigint, stored_twice text[])
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -38,18 +37,19 @@ BEGIN
     WITH written AS (
         INSERT INTO public.provenance AS p (tenant_id, context_id, parent_ids, kind, source_uri,
             content_hash, transform, transform_version, produced_by, index_snapshot, trace_id,
-            created_at, attributes, upstream_keys, upstream_depths)
+            created_at, attributes, upstream_keys, upstream_depths, root_sources, root_depths)
         SELECT p_tenant, r.context_id, r.parent_ids::text[], r.kind, r.source_uri,
                r.content_hash, r.transform, r.transform_version, r.produced_by,
                r.index_snapshot, r.trace_id, r.created_at, r.attributes::jsonb,
-               r.upstream_keys::text[], r.upstream_depths::integer[]
+               r.upstream_keys::text[], r.upstream_depths::integer[], r.root_sources::text[],
+               r.root_depths::integer[]
         FROM unnest(p_context_ids, p_parent_id_lists, p_kinds, p_source_uris, p_content_hashes,
                     p_transforms, p_transform_versions, p_produced_bys, p_index_snapshots,
                     p_trace_ids, p_created_ats, p_attribute_docs, p_upstream_key_lists,
-                    p_upstream_depth_lists)
+                    p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists)
              AS r (context_id, parent_ids, kind, source_uri, content_hash, transform,
                    transform_version, produced_by, index_snapshot, trace_id, created_at,
-                   attributes, upstream_keys, upstream_depths)
+                   attributes, upstream_keys, upstream_depths, root_sources, root_depths)
         WHERE r.context_id <> ALL (stored)
         ON CONFLICT DO NOTHING
         RETURNING p.context_id
@@ -69,27 +69,29 @@ BEGIN
          CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id)
     WHERE all_new OR r.context_id = ANY (new_ids);
 
-    INSERT INTO public.root_sources (tenant_id, source_uri, kind, context_id, depth, created_at)
-    SELECT p_tenant, s.source_uri, p_kinds[s.record], p_context_ids[s.record], s.depth,
-           p_created_ats[s.record]
-    FROM unnest(p_root_records, p_root_source_uris, p_root_depths) AS s (record, source_uri, depth)
-    WHERE all_new OR p_context_ids[s.record] = ANY (new_ids);
-
-    -- The new records' invalidation postings, a row per key, kind, depth and month of at most
-    -- 1,000 ids: a month's rows lie in its records' partition, so retention drops them alike.
+    -- The new records' postings, by invalidation key and by root source ('source:' and its
+    -- source_uri), a row per key, kind, depth and month of at most 1,000 ids in id order: a
+    -- month's rows lie in its records' partition, so retention drops them alike.
     INSERT INTO public.invalidation_postings (tenant_id, key, kind, depth, created_at,
                                               context_ids)
-    SELECT p_tenant, g.key, g.kind, g.depth, min(g.created_at), array_agg(g.context_id)
+    SELECT p_tenant, g.key, g.kind, g.depth, min(g.created_at),
+           array_agg(g.context_id ORDER BY g.context_id)
     FROM (SELECT up.key, r.kind, up.depth, r.created_at, r.context_id,
                  date_trunc('month', r.created_at, 'UTC') AS month,
                  (row_number() OVER (PARTITION BY up.key, r.kind, up.depth,
                                                   date_trunc('month', r.created_at, 'UTC'))
                   - 1) / 1000 AS chunk
           FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
-                      p_upstream_depth_lists)
-               AS r (context_id, kind, created_at, upstream_keys, upstream_depths)
-               CROSS JOIN LATERAL unnest(r.upstream_keys::text[], r.upstream_depths::integer[])
-                   AS up (key, depth)
+                      p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists)
+               AS r (context_id, kind, created_at, upstream_keys, upstream_depths,
+                     root_sources, root_depths)
+               CROSS JOIN LATERAL (
+                   SELECT * FROM unnest(r.upstream_keys::text[], r.upstream_depths::integer[])
+                 UNION ALL
+                   SELECT 'source:' || root.uri, root.depth
+                   FROM unnest(r.root_sources::text[], r.root_depths::integer[])
+                        AS root (uri, depth)
+               ) AS up (key, depth)
           WHERE all_new OR r.context_id = ANY (new_ids)) AS g
     GROUP BY g.key, g.kind, g.depth, g.month, g.chunk;
 
@@ -139,5 +141,5 @@ BEGIN
     RETURN QUERY SELECT new_ids, position_after, '{}'::text[];
 END
 $function$;
-REVOKE ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_records integer[], p_root_source_uris text[], p_root_depths integer[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_records integer[], p_root_source_uris text[], p_root_depths integer[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) TO lineage_app;
+REVOKE ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) TO lineage_app;

@@ -30,7 +30,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_records integer[], p_root_source_uris text[], p_root_depths integer[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) RETURNS TABLE(inserted text[], last_position bigint, stored_twice text[])
+CREATE FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) RETURNS TABLE(inserted text[], last_position bigint, stored_twice text[])
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -54,18 +54,19 @@ BEGIN
     WITH written AS (
         INSERT INTO public.provenance AS p (tenant_id, context_id, parent_ids, kind, source_uri,
             content_hash, transform, transform_version, produced_by, index_snapshot, trace_id,
-            created_at, attributes, upstream_keys, upstream_depths)
+            created_at, attributes, upstream_keys, upstream_depths, root_sources, root_depths)
         SELECT p_tenant, r.context_id, r.parent_ids::text[], r.kind, r.source_uri,
                r.content_hash, r.transform, r.transform_version, r.produced_by,
                r.index_snapshot, r.trace_id, r.created_at, r.attributes::jsonb,
-               r.upstream_keys::text[], r.upstream_depths::integer[]
+               r.upstream_keys::text[], r.upstream_depths::integer[], r.root_sources::text[],
+               r.root_depths::integer[]
         FROM unnest(p_context_ids, p_parent_id_lists, p_kinds, p_source_uris, p_content_hashes,
                     p_transforms, p_transform_versions, p_produced_bys, p_index_snapshots,
                     p_trace_ids, p_created_ats, p_attribute_docs, p_upstream_key_lists,
-                    p_upstream_depth_lists)
+                    p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists)
              AS r (context_id, parent_ids, kind, source_uri, content_hash, transform,
                    transform_version, produced_by, index_snapshot, trace_id, created_at,
-                   attributes, upstream_keys, upstream_depths)
+                   attributes, upstream_keys, upstream_depths, root_sources, root_depths)
         WHERE r.context_id <> ALL (stored)
         ON CONFLICT DO NOTHING
         RETURNING p.context_id
@@ -85,27 +86,29 @@ BEGIN
          CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id)
     WHERE all_new OR r.context_id = ANY (new_ids);
 
-    INSERT INTO public.root_sources (tenant_id, source_uri, kind, context_id, depth, created_at)
-    SELECT p_tenant, s.source_uri, p_kinds[s.record], p_context_ids[s.record], s.depth,
-           p_created_ats[s.record]
-    FROM unnest(p_root_records, p_root_source_uris, p_root_depths) AS s (record, source_uri, depth)
-    WHERE all_new OR p_context_ids[s.record] = ANY (new_ids);
-
-    -- The new records' invalidation postings, a row per key, kind, depth and month of at most
-    -- 1,000 ids: a month's rows lie in its records' partition, so retention drops them alike.
+    -- The new records' postings, by invalidation key and by root source ('source:' and its
+    -- source_uri), a row per key, kind, depth and month of at most 1,000 ids in id order: a
+    -- month's rows lie in its records' partition, so retention drops them alike.
     INSERT INTO public.invalidation_postings (tenant_id, key, kind, depth, created_at,
                                               context_ids)
-    SELECT p_tenant, g.key, g.kind, g.depth, min(g.created_at), array_agg(g.context_id)
+    SELECT p_tenant, g.key, g.kind, g.depth, min(g.created_at),
+           array_agg(g.context_id ORDER BY g.context_id)
     FROM (SELECT up.key, r.kind, up.depth, r.created_at, r.context_id,
                  date_trunc('month', r.created_at, 'UTC') AS month,
                  (row_number() OVER (PARTITION BY up.key, r.kind, up.depth,
                                                   date_trunc('month', r.created_at, 'UTC'))
                   - 1) / 1000 AS chunk
           FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
-                      p_upstream_depth_lists)
-               AS r (context_id, kind, created_at, upstream_keys, upstream_depths)
-               CROSS JOIN LATERAL unnest(r.upstream_keys::text[], r.upstream_depths::integer[])
-                   AS up (key, depth)
+                      p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists)
+               AS r (context_id, kind, created_at, upstream_keys, upstream_depths,
+                     root_sources, root_depths)
+               CROSS JOIN LATERAL (
+                   SELECT * FROM unnest(r.upstream_keys::text[], r.upstream_depths::integer[])
+                 UNION ALL
+                   SELECT 'source:' || root.uri, root.depth
+                   FROM unnest(r.root_sources::text[], r.root_depths::integer[])
+                        AS root (uri, depth)
+               ) AS up (key, depth)
           WHERE all_new OR r.context_id = ANY (new_ids)) AS g
     GROUP BY g.key, g.kind, g.depth, g.month, g.chunk;
 
@@ -417,7 +420,7 @@ $$;
 CREATE FUNCTION public.lineage_partitioned_tables() RETURNS text[]
     LANGUAGE sql IMMUTABLE
     AS $$
-    SELECT ARRAY['provenance', 'record_signatures', 'provenance_children', 'root_sources',
+    SELECT ARRAY['provenance', 'record_signatures', 'provenance_children',
                  'invalidation_postings']
 $$;
 
@@ -875,7 +878,9 @@ CREATE TABLE public.provenance (
     created_at timestamp with time zone NOT NULL,
     attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
     upstream_keys text[],
-    upstream_depths integer[]
+    upstream_depths integer[],
+    root_sources text[],
+    root_depths integer[]
 )
 PARTITION BY RANGE (created_at);
 
@@ -915,7 +920,9 @@ CREATE TABLE public.provenance_p_open (
     created_at timestamp with time zone NOT NULL,
     attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
     upstream_keys text[],
-    upstream_depths integer[]
+    upstream_depths integer[],
+    root_sources text[],
+    root_depths integer[]
 );
 
 CREATE TABLE public.record_signatures (
@@ -943,27 +950,6 @@ CREATE TABLE public.retention_policy (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT retention_policy_keep_months_check CHECK ((keep_months > 0)),
     CONSTRAINT retention_policy_only_row_check CHECK (only_row)
-);
-
-CREATE TABLE public.root_sources (
-    tenant_id text NOT NULL,
-    source_uri text NOT NULL,
-    kind text NOT NULL,
-    context_id text NOT NULL,
-    depth integer NOT NULL,
-    created_at timestamp with time zone NOT NULL
-)
-PARTITION BY RANGE (created_at);
-
-ALTER TABLE ONLY public.root_sources FORCE ROW LEVEL SECURITY;
-
-CREATE TABLE public.root_sources_p_open (
-    tenant_id text NOT NULL,
-    source_uri text NOT NULL,
-    kind text NOT NULL,
-    context_id text NOT NULL,
-    depth integer NOT NULL,
-    created_at timestamp with time zone NOT NULL
 );
 
 CREATE TABLE public.spans (
@@ -1058,8 +1044,6 @@ ALTER TABLE ONLY public.provenance ATTACH PARTITION public.provenance_p_open FOR
 
 ALTER TABLE ONLY public.record_signatures ATTACH PARTITION public.record_signatures_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
 
-ALTER TABLE ONLY public.root_sources ATTACH PARTITION public.root_sources_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
-
 ALTER TABLE ONLY public.alembic_version
     ADD CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num);
 
@@ -1113,12 +1097,6 @@ ALTER TABLE ONLY public.record_signatures_p_open
 
 ALTER TABLE ONLY public.retention_policy
     ADD CONSTRAINT retention_policy_pkey PRIMARY KEY (only_row);
-
-ALTER TABLE ONLY public.root_sources
-    ADD CONSTRAINT root_sources_pkey PRIMARY KEY (tenant_id, source_uri, kind, depth, context_id, created_at);
-
-ALTER TABLE ONLY public.root_sources_p_open
-    ADD CONSTRAINT root_sources_p_open_pkey PRIMARY KEY (tenant_id, source_uri, kind, depth, context_id, created_at);
 
 ALTER TABLE ONLY public.spans
     ADD CONSTRAINT spans_pkey PRIMARY KEY (tenant_id, trace_id, span_id);
@@ -1197,10 +1175,6 @@ CREATE INDEX provenance_transform_version ON ONLY public.provenance USING btree 
 
 CREATE INDEX provenance_p_open_tenant_id_transform_version_idx ON public.provenance_p_open USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
 
-CREATE INDEX root_sources_context_id ON ONLY public.root_sources USING btree (tenant_id, context_id);
-
-CREATE INDEX root_sources_p_open_tenant_id_context_id_idx ON public.root_sources_p_open USING btree (tenant_id, context_id);
-
 ALTER INDEX public.invalidation_postings_key ATTACH PARTITION public.invalidation_postings_p_open_tenant_id_key_kind_depth_idx;
 
 ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p_open_pkey;
@@ -1226,10 +1200,6 @@ ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p_ope
 ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p_open_tenant_id_transform_version_idx;
 
 ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p_open_pkey;
-
-ALTER INDEX public.root_sources_pkey ATTACH PARTITION public.root_sources_p_open_pkey;
-
-ALTER INDEX public.root_sources_context_id ATTACH PARTITION public.root_sources_p_open_tenant_id_context_id_idx;
 
 CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH ROW EXECUTE FUNCTION public.lineage_refuse_change();
 
@@ -1335,10 +1305,6 @@ ALTER TABLE public.record_signatures ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY record_signatures_tenant ON public.record_signatures USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
-ALTER TABLE public.root_sources ENABLE ROW LEVEL SECURITY;
-
-CREATE POLICY root_sources_tenant ON public.root_sources USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
-
 ALTER TABLE public.spans ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY spans_tenant ON public.spans USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
@@ -1378,8 +1344,8 @@ REVOKE ALL ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUB
 REVOKE ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) TO lineage_app;
 
-REVOKE ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_records integer[], p_root_source_uris text[], p_root_depths integer[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_records integer[], p_root_source_uris text[], p_root_depths integer[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) TO lineage_app;
+REVOKE ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.lineage_create_partition(p_parent text, p_name text, p_lower timestamp with time zone, p_upper timestamp with time zone) FROM PUBLIC;
 
@@ -1465,11 +1431,6 @@ GRANT SELECT ON TABLE public.record_signatures TO lineage_app;
 
 REVOKE ALL ON TABLE public.record_signatures_p_open FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures_p_open TO CURRENT_USER;
-
-GRANT SELECT ON TABLE public.root_sources TO lineage_app;
-
-REVOKE ALL ON TABLE public.root_sources_p_open FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.root_sources_p_open TO CURRENT_USER;
 
 GRANT SELECT,INSERT ON TABLE public.spans TO lineage_app;
 
