@@ -42,9 +42,12 @@ USER_INDEXES = (
     f"CREATE INDEX ON {TUTORIAL_TABLE} (source_uri)",
     f"CREATE INDEX ON {TUTORIAL_TABLE} (version)",
 )
-STORED_BYTES = """SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+# Each table's bytes with its indexes and TOAST, a partitioned table's partitions under its name.
+STORED_BYTES = """SELECT coalesce(pg_partition_root(c.oid), c.oid)::regclass::text AS name,
+       sum(pg_total_relation_size(c.oid))::bigint AS bytes
 FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
-WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm')"""
+WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm')
+GROUP BY 1"""
 # Fields of a project row (bench.dag.COLUMNS) a caller gives; the append stamps created_at.
 PROPOSED = ("context_id", "parent_ids", "kind", "source_uri", "content_hash", "transform",
             "transform_version", "produced_by", "index_snapshot", "trace_id")  # fmt: skip
@@ -58,12 +61,18 @@ async def wal_position(url: str) -> int:
         await connection.close()
 
 
-async def stored_bytes(url: str) -> int:
+async def stored_bytes(url: str) -> dict[str, int]:
     connection = await asyncpg.connect(url)
     try:
-        return int(await connection.fetchval(STORED_BYTES))
+        return {row["name"]: int(row["bytes"]) for row in await connection.fetch(STORED_BYTES)}
     finally:
         await connection.close()
+
+
+def grown(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """What each table grew by, largest first, tables that did not grow left out."""
+    growth = {name: size - before.get(name, 0) for name, size in after.items()}
+    return dict(sorted(((n, g) for n, g in growth.items() if g > 0), key=lambda item: -item[1]))
 
 
 async def copy_tutorial(url: str, records: int) -> dict[str, Any]:
@@ -83,7 +92,9 @@ async def copy_tutorial(url: str, records: int) -> dict[str, Any]:
     return measured(len(rows), before_wal, before_stored, await wal_position(url))
 
 
-def measured(records: int, before_wal: int, before_stored: int, after_wal: int) -> dict[str, Any]:
+def measured(
+    records: int, before_wal: int, before_stored: dict[str, int], after_wal: int
+) -> dict[str, Any]:
     return {"records": records, "wal_bytes": after_wal - before_wal, "before_stored": before_stored}
 
 
@@ -132,12 +143,13 @@ async def run(records: int, batch: int) -> dict[str, Any]:
         lineage_url = server.url.rsplit("/", 1)[0] + "/lineage"
         migrate(lineage_url)
         tutorial = await copy_tutorial(tutorial_url, records)
-        tutorial_stored = await stored_bytes(tutorial_url) - tutorial["before_stored"]
+        tutorial_grown = grown(tutorial["before_stored"], await stored_bytes(tutorial_url))
         appended = await append_lineage(lineage_url, tutorial_url, batch)
-        lineage_stored = await stored_bytes(lineage_url) - appended["before_stored"]
+        lineage_grown = grown(appended["before_stored"], await stored_bytes(lineage_url))
     finally:
         server.destroy()
     tutorial_n, lineage_n = tutorial["records"], appended["records"]
+    tutorial_stored, lineage_stored = sum(tutorial_grown.values()), sum(lineage_grown.values())
     per = {
         "tutorial_copy": {
             "wal_bytes_per_record": round(tutorial["wal_bytes"] / tutorial_n),
@@ -149,6 +161,9 @@ async def run(records: int, batch: int) -> dict[str, Any]:
                 appended["wal_bytes_with_the_log"] / lineage_n
             ),
             "stored_bytes_per_record": round(lineage_stored / lineage_n),
+            "stored_bytes_per_record_by_table": {
+                name: round(size / lineage_n) for name, size in lineage_grown.items()
+            },
         },
     }
     tutorial_per, lineage_per = per["tutorial_copy"], per["lineage_append"]
