@@ -75,11 +75,19 @@ async def test_the_owner_migrates_from_empty_and_the_service_works_as_it(owner_u
         walked = await walks.walk_back(database, Settings(), "default", "answer_1", None)
         async with db.transaction(pool, "default") as connection:
             captured = await connection.fetchval("SELECT count(*) FROM context_text")
+        # The round's statistics (lineage.services.statistics) count every tenant's records
+        # through the owner's functions, whom row security confines too.
+        async with pool.acquire() as connection:
+            due = await connection.fetchval("SELECT lineage_statistics_due(1, 2)")
+            analyzed = await connection.fetchval("SELECT lineage_analyze('provenance')")
+            await connection.execute("SELECT lineage_statistics_analyzed()")
+            due_after = await connection.fetchval("SELECT lineage_statistics_due(1, 2)")
     finally:
         await pool.close()
     walked_ids = {node["context_id"] for node in walked.nodes}
     assert {"answer_1", "claim_1", "summary_1", "chunk_42", "doc_contractors_v1"} <= walked_ids
     assert captured == len(INCIDENT)
+    assert (due, analyzed, due_after) == (True, True, False)
 
 
 async def test_migrate_and_the_pool_warn_only_where_the_service_works_as_the_owner(

@@ -134,6 +134,8 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
     "events_after": {"after": 0, "session_id": "any"},
     "events_notify": {"payload": "1:default"},
     "open_partitions_check": {"now": datetime(2026, 12, 1, tzinfo=UTC), "add": True},
+    "statistics_due": {"from_records": 1000, "factor": 2.0},
+    "statistics_analyze": {"table_name": "provenance"},
 }
 # Run as the owner: the application role may not create tenants.
 OWNER_ONLY = {

@@ -68,6 +68,7 @@ from lineage.core.errors import (
 )
 from lineage.core.record import ContextRecord
 from lineage.db.database import Database, Transaction
+from lineage.services import statistics
 from lineage.services.records import record_from_row
 from lineage.settings import Settings
 from lineage.verifiable_log import merkle
@@ -440,7 +441,10 @@ async def latest_checkpoint(database: Database, tenant_id: str) -> SignedCheckpo
 
 
 async def run_once(database: Database, settings: Settings) -> None:
-    """One background round: every tenant with queued records is sequenced and checkpointed."""
+    """One background round: the tenant tables' statistics refreshed if a tenant outgrew them
+    (first, so that sequencing a grown tenant's backlog plans on them), then every tenant with
+    queued records is sequenced and checkpointed."""
+    await statistics.follow_growth_safely(database)
     async with database.connection() as connection:
         tenants = [row["tenant_id"] for row in await db.fetch(connection, "log_pending_tenants")]
     for tenant_id in tenants:

@@ -53,6 +53,9 @@ BEGIN
         remaining := array_remove(remaining, chosen);
     END LOOP;
     DELETE FROM tenant_deleting WHERE tenant_id = p_tenant_id;
+    -- The service's note of the tenant's records at its last ANALYZE (no tenant_id column there:
+    -- it stays on the coordinator under Citus).
+    DELETE FROM statistics_analyzed WHERE tenant = p_tenant_id;
     receipt := jsonb_build_object('tenant_id', p_tenant_id, 'rows', counts,
                                   'last_checkpoint', last_checkpoint,
                                   'deleted_at', clock_timestamp());

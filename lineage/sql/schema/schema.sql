@@ -30,6 +30,28 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.lineage_analyze(p_table text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '100ms'
+    AS $$
+BEGIN
+    IF p_table IS NULL OR NOT p_table = ANY (public.lineage_statistics_tables()) THEN
+        RAISE EXCEPTION 'the service analyzes only %', public.lineage_statistics_tables()
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        -- On Citus, the workers that analyze the shards give up after lock_timeout too.
+        PERFORM set_config('citus.propagate_set_commands', 'local', true);
+        SET LOCAL lock_timeout = '100ms';
+    END IF;
+    EXECUTE format('ANALYZE public.%I', p_table);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$$;
+
 CREATE FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) RETURNS TABLE(inserted text[], last_position bigint, stored_twice text[])
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -246,6 +268,9 @@ BEGIN
         remaining := array_remove(remaining, chosen);
     END LOOP;
     DELETE FROM tenant_deleting WHERE tenant_id = p_tenant_id;
+    -- The service's note of the tenant's records at its last ANALYZE (no tenant_id column there:
+    -- it stays on the coordinator under Citus).
+    DELETE FROM statistics_analyzed WHERE tenant = p_tenant_id;
     receipt := jsonb_build_object('tenant_id', p_tenant_id, 'rows', counts,
                                   'last_checkpoint', last_checkpoint,
                                   'deleted_at', clock_timestamp());
@@ -634,6 +659,57 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.lineage_statistics_analyzed() RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    tenants text[];
+    counts bigint[];
+BEGIN
+    SELECT coalesce(array_agg(c.tenant_id), '{}'), coalesce(array_agg(c.last_value), '{}')
+    INTO tenants, counts
+    FROM public.tenant_counters AS c
+    WHERE c.counter = 'events';
+    DELETE FROM public.statistics_analyzed AS s WHERE s.tenant <> ALL (tenants);
+    -- Upserted: two replicas' rounds may both get here.
+    INSERT INTO public.statistics_analyzed AS s (tenant, records, analyzed_at)
+    SELECT t.tenant_id, t.records, now()
+    FROM unnest(tenants, counts) AS t (tenant_id, records)
+    ON CONFLICT (tenant) DO UPDATE SET records = excluded.records, analyzed_at = excluded.analyzed_at;
+END
+$$;
+
+CREATE FUNCTION public.lineage_statistics_due(p_from bigint, p_factor double precision) RETURNS boolean
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    tenants text[];
+    counts bigint[];
+BEGIN
+    -- Read apart from the coordinator's own table: on Citus the counters are distributed.
+    SELECT coalesce(array_agg(c.tenant_id), '{}'), coalesce(array_agg(c.last_value), '{}')
+    INTO tenants, counts
+    FROM public.tenant_counters AS c
+    WHERE c.counter = 'events' AND c.last_value >= p_from;
+    RETURN EXISTS (
+        SELECT 1
+        FROM unnest(tenants, counts) AS t (tenant_id, records)
+        LEFT JOIN public.statistics_analyzed AS s ON s.tenant = t.tenant_id
+        WHERE s.records IS NULL OR t.records >= s.records * p_factor OR t.records < s.records
+    );
+END
+$$;
+
+CREATE FUNCTION public.lineage_statistics_tables() RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT ARRAY['provenance', 'provenance_children', 'invalidation_postings', 'record_signatures',
+                 'events', 'log_queue', 'log_leaves', 'log_nodes']
+$$;
+
 CREATE FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) RETURNS boolean
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -970,6 +1046,13 @@ CREATE TABLE public.spans (
 
 ALTER TABLE ONLY public.spans FORCE ROW LEVEL SECURITY;
 
+CREATE TABLE public.statistics_analyzed (
+    tenant text NOT NULL,
+    records bigint NOT NULL,
+    analyzed_at timestamp with time zone NOT NULL,
+    CONSTRAINT statistics_analyzed_records_check CHECK ((records >= 0))
+);
+
 CREATE TABLE public.tenant_counters (
     tenant_id text NOT NULL,
     counter text NOT NULL,
@@ -1100,6 +1183,9 @@ ALTER TABLE ONLY public.retention_policy
 
 ALTER TABLE ONLY public.spans
     ADD CONSTRAINT spans_pkey PRIMARY KEY (tenant_id, trace_id, span_id);
+
+ALTER TABLE ONLY public.statistics_analyzed
+    ADD CONSTRAINT statistics_analyzed_pkey PRIMARY KEY (tenant);
 
 ALTER TABLE ONLY public.tenant_counters
     ADD CONSTRAINT tenant_counters_pkey PRIMARY KEY (tenant_id, counter);
@@ -1311,6 +1397,8 @@ CREATE POLICY spans_tenant ON public.spans USING ((tenant_id = ( SELECT public.l
 
 ALTER TABLE public.tenant_counters ENABLE ROW LEVEL SECURITY;
 
+CREATE POLICY tenant_counters_statistics ON public.tenant_counters FOR SELECT TO postgres USING (true);
+
 CREATE POLICY tenant_counters_tenant ON public.tenant_counters USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.tenant_expiry ENABLE ROW LEVEL SECURITY;
@@ -1344,6 +1432,9 @@ REVOKE ALL ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUB
 REVOKE ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time zone, p_through timestamp with time zone) TO lineage_app;
 
+REVOKE ALL ON FUNCTION public.lineage_analyze(p_table text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_analyze(p_table text) TO lineage_app;
+
 REVOKE ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) TO lineage_app;
 
@@ -1376,6 +1467,15 @@ REVOKE ALL ON FUNCTION public.lineage_partitions_shape(p_now timestamp with time
 
 REVOKE ALL ON FUNCTION public.lineage_retention_apply(p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_retention_apply(p_now timestamp with time zone) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_statistics_analyzed() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_statistics_analyzed() TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_statistics_due(p_from bigint, p_factor double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_statistics_due(p_from bigint, p_factor double precision) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_statistics_tables() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_statistics_tables() TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) TO lineage_app;
