@@ -208,10 +208,7 @@ DIRECT_WRITES = {
     "dequeue a record before its leaf": "DELETE FROM log_queue",
     "rewind the log head": "UPDATE log_heads SET tree_size = 0",
     "make a log head": "INSERT INTO log_heads (tenant_id) VALUES ('acme')",
-    "sign a stored record again": (
-        "INSERT INTO record_signatures (tenant_id, context_id, key_id, signature, created_at) "
-        "SELECT tenant_id, context_id, 'forged', '\\x00', created_at FROM provenance LIMIT 1"
-    ),
+    "sign a stored record again": "UPDATE provenance SET key_id = 'forged', signature = '\\x00'",
     "store an unsigned record": (
         "INSERT INTO provenance (tenant_id, context_id, kind, source_uri, content_hash, "
         "created_at) VALUES ('acme', 'unsigned_doc', 'document', 's3://x', 'sha256:00', now())"

@@ -33,7 +33,7 @@ from tests.conftest import janitor, url_for
 
 TENANT_TABLES = (
     "tenants", "provenance", "transform_versions", "context_text", "tenant_settings",
-    "api_keys", "audit_log", "record_signatures", "provenance_children",
+    "api_keys", "audit_log", "invalidation_postings", "provenance_children",
 )  # fmt: skip
 UNKNOWN_ID = "ctx_00000000000000000000000000000000"
 UNKNOWN_TRACE = "0" * 31 + "1"

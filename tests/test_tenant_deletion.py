@@ -125,7 +125,6 @@ async def test_the_triggers_refuse_again_after_a_deletion(
     for statement in (
         "DELETE FROM provenance WHERE tenant_id = 'kept'",
         "DELETE FROM audit_log WHERE tenant_id = 'kept'",
-        "DELETE FROM record_signatures WHERE tenant_id = 'kept'",
         "UPDATE operator_audit SET target = 'x'",
         "DELETE FROM operator_audit",
         "TRUNCATE operator_audit",

@@ -17,9 +17,9 @@ from lineage.settings import Settings
 APP_ROLE = "lineage_app"
 # The tables partitioned by created_at as migrations 0016 and 0019 found them.
 PARTITIONED_0016 = ("provenance", "record_signatures", "provenance_children", "root_sources")
-# All of them now (migration 0034 added one, 0036 dropped root_sources), as
-# lineage_partitioned_tables() lists them.
-PARTITIONED = ("provenance", "record_signatures", "provenance_children", "invalidation_postings")
+# All of them now (migration 0034 added one, 0036 dropped root_sources and record_signatures),
+# as lineage_partitioned_tables() lists them.
+PARTITIONED = ("provenance", "provenance_children", "invalidation_postings")
 # Row-level security policies compare tenant_id with this setting.
 TENANT_SETTING = "lineage.tenant_id"
 # ...which, as the application role, counts only with its HMAC under the owner's vouching key.

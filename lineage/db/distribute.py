@@ -61,7 +61,7 @@ REFERENCE_TABLES = ("api_keys",)
 APPEND_ONLY_TRIGGERS = {
     "provenance": ("provenance_append_only", "provenance_no_truncate"),
     "audit_log": ("audit_log_append_only", "audit_log_no_truncate"),
-    "record_signatures": ("record_signatures_append_only",),
+    "record_signatures": ("record_signatures_append_only",),  # before migration 0036
 }
 
 

@@ -100,7 +100,7 @@ async def _cycle(settings: Settings, url: str, signer: keyring.Signer, report: R
         record, check = await _read_back(database, made.context_id)
         if not check.signed:
             raise StepFailed("the store wrote no signature beside the record")
-        report(True, f"signed it with key {check.key_id}; the signature is in record_signatures")
+        report(True, f"signed it with key {check.key_id}; the signature is stored with it")
         if record.canonical_bytes() != made.record.canonical_bytes():
             raise StepFailed("the record read back differs from the one derive() made")
         report(True, "read it back: its canonical form is the one that was signed")

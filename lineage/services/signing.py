@@ -1,7 +1,7 @@
 """Signed records: each record's signature, made by the database's keyring (lineage.db.keyring)
-for the call that inserts it (lineage.services.appends), stored beside the record in
-`record_signatures` (never by UPDATE), so that a row altered behind the service's back verifies
-as false."""
+for the call that inserts it (lineage.services.appends), stored on the record's row as it is
+inserted (`key_id`, `signature`; never by UPDATE), so that a row altered behind the service's
+back verifies as false."""
 
 import asyncpg
 from pydantic import Field

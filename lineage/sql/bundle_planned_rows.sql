@@ -6,7 +6,7 @@
 -- log_nodes were filled by the log's sequencing and never analyzed.
 --   psql -f sql/bundle_planned_rows.sql
 SELECT t.table_name, sum(greatest(c.reltuples, 0))::bigint AS planned_rows
-FROM unnest(ARRAY['log_leaves', 'log_nodes', 'provenance', 'record_signatures']) AS t (table_name)
+FROM unnest(ARRAY['log_leaves', 'log_nodes', 'provenance']) AS t (table_name)
 -- pg_partition_tree lists a partitioned table's tree, and nothing for a plain table.
 LEFT JOIN LATERAL pg_partition_tree(t.table_name::regclass) AS part ON true
 JOIN pg_class AS c ON c.oid = coalesce(part.relid, t.table_name::regclass)

@@ -26,11 +26,10 @@ SELECT l.leaf_index,
        coalesce(inherited.roots, '{}') AS inherited_roots
 FROM log_leaves AS l
 LEFT JOIN LATERAL (
-    SELECT false AS expired, s.key_id, s.signature, p.tenant_id, p.context_id, p.parent_ids,
+    SELECT false AS expired, p.key_id, p.signature, p.tenant_id, p.context_id, p.parent_ids,
            p.kind, p.source_uri, p.content_hash, p.transform, p.transform_version,
            p.produced_by, p.index_snapshot, p.trace_id, p.created_at, p.attributes
     FROM provenance AS p
-    LEFT JOIN record_signatures AS s ON s.tenant_id = p.tenant_id AND s.context_id = p.context_id
     WHERE p.tenant_id = :'tenant_id' AND p.context_id = l.context_id
   UNION ALL
     SELECT true, t.key_id, t.signature, t.tenant_id, t.context_id, t.parent_ids,

@@ -1,18 +1,22 @@
-"""Root sources as postings: a record keeps its root sources on its own row (`root_sources`,
-`root_depths`, what a child's append carries down) and the postings list them by source
-(`invalidation_postings` under the key 'source:' and the source_uri, a row per kind, depth and
-month of at most 1,000 ids). The side table `root_sources` goes.
+"""Root sources as postings, signatures on the record: a record keeps its root sources on its
+own row (`root_sources`, `root_depths`, what a child's append carries down) and the postings
+list them by source (`invalidation_postings` under the key 'source:' and the source_uri, a row
+per kind, depth and month of at most 1,000 ids); it keeps its signature on its row too
+(`key_id`, `signature`, written with it, never by UPDATE). The side tables `root_sources` and
+`record_signatures` go.
 
 root_sources held a row per record and source with the tenant, the source_uri, the kind and the
 record's id as text, and two indexes over them: 2,057 of the 5,048 bytes an appended record
 stored (bench/RESULTS-write-bytes.md), 54% of everything at 1.5M records. The postings hold a
 source's records of one kind and depth in one row, so a document's blast radius is still one
-index range, read depth by depth.
+index range, read depth by depth. record_signatures repeated the tenant, the id and the time
+of each record beside its 32-byte signature, under a primary key of its own: 248 bytes a
+record, and one more b-tree of random ids for every append to write.
 
-The backfill rewrites each record's row once, as migration 0032 did: roots are derived, outside
-the signed canonical form, so signatures and the verifiable log still verify. The append-only
-trigger, the owner's revoked UPDATE and forced row security are lifted for this transaction
-alone and put back. VACUUM provenance afterwards (README, Upgrading).
+The backfill rewrites each record's row once, as migration 0032 did: roots and signatures are
+outside the signed canonical form, so signatures and the verifiable log still verify. The
+append-only trigger, the owner's revoked UPDATE and forced row security are lifted for this
+transaction alone and put back. VACUUM provenance afterwards (README, Upgrading).
 
 Revision ID: 0036
 Revises: 0035
@@ -27,8 +31,11 @@ down_revision = "0035"
 branch_labels = None
 depends_on = None
 
-# Loaded from lineage/sql/functions/: the append's arguments change, so the old one is dropped.
-FUNCTIONS = ("lineage_partitioned_tables", "lineage_append")
+# Loaded from lineage/sql/functions/: the append's arguments change, so the old one is dropped;
+# retention copies a tombstone's signature from its row. What each loaded before, to go back to.
+FUNCTIONS = ("lineage_partitioned_tables", "lineage_append", "lineage_retention_apply")
+EARLIER = {"lineage_partitioned_tables": "0034", "lineage_append": "0034",
+           "lineage_retention_apply": "0021"}  # fmt: skip
 APPEND_0034 = (
     "lineage_append(text, text, text[], text[], text[], text[], text[], text[], text[], "
     "text[], text[], text[], text[], timestamptz[], text[], text[], bytea[], integer[], "
@@ -51,16 +58,22 @@ DELEGATE = (
 )
 
 # One tenant (%1$L) at a time: every read names it, so on Citus each is a router statement.
+# Each record once, with its roots, its signature or both.
 FILL_RECORDS = """
 UPDATE provenance AS t
-SET root_sources = r.sources, root_depths = r.depths
+SET root_sources = r.sources, root_depths = r.depths, key_id = s.key_id, signature = s.signature
 FROM (SELECT rs.context_id, rs.created_at,
              array_agg(rs.source_uri ORDER BY rs.source_uri COLLATE "C") AS sources,
              array_agg(rs.depth ORDER BY rs.source_uri COLLATE "C") AS depths
       FROM root_sources AS rs
       WHERE rs.tenant_id = %1$L
       GROUP BY rs.context_id, rs.created_at) AS r
-WHERE t.tenant_id = %1$L AND t.context_id = r.context_id AND t.created_at = r.created_at
+FULL JOIN (SELECT s.context_id, s.created_at, s.key_id, s.signature
+           FROM record_signatures AS s
+           WHERE s.tenant_id = %1$L) AS s
+    ON s.context_id = r.context_id AND s.created_at = r.created_at
+WHERE t.tenant_id = %1$L AND t.context_id = coalesce(r.context_id, s.context_id)
+  AND t.created_at = coalesce(r.created_at, s.created_at)
 """
 FILL_POSTINGS = """
 INSERT INTO invalidation_postings (tenant_id, key, kind, depth, created_at, context_ids)
@@ -81,6 +94,12 @@ SELECT p.tenant_id, r.source_uri, p.kind, p.context_id, r.depth, p.created_at
 FROM provenance AS p
 CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (source_uri, depth)
 WHERE p.tenant_id = %1$L
+"""
+UNFILL_SIGNATURES = """
+INSERT INTO record_signatures (tenant_id, context_id, key_id, signature, created_at)
+SELECT p.tenant_id, p.context_id, p.key_id, p.signature, p.created_at
+FROM provenance AS p
+WHERE p.tenant_id = %1$L AND p.signature IS NOT NULL
 """
 
 
@@ -130,6 +149,16 @@ $$
 """
 
 
+CREATE_RECORD_SIGNATURES = """
+CREATE TABLE record_signatures (
+    tenant_id  text        NOT NULL,
+    context_id text        NOT NULL,
+    key_id     text        NOT NULL,
+    signature  bytea       NOT NULL,
+    created_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, context_id, created_at)
+) PARTITION BY RANGE (created_at)
+"""
 CREATE_ROOT_SOURCES = """
 CREATE TABLE root_sources (
     tenant_id  text        NOT NULL,
@@ -141,18 +170,31 @@ CREATE TABLE root_sources (
     PRIMARY KEY (tenant_id, source_uri, kind, depth, context_id, created_at)
 ) PARTITION BY RANGE (created_at)
 """
-ROOT_PARTITIONS = """
-SELECT lineage_create_partition('root_sources', 'root_sources' || p.suffix, p.lower, p.upper)
+PARTITIONS = """
+SELECT lineage_create_partition('{table}', '{table}' || p.suffix, p.lower, p.upper)
 FROM lineage_partitions('provenance') AS p
 """
-GRANT_ROOT_SOURCES = """
+GRANT_SELECT = """
 DO $$
 BEGIN
     IF to_regrole('lineage_app') IS NOT NULL THEN
-        GRANT SELECT ON root_sources TO lineage_app;
+        GRANT SELECT ON {table} TO lineage_app;
     END IF;
 END $$
 """
+# As migration 0016 made it: the owner neither updates nor truncates a signature.
+APPEND_ONLY = (
+    "CREATE TRIGGER record_signatures_append_only BEFORE UPDATE OR DELETE ON record_signatures "
+    "FOR EACH ROW EXECUTE FUNCTION lineage_refuse_change()"
+)
+REVOKE_OWNER = """
+DO $$
+BEGIN
+    EXECUTE format('REVOKE UPDATE, TRUNCATE ON record_signatures FROM %I', current_user);
+END $$
+"""
+# The tables whose forced row security the backfill lifts (the owner reads every tenant's).
+LIFTED = ("tenants", "provenance", "root_sources", "invalidation_postings")
 # Once a statement on PostgreSQL (migration 0022); per row where Citus takes no subquery.
 ONCE = "(SELECT lineage_session_tenant())"
 EACH_ROW = "lineage_session_tenant()"
@@ -169,10 +211,12 @@ def upgrade() -> None:
     placed = _placed()
     op.execute("ALTER TABLE provenance ADD COLUMN root_sources text[]")
     op.execute("ALTER TABLE provenance ADD COLUMN root_depths integer[]")
+    op.execute("ALTER TABLE provenance ADD COLUMN key_id text")
+    op.execute("ALTER TABLE provenance ADD COLUMN signature bytea")
     op.execute(
         _lifted(
             FILL_RECORDS + ";;" + FILL_POSTINGS,
-            ("tenants", "provenance", "root_sources", "invalidation_postings"),
+            (*LIFTED, "record_signatures"),
             update=True,
         )
     )
@@ -181,38 +225,52 @@ def upgrade() -> None:
     if placed:
         op.execute(DELEGATE.format(function=APPEND_0036))
     op.execute("DROP TABLE root_sources")
+    op.execute("DROP TABLE record_signatures")
+
+
+def _side_table(table: str, create: str, placed: bool) -> None:
+    """`table` as earlier migrations made it: month partitions, row security, read by
+    lineage_app, and on a placed schema distributed beside the records."""
+    op.execute(create)
+    op.execute(PARTITIONS.format(table=table))
+    op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+    tenant = EACH_ROW if placed else ONCE
+    op.execute(
+        f"CREATE POLICY {table}_tenant ON {table} "
+        f"USING (tenant_id = {tenant}) WITH CHECK (tenant_id = {tenant})"
+    )
+    op.execute(GRANT_SELECT.format(table=table))
+    if placed:
+        op.execute(
+            f"SELECT create_distributed_table('{table}', 'tenant_id', colocate_with => 'tenants')"
+        )
+    else:
+        op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
 
 
 def downgrade() -> None:
     placed = _placed()
-    op.execute(CREATE_ROOT_SOURCES)
-    op.execute(ROOT_PARTITIONS)
+    _side_table("root_sources", CREATE_ROOT_SOURCES, placed)
     op.execute("CREATE INDEX root_sources_context_id ON root_sources (tenant_id, context_id)")
-    op.execute("ALTER TABLE root_sources ENABLE ROW LEVEL SECURITY")
-    tenant = EACH_ROW if placed else ONCE
-    op.execute(
-        "CREATE POLICY root_sources_tenant ON root_sources "
-        f"USING (tenant_id = {tenant}) WITH CHECK (tenant_id = {tenant})"
-    )
-    op.execute(GRANT_ROOT_SOURCES)
-    if placed:
-        op.execute(
-            "SELECT create_distributed_table('root_sources', 'tenant_id', "
-            "colocate_with => 'tenants')"
-        )
-    else:
-        op.execute("ALTER TABLE root_sources FORCE ROW LEVEL SECURITY")
+    _side_table("record_signatures", CREATE_RECORD_SIGNATURES, placed)
+    op.execute(REVOKE_OWNER)
     op.execute(
         _lifted(
-            UNFILL_ROOTS + ";;DELETE FROM invalidation_postings "
+            UNFILL_ROOTS + ";;" + UNFILL_SIGNATURES + ";;DELETE FROM invalidation_postings "
             "WHERE tenant_id = %1$L AND key LIKE 'source:%%'",
-            ("tenants", "provenance", "root_sources", "invalidation_postings"),
+            (*LIFTED, "record_signatures"),
             update=False,
         )
     )
+    if not placed:  # Citus keeps no trigger on a distributed table (lineage distribute)
+        op.execute(APPEND_ONLY)
+        op.execute(
+            "ALTER TABLE record_signatures ENABLE ALWAYS TRIGGER record_signatures_append_only"
+        )
     op.execute(f"DROP FUNCTION {APPEND_0036}")
-    functions.create(op.get_bind(), "0034", FUNCTIONS)
+    for function, earlier in EARLIER.items():
+        functions.create(op.get_bind(), earlier, (function,))
     if placed:
         op.execute(DELEGATE.format(function=APPEND_0034))
-    op.execute("ALTER TABLE provenance DROP COLUMN root_depths")
-    op.execute("ALTER TABLE provenance DROP COLUMN root_sources")
+    for column in ("signature", "key_id", "root_depths", "root_sources"):
+        op.execute(f"ALTER TABLE provenance DROP COLUMN {column}")

@@ -2,10 +2,10 @@
 -- parent ids, root sources, upstream keys and their depths as array literals, which lineage.
 -- services.root_sources and .postings compute from the parents'), for the tenant its token
 -- vouches for. Ids already stored are left alone and not returned: the caller compares them.
--- Everything a record is stored with (its edges, postings by root source and by invalidation
--- key, transform version, signature, log-queue row and stream position) is written here, so
--- the application role needs no INSERT on those tables and no direct write can leave a record
--- out of the log or sign it twice.
+-- Everything a record is stored with (its signature, on its row; its edges, postings by root
+-- source and by invalidation key, transform version, log-queue row and stream position) is
+-- written here, so the application role needs no INSERT on those tables and no direct write
+-- can leave a record out of the log or sign it twice.
 -- Single-shard statements in sequence, never a chain of modifying CTEs: on Citus the function
 -- is distributed by p_tenant (lineage distribute), so the whole call runs on the tenant's
 -- worker and no other worker is reached. Returns the ids inserted (in batch order), the last
@@ -37,19 +37,22 @@ BEGIN
     WITH written AS (
         INSERT INTO public.provenance AS p (tenant_id, context_id, parent_ids, kind, source_uri,
             content_hash, transform, transform_version, produced_by, index_snapshot, trace_id,
-            created_at, attributes, upstream_keys, upstream_depths, root_sources, root_depths)
+            created_at, attributes, upstream_keys, upstream_depths, root_sources, root_depths,
+            key_id, signature)
         SELECT p_tenant, r.context_id, r.parent_ids::text[], r.kind, r.source_uri,
                r.content_hash, r.transform, r.transform_version, r.produced_by,
                r.index_snapshot, r.trace_id, r.created_at, r.attributes::jsonb,
                r.upstream_keys::text[], r.upstream_depths::integer[], r.root_sources::text[],
-               r.root_depths::integer[]
+               r.root_depths::integer[], r.key_id, r.signature
         FROM unnest(p_context_ids, p_parent_id_lists, p_kinds, p_source_uris, p_content_hashes,
                     p_transforms, p_transform_versions, p_produced_bys, p_index_snapshots,
                     p_trace_ids, p_created_ats, p_attribute_docs, p_upstream_key_lists,
-                    p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists)
+                    p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists, p_key_ids,
+                    p_signatures)
              AS r (context_id, parent_ids, kind, source_uri, content_hash, transform,
                    transform_version, produced_by, index_snapshot, trace_id, created_at,
-                   attributes, upstream_keys, upstream_depths, root_sources, root_depths)
+                   attributes, upstream_keys, upstream_depths, root_sources, root_depths, key_id,
+                   signature)
         WHERE r.context_id <> ALL (stored)
         ON CONFLICT DO NOTHING
         RETURNING p.context_id
@@ -104,12 +107,6 @@ BEGIN
     WHERE v.transform_version IS NOT NULL AND (all_new OR v.context_id = ANY (new_ids))
     GROUP BY v.transform_version
     ON CONFLICT DO NOTHING;
-
-    INSERT INTO public.record_signatures (tenant_id, context_id, key_id, signature, created_at)
-    SELECT p_tenant, s.context_id, s.key_id, s.signature, s.created_at
-    FROM unnest(p_context_ids, p_key_ids, p_signatures, p_created_ats)
-         AS s (context_id, key_id, signature, created_at)
-    WHERE all_new OR s.context_id = ANY (new_ids);
 
     INSERT INTO public.log_queue (tenant_id, context_id)
     SELECT p_tenant, n.context_id

@@ -5,6 +5,5 @@ CREATE OR REPLACE FUNCTION public.lineage_partitioned_tables()
  LANGUAGE sql
  IMMUTABLE
 AS $function$
-    SELECT ARRAY['provenance', 'record_signatures', 'provenance_children',
-                 'invalidation_postings']
+    SELECT ARRAY['provenance', 'provenance_children', 'invalidation_postings']
 $function$;

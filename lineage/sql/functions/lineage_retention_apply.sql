@@ -64,12 +64,11 @@ BEGIN
                 'WITH kept AS (INSERT INTO public.forget_tombstones '
                 'SELECT p.tenant_id, p.context_id, p.parent_ids, p.kind, p.source_uri, '
                 'p.content_hash, p.transform, p.transform_version, p.produced_by, '
-                'p.index_snapshot, p.trace_id, p.created_at, p.attributes, s.key_id, s.signature '
-                'FROM public.%I AS p LEFT JOIN public.%I AS s ON s.tenant_id = p.tenant_id '
-                'AND s.context_id = p.context_id '
+                'p.index_snapshot, p.trace_id, p.created_at, p.attributes, p.key_id, p.signature '
+                'FROM public.%I AS p '
                 'WHERE p.tenant_id = $1 AND p.kind = ''tombstone'' '
                 'ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) FROM kept',
-                month.partition, 'record_signatures' || month.suffix)
+                month.partition)
                 INTO copied USING tenant;
             EXECUTE format(
                 'WITH gone AS (DELETE FROM public.context_text AS t USING public.%I AS p '

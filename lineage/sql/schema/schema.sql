@@ -76,19 +76,22 @@ BEGIN
     WITH written AS (
         INSERT INTO public.provenance AS p (tenant_id, context_id, parent_ids, kind, source_uri,
             content_hash, transform, transform_version, produced_by, index_snapshot, trace_id,
-            created_at, attributes, upstream_keys, upstream_depths, root_sources, root_depths)
+            created_at, attributes, upstream_keys, upstream_depths, root_sources, root_depths,
+            key_id, signature)
         SELECT p_tenant, r.context_id, r.parent_ids::text[], r.kind, r.source_uri,
                r.content_hash, r.transform, r.transform_version, r.produced_by,
                r.index_snapshot, r.trace_id, r.created_at, r.attributes::jsonb,
                r.upstream_keys::text[], r.upstream_depths::integer[], r.root_sources::text[],
-               r.root_depths::integer[]
+               r.root_depths::integer[], r.key_id, r.signature
         FROM unnest(p_context_ids, p_parent_id_lists, p_kinds, p_source_uris, p_content_hashes,
                     p_transforms, p_transform_versions, p_produced_bys, p_index_snapshots,
                     p_trace_ids, p_created_ats, p_attribute_docs, p_upstream_key_lists,
-                    p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists)
+                    p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists, p_key_ids,
+                    p_signatures)
              AS r (context_id, parent_ids, kind, source_uri, content_hash, transform,
                    transform_version, produced_by, index_snapshot, trace_id, created_at,
-                   attributes, upstream_keys, upstream_depths, root_sources, root_depths)
+                   attributes, upstream_keys, upstream_depths, root_sources, root_depths, key_id,
+                   signature)
         WHERE r.context_id <> ALL (stored)
         ON CONFLICT DO NOTHING
         RETURNING p.context_id
@@ -143,12 +146,6 @@ BEGIN
     WHERE v.transform_version IS NOT NULL AND (all_new OR v.context_id = ANY (new_ids))
     GROUP BY v.transform_version
     ON CONFLICT DO NOTHING;
-
-    INSERT INTO public.record_signatures (tenant_id, context_id, key_id, signature, created_at)
-    SELECT p_tenant, s.context_id, s.key_id, s.signature, s.created_at
-    FROM unnest(p_context_ids, p_key_ids, p_signatures, p_created_ats)
-         AS s (context_id, key_id, signature, created_at)
-    WHERE all_new OR s.context_id = ANY (new_ids);
 
     INSERT INTO public.log_queue (tenant_id, context_id)
     SELECT p_tenant, n.context_id
@@ -445,8 +442,7 @@ $$;
 CREATE FUNCTION public.lineage_partitioned_tables() RETURNS text[]
     LANGUAGE sql IMMUTABLE
     AS $$
-    SELECT ARRAY['provenance', 'record_signatures', 'provenance_children',
-                 'invalidation_postings']
+    SELECT ARRAY['provenance', 'provenance_children', 'invalidation_postings']
 $$;
 
 CREATE FUNCTION public.lineage_partitions(p_parent regclass) RETURNS TABLE(partition text, suffix text, lower timestamp with time zone, upper timestamp with time zone)
@@ -590,12 +586,11 @@ BEGIN
                 'WITH kept AS (INSERT INTO public.forget_tombstones '
                 'SELECT p.tenant_id, p.context_id, p.parent_ids, p.kind, p.source_uri, '
                 'p.content_hash, p.transform, p.transform_version, p.produced_by, '
-                'p.index_snapshot, p.trace_id, p.created_at, p.attributes, s.key_id, s.signature '
-                'FROM public.%I AS p LEFT JOIN public.%I AS s ON s.tenant_id = p.tenant_id '
-                'AND s.context_id = p.context_id '
+                'p.index_snapshot, p.trace_id, p.created_at, p.attributes, p.key_id, p.signature '
+                'FROM public.%I AS p '
                 'WHERE p.tenant_id = $1 AND p.kind = ''tombstone'' '
                 'ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) FROM kept',
-                month.partition, 'record_signatures' || month.suffix)
+                month.partition)
                 INTO copied USING tenant;
             EXECUTE format(
                 'WITH gone AS (DELETE FROM public.context_text AS t USING public.%I AS p '
@@ -706,8 +701,8 @@ CREATE FUNCTION public.lineage_statistics_tables() RETURNS text[]
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT ARRAY['provenance', 'provenance_children', 'invalidation_postings', 'record_signatures',
-                 'events', 'log_queue', 'log_leaves', 'log_nodes']
+    SELECT ARRAY['provenance', 'provenance_children', 'invalidation_postings', 'events',
+                 'log_queue', 'log_leaves', 'log_nodes']
 $$;
 
 CREATE FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) RETURNS boolean
@@ -956,7 +951,9 @@ CREATE TABLE public.provenance (
     upstream_keys text[],
     upstream_depths integer[],
     root_sources text[],
-    root_depths integer[]
+    root_depths integer[],
+    key_id text,
+    signature bytea
 )
 PARTITION BY RANGE (created_at);
 
@@ -998,26 +995,9 @@ CREATE TABLE public.provenance_p_open (
     upstream_keys text[],
     upstream_depths integer[],
     root_sources text[],
-    root_depths integer[]
-);
-
-CREATE TABLE public.record_signatures (
-    tenant_id text NOT NULL,
-    context_id text NOT NULL,
-    key_id text NOT NULL,
-    signature bytea NOT NULL,
-    created_at timestamp with time zone NOT NULL
-)
-PARTITION BY RANGE (created_at);
-
-ALTER TABLE ONLY public.record_signatures FORCE ROW LEVEL SECURITY;
-
-CREATE TABLE public.record_signatures_p_open (
-    tenant_id text NOT NULL,
-    context_id text NOT NULL,
-    key_id text NOT NULL,
-    signature bytea NOT NULL,
-    created_at timestamp with time zone NOT NULL
+    root_depths integer[],
+    key_id text,
+    signature bytea
 );
 
 CREATE TABLE public.retention_policy (
@@ -1125,8 +1105,6 @@ ALTER TABLE ONLY public.provenance_children ATTACH PARTITION public.provenance_c
 
 ALTER TABLE ONLY public.provenance ATTACH PARTITION public.provenance_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
 
-ALTER TABLE ONLY public.record_signatures ATTACH PARTITION public.record_signatures_p_open FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
-
 ALTER TABLE ONLY public.alembic_version
     ADD CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num);
 
@@ -1171,12 +1149,6 @@ ALTER TABLE ONLY public.provenance_children
 
 ALTER TABLE ONLY public.provenance_children_p_open
     ADD CONSTRAINT provenance_children_p_open_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at) INCLUDE (kind);
-
-ALTER TABLE ONLY public.record_signatures
-    ADD CONSTRAINT record_signatures_pkey PRIMARY KEY (tenant_id, context_id, created_at);
-
-ALTER TABLE ONLY public.record_signatures_p_open
-    ADD CONSTRAINT record_signatures_p_open_pkey PRIMARY KEY (tenant_id, context_id, created_at);
 
 ALTER TABLE ONLY public.retention_policy
     ADD CONSTRAINT retention_policy_pkey PRIMARY KEY (only_row);
@@ -1285,8 +1257,6 @@ ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p_ope
 
 ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p_open_tenant_id_transform_version_idx;
 
-ALTER INDEX public.record_signatures_pkey ATTACH PARTITION public.record_signatures_p_open_pkey;
-
 CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH ROW EXECUTE FUNCTION public.lineage_refuse_change();
 
 ALTER TABLE public.audit_log ENABLE ALWAYS TRIGGER audit_log_append_only;
@@ -1310,10 +1280,6 @@ ALTER TABLE public.provenance ENABLE ALWAYS TRIGGER provenance_append_only;
 CREATE TRIGGER provenance_no_truncate BEFORE TRUNCATE ON public.provenance FOR EACH STATEMENT EXECUTE FUNCTION public.provenance_refuse_change();
 
 ALTER TABLE public.provenance ENABLE ALWAYS TRIGGER provenance_no_truncate;
-
-CREATE TRIGGER record_signatures_append_only BEFORE DELETE OR UPDATE ON public.record_signatures FOR EACH ROW EXECUTE FUNCTION public.lineage_refuse_change();
-
-ALTER TABLE public.record_signatures ENABLE ALWAYS TRIGGER record_signatures_append_only;
 
 ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
@@ -1386,10 +1352,6 @@ ALTER TABLE public.provenance_children ENABLE ROW LEVEL SECURITY;
 CREATE POLICY provenance_children_tenant ON public.provenance_children USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 CREATE POLICY provenance_tenant ON public.provenance USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
-
-ALTER TABLE public.record_signatures ENABLE ROW LEVEL SECURITY;
-
-CREATE POLICY record_signatures_tenant ON public.record_signatures USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.spans ENABLE ROW LEVEL SECURITY;
 
@@ -1524,13 +1486,6 @@ GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_childre
 
 REVOKE ALL ON TABLE public.provenance_p_open FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance_p_open TO CURRENT_USER;
-
-REVOKE ALL ON TABLE public.record_signatures FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures TO CURRENT_USER;
-GRANT SELECT ON TABLE public.record_signatures TO lineage_app;
-
-REVOKE ALL ON TABLE public.record_signatures_p_open FROM CURRENT_USER;
-GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.record_signatures_p_open TO CURRENT_USER;
 
 GRANT SELECT,INSERT ON TABLE public.spans TO lineage_app;
 
