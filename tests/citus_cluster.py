@@ -23,8 +23,9 @@ CITUS_SO = Path("/usr/lib/postgresql/15/lib/citus.so")
 
 CITUS_SETTINGS = {
     "shared_preload_libraries": "'citus'",
-    # A walk, an append and the shard moves of one test each open a connection per worker.
-    "max_connections": "60",
+    # A walk, an append and the shard moves of one test each open a connection per worker, and
+    # each test database's maintenance daemon holds its own.
+    "max_connections": "200",
     # Shard moves copy by logical replication.
     "wal_level": "logical",
     # Citus runs a maintenance daemon per database, and a shard move's apply worker needs one

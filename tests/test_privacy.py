@@ -301,6 +301,13 @@ async def test_forget_purges_text_in_the_blast_radius_and_appends_a_tombstone(
     assert attributes["source_uri_hash"] == forgotten.source_uri_hash
     assert attributes["records"] == 8 and attributes["purged_texts"] == 8
     assert CONTRACTOR_POLICY not in json.dumps(dict(tombstone), default=str)
+    # Its root sources are in the postings alone, so the radius by source still lists it.
+    async with database.tenant("default") as tx:
+        radius = await db.fetch(
+            tx.connection, "blast_radius_ids_by_source",
+            tenant_id="default", source_uri=CONTRACTOR_POLICY, kind="all", max_depth=20,
+        )  # fmt: skip
+    assert tombstone["context_id"] in {row["context_id"] for row in radius}
     [entry] = await audited(owner, "forget")
     assert entry["target"] == forgotten.source_uri_hash
     assert entry["detail"]["total"] == 8 and entry["detail"]["purged_texts"] == 8

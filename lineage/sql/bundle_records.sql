@@ -6,7 +6,8 @@
 -- retention in forget_tombstones and carried whole; has_kept_children says whether a kept
 -- record names it as a parent, and inherited_roots gives it the root sources that make its kept
 -- children's what they are here (its own rows expired with it): each source that every kept
--- child has, a level above the deepest. leaf_created_at: the record's created_at as its leaf
+-- child holding its roots has (a tombstone holds its source only hashed), a level above the
+-- deepest. leaf_created_at: the record's created_at as its leaf
 -- kept it (null for leaves logged before migration 0023).
 --   psql -v tenant_id=default -v tree_size=100 -f sql/bundle_records.sql
 SELECT l.leaf_index,
@@ -46,19 +47,23 @@ LEFT JOIN LATERAL (
     FROM provenance_children AS c
     WHERE c.tenant_id = :'tenant_id' AND c.parent_id = l.context_id AND coalesce(r.expired, true)
 ) AS kept ON true
+-- Over the kept children that hold their roots (a tombstone holds its source only hashed).
 LEFT JOIN LATERAL (
     SELECT jsonb_object_agg(shared.source_uri, shared.depth - 1) AS roots
     FROM (
-        SELECT rs.source_uri, max(rs.depth) AS depth, count(*) AS children
-        FROM provenance_children AS c
-        JOIN provenance AS child
-            ON child.tenant_id = c.tenant_id AND child.context_id = c.context_id
-           AND child.created_at = c.created_at  -- the child's month partition alone
-        CROSS JOIN LATERAL unnest(child.root_sources, child.root_depths) AS rs (source_uri, depth)
-        WHERE c.tenant_id = :'tenant_id' AND c.parent_id = l.context_id AND kept.children > 0
+        SELECT rs.source_uri, max(rs.depth) AS depth, count(*) AS children,
+               min(kids.rooted) AS rooted
+        FROM (SELECT child.root_sources, child.root_depths, count(*) OVER () AS rooted
+              FROM provenance_children AS c
+              JOIN provenance AS child
+                  ON child.tenant_id = c.tenant_id AND child.context_id = c.context_id
+                 AND child.created_at = c.created_at  -- the child's month partition alone
+              WHERE c.tenant_id = :'tenant_id' AND c.parent_id = l.context_id
+                AND kept.children > 0 AND child.root_sources IS NOT NULL) AS kids
+        CROSS JOIN LATERAL unnest(kids.root_sources, kids.root_depths) AS rs (source_uri, depth)
         GROUP BY rs.source_uri
     ) AS shared
-    WHERE shared.children = kept.children
+    WHERE shared.children = shared.rooted
 ) AS inherited ON true
 WHERE l.tenant_id = :'tenant_id' AND l.leaf_index < :tree_size
 ORDER BY l.leaf_index;

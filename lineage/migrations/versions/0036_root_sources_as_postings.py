@@ -58,10 +58,13 @@ DELEGATE = (
 )
 
 # One tenant (%1$L) at a time: every read names it, so on Citus each is a router statement.
-# Each record once, with its roots, its signature or both.
+# Each record once, with its roots, its signature or both; a tombstone holds its source only as
+# a keyed hash (docs/privacy.md), so its roots are in the postings alone.
 FILL_RECORDS = """
 UPDATE provenance AS t
-SET root_sources = r.sources, root_depths = r.depths, key_id = s.key_id, signature = s.signature
+SET root_sources = CASE WHEN t.kind <> 'tombstone' THEN r.sources END,
+    root_depths = CASE WHEN t.kind <> 'tombstone' THEN r.depths END,
+    key_id = s.key_id, signature = s.signature
 FROM (SELECT rs.context_id, rs.created_at,
              array_agg(rs.source_uri ORDER BY rs.source_uri COLLATE "C") AS sources,
              array_agg(rs.depth ORDER BY rs.source_uri COLLATE "C") AS depths
@@ -88,12 +91,15 @@ FROM (SELECT rs.source_uri, rs.kind, rs.depth, rs.created_at, rs.context_id,
       WHERE rs.tenant_id = %1$L) AS g
 GROUP BY g.source_uri, g.kind, g.depth, g.month, g.chunk
 """
+# From the postings, which list tombstones too.
 UNFILL_ROOTS = """
 INSERT INTO root_sources (tenant_id, source_uri, kind, context_id, depth, created_at)
-SELECT p.tenant_id, r.source_uri, p.kind, p.context_id, r.depth, p.created_at
-FROM provenance AS p
-CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (source_uri, depth)
-WHERE p.tenant_id = %1$L
+SELECT %1$L, substr(ip.key, length('source:') + 1), ip.kind, p.context_id, ip.depth,
+       p.created_at
+FROM invalidation_postings AS ip
+CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
+JOIN provenance AS p ON p.tenant_id = %1$L AND p.context_id = posting.context_id
+WHERE ip.tenant_id = %1$L AND ip.key LIKE 'source:%%'
 """
 UNFILL_SIGNATURES = """
 INSERT INTO record_signatures (tenant_id, context_id, key_id, signature, created_at)

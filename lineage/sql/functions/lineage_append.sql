@@ -42,8 +42,11 @@ BEGIN
         SELECT p_tenant, r.context_id, r.parent_ids::text[], r.kind, r.source_uri,
                r.content_hash, r.transform, r.transform_version, r.produced_by,
                r.index_snapshot, r.trace_id, r.created_at, r.attributes::jsonb,
-               r.upstream_keys::text[], r.upstream_depths::integer[], r.root_sources::text[],
-               r.root_depths::integer[], r.key_id, r.signature
+               r.upstream_keys::text[], r.upstream_depths::integer[],
+               -- A tombstone holds its source only as a keyed hash: the postings list it.
+               CASE WHEN r.kind <> 'tombstone' THEN r.root_sources::text[] END,
+               CASE WHEN r.kind <> 'tombstone' THEN r.root_depths::integer[] END,
+               r.key_id, r.signature
         FROM unnest(p_context_ids, p_parent_id_lists, p_kinds, p_source_uris, p_content_hashes,
                     p_transforms, p_transform_versions, p_produced_bys, p_index_snapshots,
                     p_trace_ids, p_created_ats, p_attribute_docs, p_upstream_key_lists,
