@@ -12,7 +12,7 @@ with any is answered by the walk."""
 from collections.abc import Iterable, Mapping, Sequence
 
 from lineage.core.record import ContextRecord
-from lineage.services.root_sources import carry
+from lineage.services.root_sources import carry, down_the_batch
 
 Postings = dict[str, int] | None  # key -> least depth below a record with that key
 
@@ -50,14 +50,7 @@ def batch_postings(
 ) -> list[Postings]:
     """The postings of each record of a batch (in batch order), its parents earlier in the
     batch or in `parent_postings`; a parent in neither is unknown."""
-    known = dict(parent_postings)
-    found = []
-    for record in records:
-        postings = known[record.context_id] = postings_of(
-            record, [known.get(p) for p in record.parent_ids]
-        )
-        found.append(postings)
-    return found
+    return down_the_batch(records, parent_postings, postings_of, None)
 
 
 def array_literals(postings: Sequence[Postings]) -> tuple[list[str | None], list[str | None]]:

@@ -8,13 +8,15 @@ and the source_uri (migration 0036), so the blast radius of a document by source
 index range instead of a walk (sql/include/source_radius.sql).
 """
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from lineage.core.record import ContextRecord
 from lineage.db.database import Transaction
 
 Roots = dict[str, int]  # source_uri -> minimal depth below a root with that source_uri
+Carried = TypeVar("Carried")
 
 
 def carry(parent_roots: Iterable[Mapping[str, int]]) -> Roots:
@@ -57,14 +59,26 @@ async def stored_parents(tx: Transaction, context_ids: Collection[str]) -> dict[
     return found
 
 
-def batch_roots(records: Sequence[ContextRecord], parent_roots: Mapping[str, Roots]) -> list[Roots]:
-    """The root sources of each record of a batch (in batch order), from those of its parents:
-    earlier in the batch or in `parent_roots` (stored or expired parents)."""
-    known = dict(parent_roots)
+def down_the_batch(
+    records: Sequence[ContextRecord],
+    known_parents: Mapping[str, Carried],
+    of: Callable[[ContextRecord, list[Carried]], Carried],
+    unknown: Carried,
+) -> list[Carried]:
+    """What `of` makes of each record of a batch (in batch order) from its parents': earlier
+    in the batch, in `known_parents`, or else `unknown`."""
+    known = dict(known_parents)
     found = []
     for record in records:
-        # Every stored record has its roots (migrations 0005 and 0036 gave older ones theirs).
-        parents = [known.get(p, {}) for p in record.parent_ids]
-        roots = known[record.context_id] = roots_of(record, parents)
-        found.append(roots)
+        carried = known[record.context_id] = of(
+            record, [known.get(p, unknown) for p in record.parent_ids]
+        )
+        found.append(carried)
     return found
+
+
+def batch_roots(records: Sequence[ContextRecord], parent_roots: Mapping[str, Roots]) -> list[Roots]:
+    """The root sources of each record of a batch (in batch order), from those of its parents:
+    earlier in the batch or in `parent_roots` (stored or expired parents). Every stored record
+    has its roots (migrations 0005 and 0036 gave older ones theirs)."""
+    return down_the_batch(records, parent_roots, roots_of, {})

@@ -200,7 +200,7 @@ BEGIN
 END $$
 """
 # The tables whose forced row security the backfill lifts (the owner reads every tenant's).
-LIFTED = ("tenants", "provenance", "root_sources", "invalidation_postings")
+LIFTED = ("tenants", "provenance", "root_sources", "record_signatures", "invalidation_postings")
 # Once a statement on PostgreSQL (migration 0022); per row where Citus takes no subquery.
 ONCE = "(SELECT lineage_session_tenant())"
 EACH_ROW = "lineage_session_tenant()"
@@ -222,7 +222,7 @@ def upgrade() -> None:
     op.execute(
         _lifted(
             FILL_RECORDS + ";;" + FILL_POSTINGS,
-            (*LIFTED, "record_signatures"),
+            LIFTED,
             update=True,
         )
     )
@@ -264,7 +264,7 @@ def downgrade() -> None:
         _lifted(
             UNFILL_ROOTS + ";;" + UNFILL_SIGNATURES + ";;DELETE FROM invalidation_postings "
             "WHERE tenant_id = %1$L AND key LIKE 'source:%%'",
-            (*LIFTED, "record_signatures"),
+            LIFTED,
             update=False,
         )
     )
