@@ -48,6 +48,13 @@ STORED_BYTES = """SELECT coalesce(pg_partition_root(c.oid), c.oid)::regclass::te
 FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
 WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm')
 GROUP BY 1"""
+# The same bytes relation by relation: each table's heap with its TOAST, and each index.
+RELATION_BYTES = """SELECT coalesce(pg_partition_root(c.oid), c.oid)::regclass::text AS name,
+       sum(CASE WHEN c.relkind = 'i' THEN pg_relation_size(c.oid)
+                ELSE pg_table_size(c.oid) END)::bigint AS bytes
+FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm', 'i')
+GROUP BY 1"""
 # Fields of a project row (bench.dag.COLUMNS) a caller gives; the append stamps created_at.
 PROPOSED = ("context_id", "parent_ids", "kind", "source_uri", "content_hash", "transform",
             "transform_version", "produced_by", "index_snapshot", "trace_id")  # fmt: skip
@@ -61,10 +68,10 @@ async def wal_position(url: str) -> int:
         await connection.close()
 
 
-async def stored_bytes(url: str) -> dict[str, int]:
+async def stored_bytes(url: str, query: str = STORED_BYTES) -> dict[str, int]:
     connection = await asyncpg.connect(url)
     try:
-        return {row["name"]: int(row["bytes"]) for row in await connection.fetch(STORED_BYTES)}
+        return {row["name"]: int(row["bytes"]) for row in await connection.fetch(query)}
     finally:
         await connection.close()
 
@@ -116,6 +123,7 @@ async def append_lineage(url: str, source_url: str, batch: int) -> dict[str, Any
         finally:
             await connection.close()
         before_wal, before_stored = await wal_position(url), await stored_bytes(url)
+        before_relations = await stored_bytes(url, RELATION_BYTES)
         for start in range(1, len(proposals), batch):
             await store.append(proposals[start : start + batch])
         appended_wal = await wal_position(url)
@@ -126,6 +134,7 @@ async def append_lineage(url: str, source_url: str, batch: int) -> dict[str, Any
         await database.close()
     result = measured(len(proposals) - 1, before_wal, before_stored, appended_wal)
     result["wal_bytes_with_the_log"] = sequenced_wal - before_wal
+    result["before_relations"] = before_relations
     return result
 
 
@@ -146,6 +155,9 @@ async def run(records: int, batch: int) -> dict[str, Any]:
         tutorial_grown = grown(tutorial["before_stored"], await stored_bytes(tutorial_url))
         appended = await append_lineage(lineage_url, tutorial_url, batch)
         lineage_grown = grown(appended["before_stored"], await stored_bytes(lineage_url))
+        lineage_relations = grown(
+            appended["before_relations"], await stored_bytes(lineage_url, RELATION_BYTES)
+        )
     finally:
         server.destroy()
     tutorial_n, lineage_n = tutorial["records"], appended["records"]
@@ -163,6 +175,9 @@ async def run(records: int, batch: int) -> dict[str, Any]:
             "stored_bytes_per_record": round(lineage_stored / lineage_n),
             "stored_bytes_per_record_by_table": {
                 name: round(size / lineage_n) for name, size in lineage_grown.items()
+            },
+            "stored_bytes_per_record_by_relation": {
+                name: round(size / lineage_n) for name, size in lineage_relations.items()
             },
         },
     }

@@ -107,8 +107,10 @@ async def test_the_imported_tenant_walks_as_the_original_and_knows_what_expired(
 async def root_sources_of(owner: asyncpg.Connection, tenant_id: str) -> list[tuple[Any, ...]]:
     """Each record's root sources as it keeps them, checked against the postings by source."""
     kept = await owner.fetch(
-        "SELECT p.context_id, r.source_uri, r.depth FROM provenance AS p "
-        "CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (source_uri, depth) "
+        "SELECT p.context_id, substr(k.key, length('source:') + 1), r.depth "
+        "FROM provenance AS p "
+        "CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (key_no, depth) "
+        "JOIN invalidation_keys AS k ON k.tenant_id = p.tenant_id AND k.key_no = r.key_no "
         "WHERE p.tenant_id = $1 ORDER BY 1, 2",
         tenant_id,
     )

@@ -306,10 +306,12 @@ def test_migrating_a_distributed_schema_places_the_postings_table_beside_the_rec
             "AND t.logicalrelid = 'tenants'::regclass"
         ).fetchone()
         expected = coordinator.execute(
-            "SELECT context_id, upstream_depths[array_position(upstream_keys, %s)] AS depth "
-            "FROM provenance WHERE tenant_id = 'posted' AND %s = ANY (upstream_keys) "
+            "SELECT p.context_id, p.upstream_depths[array_position(p.upstream_keys, k.key_no)] "
+            "AS depth FROM provenance AS p JOIN invalidation_keys AS k "
+            "ON k.tenant_id = p.tenant_id AND k.key = %s "
+            "WHERE p.tenant_id = 'posted' AND k.key_no = ANY (p.upstream_keys) "
             "ORDER BY depth, context_id",
-            (snapshot, snapshot),
+            (snapshot,),
         ).fetchall()
     assert placed == (True,)
     assert expected and asyncio.run(invalidated()) == [tuple(row) for row in expected]

@@ -135,9 +135,10 @@ async def test_blast_radius_by_source_matches_the_walk(
 
 # Each record's root sources as it keeps them, and as the postings list them by source.
 KEPT_ROOTS = """
-SELECT p.tenant_id, p.context_id, r.source_uri, r.depth
+SELECT p.tenant_id, p.context_id, substr(k.key, length('source:') + 1) AS source_uri, r.depth
 FROM provenance AS p
-CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (source_uri, depth)
+CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (key_no, depth)
+JOIN invalidation_keys AS k ON k.tenant_id = p.tenant_id AND k.key_no = r.key_no
 ORDER BY 1, 2, 3
 """
 POSTED_ROOTS = """
@@ -208,9 +209,8 @@ async def test_a_replayed_parent_in_the_batch_hands_down_its_stored_roots(
     appended = await store.append([chunk, summary])
     assert [a.created for a in appended] == [False, True]
     rows = await owner.fetch(
-        "SELECT p.context_id, r.source_uri, r.depth FROM provenance AS p "
-        "CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (source_uri, depth) "
-        "ORDER BY r.depth, p.context_id"
+        f"SELECT context_id, source_uri, depth FROM ({KEPT_ROOTS}) AS kept "
+        "ORDER BY depth, context_id"
     )
     assert [tuple(row) for row in rows] == [
         ("doc", "s3://a.md", 0),

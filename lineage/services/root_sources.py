@@ -2,8 +2,9 @@
 depth below a root of each.
 
 Derived from parent_ids alone and kept outside the signed canonical form: on the record itself
-(`root_sources`, `root_depths`: what a child's append carries down; NULL for a record inserted
-around the append) and listed by source in `invalidation_postings` under the key `source:`
+(`root_sources`, `root_depths`: what a child's append carries down, each source by the number
+of its key in `invalidation_keys` since migration 0038; NULL for a record inserted around the
+append) and listed by source in `invalidation_postings` under the key `source:`
 and the source_uri (migration 0036), so the blast radius of a document by source_uri is one
 index range instead of a walk (sql/include/source_radius.sql).
 """
@@ -16,6 +17,8 @@ from lineage.core.record import ContextRecord
 from lineage.db.database import Transaction
 
 Roots = dict[str, int]  # source_uri -> minimal depth below a root with that source_uri
+SOURCE_KEY = "source:"  # a root source's invalidation key: this and its source_uri
+KEPT = ("root_sources", "upstream_keys")  # a record's keys, by number (migration 0038)
 Carried = TypeVar("Carried")
 
 
@@ -48,13 +51,17 @@ async def stored_parents(tx: Transaction, context_ids: Collection[str]) -> dict[
     """The tenant's stored records among `context_ids`, each with its root sources (a record
     inserted around append_records has none) and postings. Unknown and foreign ids are simply
     absent."""
+    rows = await tx.fetch("stored_parents", context_ids=list(context_ids))
+    numbers = {n for row in rows for column in KEPT for n in row[column] or []}
+    named = await tx.fetch("key_names", key_nos=sorted(numbers))
+    names = {name["key_no"]: name["key"] for name in named}
     found = {}
-    for row in await tx.fetch("stored_parents", context_ids=list(context_ids)):
-        sources, depths = row["root_sources"] or [], row["root_depths"] or []
-        keys, key_depths = row["upstream_keys"], row["upstream_depths"]
+    for row in rows:
+        sources = [names[n].removeprefix(SOURCE_KEY) for n in row["root_sources"] or []]
+        keys = None if row["upstream_keys"] is None else [names[n] for n in row["upstream_keys"]]
         found[row["context_id"]] = StoredParent(
-            dict(zip(sources, depths, strict=True)),
-            None if keys is None else dict(zip(keys, key_depths, strict=True)),
+            dict(zip(sources, row["root_depths"] or [], strict=True)),
+            None if keys is None else dict(zip(keys, row["upstream_depths"], strict=True)),
         )
     return found
 

@@ -5,7 +5,8 @@
 -- stays in the log), whose columns are null unless it is a forget tombstone, kept past
 -- retention in forget_tombstones and carried whole; has_kept_children says whether a kept
 -- record names it as a parent, and inherited_roots gives it the root sources that make its kept
--- children's what they are here (its own rows expired with it): each source that every kept
+-- children's what they are here (its own rows expired with it; kept by number, named by
+-- invalidation_keys): each source that every kept
 -- child holding its roots has (a tombstone holds its source only hashed), a level above the
 -- deepest. leaf_created_at: the record's created_at as its leaf
 -- kept it (null for leaves logged before migration 0023).
@@ -49,9 +50,10 @@ LEFT JOIN LATERAL (
 ) AS kept ON true
 -- Over the kept children that hold their roots (a tombstone holds its source only hashed).
 LEFT JOIN LATERAL (
-    SELECT jsonb_object_agg(shared.source_uri, shared.depth - 1) AS roots
+    SELECT jsonb_object_agg(substr(named.key, length('source:') + 1), shared.depth - 1)
+               AS roots
     FROM (
-        SELECT rs.source_uri, max(rs.depth) AS depth, count(*) AS children,
+        SELECT rs.source_no, max(rs.depth) AS depth, count(*) AS children,
                min(kids.rooted) AS rooted
         FROM (SELECT child.root_sources, child.root_depths, count(*) OVER () AS rooted
               FROM provenance_children AS c
@@ -60,9 +62,11 @@ LEFT JOIN LATERAL (
                  AND child.created_at = c.created_at  -- the child's month partition alone
               WHERE c.tenant_id = :'tenant_id' AND c.parent_id = l.context_id
                 AND kept.children > 0 AND child.root_sources IS NOT NULL) AS kids
-        CROSS JOIN LATERAL unnest(kids.root_sources, kids.root_depths) AS rs (source_uri, depth)
-        GROUP BY rs.source_uri
+        CROSS JOIN LATERAL unnest(kids.root_sources, kids.root_depths) AS rs (source_no, depth)
+        GROUP BY rs.source_no
     ) AS shared
+    JOIN invalidation_keys AS named
+        ON named.tenant_id = :'tenant_id' AND named.key_no = shared.source_no
     WHERE shared.children = shared.rooted
 ) AS inherited ON true
 WHERE l.tenant_id = :'tenant_id' AND l.leaf_index < :tree_size

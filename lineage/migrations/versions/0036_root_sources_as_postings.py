@@ -24,7 +24,7 @@ Revises: 0035
 
 from alembic import op
 
-from lineage.db import functions
+from lineage.db import functions, tenant_rewrite
 
 revision = "0036"
 down_revision = "0035"
@@ -47,11 +47,6 @@ APPEND_0036 = (
     "text[], text[], text[])"
 )
 
-# Where `lineage distribute` placed the schema already (asked where Citus is installed).
-PLACED = (
-    "SELECT EXISTS (SELECT 1 FROM pg_dist_partition "
-    "WHERE logicalrelid = 'public.tenants'::regclass)"
-)
 DELEGATE = (
     "SELECT create_distributed_function('{function}'::regprocedure, 'p_tenant', "
     "colocate_with := 'tenants', force_delegation := true)"
@@ -109,52 +104,6 @@ WHERE p.tenant_id = %1$L AND p.signature IS NOT NULL
 """
 
 
-def _lifted(body: str, tables: tuple[str, ...], *, update: bool) -> str:
-    """`body` (statements run for each tenant, %1$L) with forced row security lifted on
-    `tables` and, when `update`, provenance's append-only trigger and revoked UPDATE."""
-    lift = restore = ""
-    for table in tables:
-        lift += (
-            f"IF (SELECT relforcerowsecurity FROM pg_class WHERE oid = '{table}'::regclass) "
-            f"THEN forced := forced || '{table}'::text; "
-            f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY; END IF;\n"
-        )
-        restore += (
-            f"IF '{table}' = ANY (forced) THEN "
-            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY; END IF;\n"
-        )
-    if update:
-        lift += (
-            "IF guarded THEN ALTER TABLE provenance DISABLE TRIGGER provenance_append_only; "
-            "END IF;\nEXECUTE format('GRANT UPDATE ON provenance TO %I', current_user);\n"
-        )
-        restore += (
-            "EXECUTE format('REVOKE UPDATE ON provenance FROM %I', current_user);\n"
-            "IF guarded THEN ALTER TABLE provenance ENABLE ALWAYS TRIGGER "
-            "provenance_append_only; END IF;\n"
-        )
-    statements = "".join(
-        f"EXECUTE format($each${statement}$each$, tenant);\n" for statement in body.split(";;")
-    )
-    return f"""
-DO $$
-DECLARE
-    forced text[] := '{{}}';
-    guarded boolean := EXISTS (SELECT 1 FROM pg_trigger
-                               WHERE tgrelid = 'provenance'::regclass
-                                 AND tgname = 'provenance_append_only');
-    tenant text;
-BEGIN
-{lift}
-    FOR tenant IN SELECT t.tenant_id FROM tenants AS t LOOP
-{statements}
-    END LOOP;
-{restore}
-END
-$$
-"""
-
-
 CREATE_RECORD_SIGNATURES = """
 CREATE TABLE record_signatures (
     tenant_id  text        NOT NULL,
@@ -180,14 +129,6 @@ PARTITIONS = """
 SELECT lineage_create_partition('{table}', '{table}' || p.suffix, p.lower, p.upper)
 FROM lineage_partitions('provenance') AS p
 """
-GRANT_SELECT = """
-DO $$
-BEGIN
-    IF to_regrole('lineage_app') IS NOT NULL THEN
-        GRANT SELECT ON {table} TO lineage_app;
-    END IF;
-END $$
-"""
 # As migration 0016 made it: the owner neither updates nor truncates a signature.
 APPEND_ONLY = (
     "CREATE TRIGGER record_signatures_append_only BEFORE UPDATE OR DELETE ON record_signatures "
@@ -201,26 +142,17 @@ END $$
 """
 # The tables whose forced row security the backfill lifts (the owner reads every tenant's).
 LIFTED = ("tenants", "provenance", "root_sources", "record_signatures", "invalidation_postings")
-# Once a statement on PostgreSQL (migration 0022); per row where Citus takes no subquery.
-ONCE = "(SELECT lineage_session_tenant())"
-EACH_ROW = "lineage_session_tenant()"
-
-
-def _placed() -> bool:
-    bind = op.get_bind()
-    citus = bind.exec_driver_sql("SELECT to_regclass('pg_dist_partition')").scalar()
-    return citus is not None and bool(bind.exec_driver_sql(PLACED).scalar())
 
 
 # One statement a call: Citus sends DDL to its workers as the whole query string.
 def upgrade() -> None:
-    placed = _placed()
+    placed = tenant_rewrite.placed()
     op.execute("ALTER TABLE provenance ADD COLUMN root_sources text[]")
     op.execute("ALTER TABLE provenance ADD COLUMN root_depths integer[]")
     op.execute("ALTER TABLE provenance ADD COLUMN key_id text")
     op.execute("ALTER TABLE provenance ADD COLUMN signature bytea")
     op.execute(
-        _lifted(
+        tenant_rewrite.each_tenant(
             FILL_RECORDS + ";;" + FILL_POSTINGS,
             LIFTED,
             update=True,
@@ -240,12 +172,12 @@ def _side_table(table: str, create: str, placed: bool) -> None:
     op.execute(create)
     op.execute(PARTITIONS.format(table=table))
     op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
-    tenant = EACH_ROW if placed else ONCE
+    tenant = tenant_rewrite.EACH_ROW if placed else tenant_rewrite.ONCE
     op.execute(
         f"CREATE POLICY {table}_tenant ON {table} "
         f"USING (tenant_id = {tenant}) WITH CHECK (tenant_id = {tenant})"
     )
-    op.execute(GRANT_SELECT.format(table=table))
+    op.execute(tenant_rewrite.GRANT_SELECT.format(table=table))
     if placed:
         op.execute(
             f"SELECT create_distributed_table('{table}', 'tenant_id', colocate_with => 'tenants')"
@@ -255,13 +187,13 @@ def _side_table(table: str, create: str, placed: bool) -> None:
 
 
 def downgrade() -> None:
-    placed = _placed()
+    placed = tenant_rewrite.placed()
     _side_table("root_sources", CREATE_ROOT_SOURCES, placed)
     op.execute("CREATE INDEX root_sources_context_id ON root_sources (tenant_id, context_id)")
     _side_table("record_signatures", CREATE_RECORD_SIGNATURES, placed)
     op.execute(REVOKE_OWNER)
     op.execute(
-        _lifted(
+        tenant_rewrite.each_tenant(
             UNFILL_ROOTS + ";;" + UNFILL_SIGNATURES + ";;DELETE FROM invalidation_postings "
             "WHERE tenant_id = %1$L AND key LIKE 'source:%%'",
             LIFTED,

@@ -1,7 +1,9 @@
 -- An append: a batch of stamped, signed records (parallel arrays, one element per record;
 -- parent ids, root sources, upstream keys and their depths as array literals, which lineage.
 -- services.root_sources and .postings compute from the parents'), for the tenant its token
--- vouches for. Ids already stored are left alone and not returned: the caller compares them.
+-- vouches for. A record keeps its root sources and upstream keys by their numbers in the
+-- tenant's invalidation_keys ('source:' and the source_uri for a root source), which this
+-- numbers the first time a key comes. Ids already stored are left alone and not returned: the caller compares them.
 -- Everything a record is stored with (its signature, on its row; its edges, postings by root
 -- source and by invalidation key, transform version, log-queue row and stream position) is
 -- written here, so the application role needs no INSERT on those tables and no direct write
@@ -19,6 +21,10 @@ CREATE OR REPLACE FUNCTION public.lineage_append(p_tenant text, p_token text, p_
 AS $function$
 DECLARE
     stored text[];
+    carried text[];
+    numbers jsonb;
+    numbered integer;
+    added integer;
     new_ids text[];
     all_new boolean;
     position_after bigint;
@@ -34,6 +40,34 @@ BEGIN
     FROM public.provenance AS p
     WHERE p.tenant_id = p_tenant AND p.context_id = ANY (p_context_ids);
 
+    SELECT coalesce(array_agg(DISTINCT c.key), '{}') INTO carried
+    FROM unnest(p_upstream_key_lists, p_root_source_lists) AS r (upstream_keys, root_sources)
+    CROSS JOIN LATERAL (SELECT unnest(r.upstream_keys::text[])
+                        UNION ALL
+                        SELECT 'source:' || unnest(r.root_sources::text[])) AS c (key);
+    SELECT coalesce(jsonb_object_agg(k.key, k.key_no), '{}') INTO numbers
+    FROM public.invalidation_keys AS k
+    WHERE k.tenant_id = p_tenant AND k.key = ANY (carried);
+    IF (SELECT count(*) FROM jsonb_object_keys(numbers)) < cardinality(carried) THEN
+        -- One append numbers at a time: the tenant's counter row stays locked until commit,
+        -- and the keys another append numbered meanwhile are seen from here on.
+        INSERT INTO public.tenant_counters AS c (tenant_id, counter, last_value)
+        VALUES (p_tenant, 'invalidation_keys', 0)
+        ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = c.last_value
+        RETURNING c.last_value INTO numbered;
+        INSERT INTO public.invalidation_keys (tenant_id, key_no, key)
+        SELECT p_tenant, numbered + row_number() OVER (ORDER BY n.key), n.key
+        FROM unnest(carried) AS n (key)
+        WHERE NOT EXISTS (SELECT 1 FROM public.invalidation_keys AS k
+                          WHERE k.tenant_id = p_tenant AND k.key = n.key);
+        GET DIAGNOSTICS added = ROW_COUNT;
+        UPDATE public.tenant_counters AS c SET last_value = numbered + added
+        WHERE c.tenant_id = p_tenant AND c.counter = 'invalidation_keys';
+        SELECT jsonb_object_agg(k.key, k.key_no) INTO numbers
+        FROM public.invalidation_keys AS k
+        WHERE k.tenant_id = p_tenant AND k.key = ANY (carried);
+    END IF;
+
     WITH written AS (
         INSERT INTO public.provenance AS p (tenant_id, context_id, parent_ids, kind, source_uri,
             content_hash, transform, transform_version, produced_by, index_snapshot, trace_id,
@@ -42,9 +76,16 @@ BEGIN
         SELECT p_tenant, r.context_id, r.parent_ids::text[], r.kind, r.source_uri,
                r.content_hash, r.transform, r.transform_version, r.produced_by,
                r.index_snapshot, r.trace_id, r.created_at, r.attributes::jsonb,
-               r.upstream_keys::text[], r.upstream_depths::integer[],
+               CASE WHEN r.upstream_keys IS NOT NULL THEN
+                   ARRAY(SELECT (numbers ->> u.key)::integer
+                         FROM unnest(r.upstream_keys::text[]) WITH ORDINALITY AS u (key, o)
+                         ORDER BY u.o) END,
+               r.upstream_depths::integer[],
                -- A tombstone holds its source only as a keyed hash: the postings list it.
-               CASE WHEN r.kind <> 'tombstone' THEN r.root_sources::text[] END,
+               CASE WHEN r.kind <> 'tombstone' AND r.root_sources IS NOT NULL THEN
+                   ARRAY(SELECT (numbers ->> ('source:' || u.uri))::integer
+                         FROM unnest(r.root_sources::text[]) WITH ORDINALITY AS u (uri, o)
+                         ORDER BY u.o) END,
                CASE WHEN r.kind <> 'tombstone' THEN r.root_depths::integer[] END,
                r.key_id, r.signature
         FROM unnest(p_context_ids, p_parent_id_lists, p_kinds, p_source_uris, p_content_hashes,

@@ -58,6 +58,10 @@ CREATE FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids
     AS $$
 DECLARE
     stored text[];
+    carried text[];
+    numbers jsonb;
+    numbered integer;
+    added integer;
     new_ids text[];
     all_new boolean;
     position_after bigint;
@@ -73,6 +77,34 @@ BEGIN
     FROM public.provenance AS p
     WHERE p.tenant_id = p_tenant AND p.context_id = ANY (p_context_ids);
 
+    SELECT coalesce(array_agg(DISTINCT c.key), '{}') INTO carried
+    FROM unnest(p_upstream_key_lists, p_root_source_lists) AS r (upstream_keys, root_sources)
+    CROSS JOIN LATERAL (SELECT unnest(r.upstream_keys::text[])
+                        UNION ALL
+                        SELECT 'source:' || unnest(r.root_sources::text[])) AS c (key);
+    SELECT coalesce(jsonb_object_agg(k.key, k.key_no), '{}') INTO numbers
+    FROM public.invalidation_keys AS k
+    WHERE k.tenant_id = p_tenant AND k.key = ANY (carried);
+    IF (SELECT count(*) FROM jsonb_object_keys(numbers)) < cardinality(carried) THEN
+        -- One append numbers at a time: the tenant's counter row stays locked until commit,
+        -- and the keys another append numbered meanwhile are seen from here on.
+        INSERT INTO public.tenant_counters AS c (tenant_id, counter, last_value)
+        VALUES (p_tenant, 'invalidation_keys', 0)
+        ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = c.last_value
+        RETURNING c.last_value INTO numbered;
+        INSERT INTO public.invalidation_keys (tenant_id, key_no, key)
+        SELECT p_tenant, numbered + row_number() OVER (ORDER BY n.key), n.key
+        FROM unnest(carried) AS n (key)
+        WHERE NOT EXISTS (SELECT 1 FROM public.invalidation_keys AS k
+                          WHERE k.tenant_id = p_tenant AND k.key = n.key);
+        GET DIAGNOSTICS added = ROW_COUNT;
+        UPDATE public.tenant_counters AS c SET last_value = numbered + added
+        WHERE c.tenant_id = p_tenant AND c.counter = 'invalidation_keys';
+        SELECT jsonb_object_agg(k.key, k.key_no) INTO numbers
+        FROM public.invalidation_keys AS k
+        WHERE k.tenant_id = p_tenant AND k.key = ANY (carried);
+    END IF;
+
     WITH written AS (
         INSERT INTO public.provenance AS p (tenant_id, context_id, parent_ids, kind, source_uri,
             content_hash, transform, transform_version, produced_by, index_snapshot, trace_id,
@@ -81,9 +113,16 @@ BEGIN
         SELECT p_tenant, r.context_id, r.parent_ids::text[], r.kind, r.source_uri,
                r.content_hash, r.transform, r.transform_version, r.produced_by,
                r.index_snapshot, r.trace_id, r.created_at, r.attributes::jsonb,
-               r.upstream_keys::text[], r.upstream_depths::integer[],
+               CASE WHEN r.upstream_keys IS NOT NULL THEN
+                   ARRAY(SELECT (numbers ->> u.key)::integer
+                         FROM unnest(r.upstream_keys::text[]) WITH ORDINALITY AS u (key, o)
+                         ORDER BY u.o) END,
+               r.upstream_depths::integer[],
                -- A tombstone holds its source only as a keyed hash: the postings list it.
-               CASE WHEN r.kind <> 'tombstone' THEN r.root_sources::text[] END,
+               CASE WHEN r.kind <> 'tombstone' AND r.root_sources IS NOT NULL THEN
+                   ARRAY(SELECT (numbers ->> ('source:' || u.uri))::integer
+                         FROM unnest(r.root_sources::text[]) WITH ORDINALITY AS u (uri, o)
+                         ORDER BY u.o) END,
                CASE WHEN r.kind <> 'tombstone' THEN r.root_depths::integer[] END,
                r.key_id, r.signature
         FROM unnest(p_context_ids, p_parent_id_lists, p_kinds, p_source_uris, p_content_hashes,
@@ -838,6 +877,14 @@ CREATE TABLE public.forget_tombstones (
 
 ALTER TABLE ONLY public.forget_tombstones FORCE ROW LEVEL SECURITY;
 
+CREATE TABLE public.invalidation_keys (
+    tenant_id text NOT NULL,
+    key_no integer NOT NULL,
+    key text NOT NULL
+);
+
+ALTER TABLE ONLY public.invalidation_keys FORCE ROW LEVEL SECURITY;
+
 CREATE TABLE public.invalidation_postings (
     tenant_id text NOT NULL,
     key text NOT NULL,
@@ -951,12 +998,12 @@ CREATE TABLE public.provenance (
     trace_id text,
     created_at timestamp with time zone NOT NULL,
     attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
-    upstream_keys text[],
     upstream_depths integer[],
-    root_sources text[],
     root_depths integer[],
     key_id text,
-    signature bytea
+    signature bytea,
+    upstream_keys integer[],
+    root_sources integer[]
 )
 PARTITION BY RANGE (created_at);
 
@@ -995,12 +1042,12 @@ CREATE TABLE public.provenance_p_open (
     trace_id text,
     created_at timestamp with time zone NOT NULL,
     attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
-    upstream_keys text[],
     upstream_depths integer[],
-    root_sources text[],
     root_depths integer[],
     key_id text,
-    signature bytea
+    signature bytea,
+    upstream_keys integer[],
+    root_sources integer[]
 );
 
 CREATE TABLE public.retention_policy (
@@ -1040,7 +1087,7 @@ CREATE TABLE public.tenant_counters (
     tenant_id text NOT NULL,
     counter text NOT NULL,
     last_value bigint NOT NULL,
-    CONSTRAINT tenant_counters_counter_check CHECK ((counter = ANY (ARRAY['events'::text, 'audit'::text]))),
+    CONSTRAINT tenant_counters_counter_check CHECK ((counter = ANY (ARRAY['events'::text, 'audit'::text, 'invalidation_keys'::text]))),
     CONSTRAINT tenant_counters_last_value_check CHECK ((last_value >= 0))
 );
 
@@ -1125,6 +1172,12 @@ ALTER TABLE ONLY public.events
 
 ALTER TABLE ONLY public.forget_tombstones
     ADD CONSTRAINT forget_tombstones_pkey PRIMARY KEY (tenant_id, context_id);
+
+ALTER TABLE ONLY public.invalidation_keys
+    ADD CONSTRAINT invalidation_keys_pkey PRIMARY KEY (tenant_id, key_no);
+
+ALTER TABLE ONLY public.invalidation_keys
+    ADD CONSTRAINT invalidation_keys_tenant_id_key_key UNIQUE (tenant_id, key);
 
 ALTER TABLE ONLY public.log_checkpoints
     ADD CONSTRAINT log_checkpoints_pkey PRIMARY KEY (tenant_id, tree_size);
@@ -1322,6 +1375,10 @@ ALTER TABLE public.forget_tombstones ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY forget_tombstones_tenant ON public.forget_tombstones USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
+ALTER TABLE public.invalidation_keys ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY invalidation_keys_tenant ON public.invalidation_keys USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
+
 ALTER TABLE public.invalidation_postings ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY invalidation_postings_tenant ON public.invalidation_postings USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
@@ -1462,6 +1519,8 @@ GRANT SELECT,INSERT,DELETE ON TABLE public.context_text TO lineage_app;
 GRANT SELECT ON TABLE public.events TO lineage_app;
 
 GRANT SELECT ON TABLE public.forget_tombstones TO lineage_app;
+
+GRANT SELECT ON TABLE public.invalidation_keys TO lineage_app;
 
 GRANT SELECT ON TABLE public.invalidation_postings TO lineage_app;
 
