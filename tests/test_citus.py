@@ -73,6 +73,7 @@ VALUES: dict[str, Any] = {
     "session_id": "any",
     "tree_size": 0,
     "content_hashes": [],
+    "key_nos": [1, 2, 3],
     "source_uris": ["s3://policies/contractors.md"],
 }
 # Columns set by the clock of the server that ran the append, and signatures (which sign

@@ -48,10 +48,6 @@ FROM (SELECT unnest(p.upstream_keys) FROM provenance AS p WHERE p.tenant_id = %1
       UNION
       SELECT ip.key FROM invalidation_postings AS ip WHERE ip.tenant_id = %1$L) AS k (key)
 """
-COUNT_KEYS = """
-INSERT INTO tenant_counters (tenant_id, counter, last_value)
-SELECT %1$L, 'invalidation_keys', count(*) FROM invalidation_keys WHERE tenant_id = %1$L
-"""
 # Each record with a key once, by the keys' numbers in the arrays' order; the text arrays are
 # emptied in the same write, so the rewritten row does not carry them.
 FILL_NUMBERS = """
@@ -116,14 +112,7 @@ WHERE t.tenant_id = %1$L
   AND (t.upstream_keys = '{}' OR t.root_sources = '{}')
   AND t.upstream_key_texts IS NULL AND t.root_source_texts IS NULL
 """
-LIFTED = ("tenants", "provenance", "invalidation_postings", "invalidation_keys", "tenant_counters")
-COUNTERS = (
-    "ALTER TABLE tenant_counters DROP CONSTRAINT tenant_counters_counter_check",
-    (
-        "ALTER TABLE tenant_counters ADD CONSTRAINT tenant_counters_counter_check "
-        "CHECK (counter IN ({}))"
-    ),
-)
+LIFTED = ("tenants", "provenance", "invalidation_postings", "invalidation_keys")
 # Records that predate postings (migration 0028 left them to the service's backfill).
 UPSTREAM_UNKNOWN = (
     "CREATE INDEX provenance_upstream_unknown ON provenance (tenant_id) WHERE upstream_keys IS NULL"
@@ -155,13 +144,11 @@ def upgrade() -> None:
         )
     else:
         op.execute("ALTER TABLE invalidation_keys FORCE ROW LEVEL SECURITY")
-    op.execute(COUNTERS[0])
-    op.execute(COUNTERS[1].format("'events', 'audit', 'invalidation_keys'"))
     op.execute("ALTER TABLE provenance ADD COLUMN upstream_key_numbers integer[]")
     op.execute("ALTER TABLE provenance ADD COLUMN root_source_numbers integer[]")
     op.execute(
         tenant_rewrite.each_tenant(
-            ";;".join((NUMBER_KEYS, COUNT_KEYS, FILL_NUMBERS, FILL_EMPTY)), LIFTED, update=True
+            ";;".join((NUMBER_KEYS, FILL_NUMBERS, FILL_EMPTY)), LIFTED, update=True
         )
     )
     _swap({"upstream_keys": "upstream_key_numbers", "root_sources": "root_source_numbers"})
@@ -173,20 +160,11 @@ def downgrade() -> None:
     op.execute("ALTER TABLE provenance ADD COLUMN root_source_texts text[]")
     op.execute(
         tenant_rewrite.each_tenant(
-            ";;".join(
-                (
-                    UNFILL_NUMBERS,
-                    UNFILL_EMPTY,
-                    "DELETE FROM tenant_counters "
-                    "WHERE tenant_id = %1$L AND counter = 'invalidation_keys'",
-                )
-            ),
+            ";;".join((UNFILL_NUMBERS, UNFILL_EMPTY)),
             LIFTED,
             update=True,
         )
     )
     _swap({"upstream_keys": "upstream_key_texts", "root_sources": "root_source_texts"})
     op.execute("DROP TABLE invalidation_keys")
-    op.execute(COUNTERS[0])
-    op.execute(COUNTERS[1].format("'events', 'audit'"))
     functions.create(op.get_bind(), "0036", FUNCTIONS)

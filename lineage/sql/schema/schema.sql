@@ -60,8 +60,6 @@ DECLARE
     stored text[];
     carried text[];
     numbers jsonb;
-    numbered integer;
-    added integer;
     new_ids text[];
     all_new boolean;
     position_after bigint;
@@ -86,20 +84,20 @@ BEGIN
     FROM public.invalidation_keys AS k
     WHERE k.tenant_id = p_tenant AND k.key = ANY (carried);
     IF (SELECT count(*) FROM jsonb_object_keys(numbers)) < cardinality(carried) THEN
-        -- One append numbers at a time: the tenant's counter row stays locked until commit,
-        -- and the keys another append numbered meanwhile are seen from here on.
-        INSERT INTO public.tenant_counters AS c (tenant_id, counter, last_value)
-        VALUES (p_tenant, 'invalidation_keys', 0)
-        ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = c.last_value
-        RETURNING c.last_value INTO numbered;
+        -- One append numbers the tenant's new keys at a time (the lock holds to commit, and
+        -- what another numbered meanwhile is seen from here on); the lock's key hashes the
+        -- token, so no other tenant's session can take it.
+        PERFORM pg_advisory_xact_lock(
+            hashtextextended('invalidation_keys/' || p_token || '/' || p_tenant, 0));
         INSERT INTO public.invalidation_keys (tenant_id, key_no, key)
-        SELECT p_tenant, numbered + row_number() OVER (ORDER BY n.key), n.key
+        SELECT p_tenant,
+               coalesce((SELECT max(k.key_no) FROM public.invalidation_keys AS k
+                         WHERE k.tenant_id = p_tenant), 0)
+               + row_number() OVER (ORDER BY n.key),
+               n.key
         FROM unnest(carried) AS n (key)
         WHERE NOT EXISTS (SELECT 1 FROM public.invalidation_keys AS k
                           WHERE k.tenant_id = p_tenant AND k.key = n.key);
-        GET DIAGNOSTICS added = ROW_COUNT;
-        UPDATE public.tenant_counters AS c SET last_value = numbered + added
-        WHERE c.tenant_id = p_tenant AND c.counter = 'invalidation_keys';
         SELECT jsonb_object_agg(k.key, k.key_no) INTO numbers
         FROM public.invalidation_keys AS k
         WHERE k.tenant_id = p_tenant AND k.key = ANY (carried);
@@ -1087,7 +1085,7 @@ CREATE TABLE public.tenant_counters (
     tenant_id text NOT NULL,
     counter text NOT NULL,
     last_value bigint NOT NULL,
-    CONSTRAINT tenant_counters_counter_check CHECK ((counter = ANY (ARRAY['events'::text, 'audit'::text, 'invalidation_keys'::text]))),
+    CONSTRAINT tenant_counters_counter_check CHECK ((counter = ANY (ARRAY['events'::text, 'audit'::text]))),
     CONSTRAINT tenant_counters_last_value_check CHECK ((last_value >= 0))
 );
 
