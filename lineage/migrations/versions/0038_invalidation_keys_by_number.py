@@ -25,7 +25,7 @@ down_revision = "0037"
 branch_labels = None
 depends_on = None
 
-# The append numbers keys; what 0036 loaded, to go back to.
+# The append numbers keys; the downgrade loads the one 0036 loaded again.
 FUNCTIONS = ("lineage_append",)
 
 CREATE = """
