@@ -50,8 +50,11 @@ LEFT JOIN LATERAL (
 ) AS kept ON true
 -- Over the kept children that hold their roots (a tombstone holds its source only hashed).
 LEFT JOIN LATERAL (
-    SELECT jsonb_object_agg(substr(named.key, length('source:') + 1), shared.depth - 1)
-               AS roots
+    SELECT jsonb_object_agg(
+               -- Named by a probe per source found, never a join the planner may turn over.
+               (SELECT substr(named.key, length('source:') + 1) FROM invalidation_keys AS named
+                WHERE named.tenant_id = :'tenant_id' AND named.key_no = shared.source_no),
+               shared.depth - 1) AS roots
     FROM (
         SELECT rs.source_no, max(rs.depth) AS depth, count(*) AS children,
                min(kids.rooted) AS rooted
@@ -65,8 +68,6 @@ LEFT JOIN LATERAL (
         CROSS JOIN LATERAL unnest(kids.root_sources, kids.root_depths) AS rs (source_no, depth)
         GROUP BY rs.source_no
     ) AS shared
-    JOIN invalidation_keys AS named
-        ON named.tenant_id = :'tenant_id' AND named.key_no = shared.source_no
     WHERE shared.children = shared.rooted
 ) AS inherited ON true
 WHERE l.tenant_id = :'tenant_id' AND l.leaf_index < :tree_size
