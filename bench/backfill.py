@@ -30,12 +30,19 @@ BEFORE_BACKFILL = "0031"
 TIMED = MIGRATIONS_DIR / "versions" / "0032_postings_for_older_records.py"
 PER_PROJECTION = 10_000_000
 # Every record's postings in one md5: one md5 a row, in context_id order (32 bytes a record in
-# the aggregate, so 10M records stay well under a text value's 1 GB).
+# the aggregate, so 10M records stay well under a text value's 1 GB); the keys as text.
 CHECKSUM = """
-    SELECT md5(string_agg(md5(context_id || '|' || coalesce(upstream_keys::text, 'NULL') || '|'
-                              || coalesce(upstream_depths::text, 'NULL')),
-                          '' ORDER BY context_id COLLATE "C"))
-    FROM provenance
+    SELECT md5(string_agg(md5(p.context_id || '|' || coalesce(({keys})::text, 'NULL') || '|'
+                              || coalesce(p.upstream_depths::text, 'NULL')),
+                          '' ORDER BY p.context_id COLLATE "C"))
+    FROM provenance AS p
+"""
+# Since migration 0038 a record keeps its keys by number, named in invalidation_keys.
+NAMED_KEYS = """
+    CASE WHEN p.upstream_keys IS NOT NULL THEN
+        ARRAY(SELECT k.key FROM unnest(p.upstream_keys) WITH ORDINALITY AS u (key_no, o)
+              JOIN invalidation_keys AS k ON k.tenant_id = p.tenant_id AND k.key_no = u.key_no
+              ORDER BY u.o) END
 """
 # provenance is partitioned (0016): its own relation is empty, its partitions hold the rows.
 SIZE = """
@@ -45,8 +52,15 @@ SIZE = """
 KEPT = "bench_postings_loaded"  # the loader's postings, to compare row by row
 DIFFERING = f"""
     SELECT count(*) FROM provenance AS p FULL JOIN {KEPT} AS k USING (context_id)
-    WHERE (p.upstream_keys, p.upstream_depths) IS DISTINCT FROM (k.upstream_keys, k.upstream_depths)
+    WHERE ({{keys}}, p.upstream_depths) IS DISTINCT FROM (k.upstream_keys, k.upstream_depths)
 """
+
+
+async def checksum_and_differing(connection: asyncpg.Connection) -> tuple[str, str]:
+    """CHECKSUM and DIFFERING with the records' keys as text, as the schema keeps them."""
+    numbered = await connection.fetchval("SELECT to_regclass('invalidation_keys') IS NOT NULL")
+    keys = NAMED_KEYS if numbered else "p.upstream_keys"
+    return CHECKSUM.format(keys=keys), DIFFERING.format(keys=keys)
 
 
 @dataclass
@@ -99,7 +113,8 @@ async def kept(url: str, figures: Figures) -> None:
         )
         if unposted:
             raise BackfillWrong(f"the loader left {unposted:,} records without postings")
-        figures.checksum = await connection.fetchval(CHECKSUM)
+        checksum, _ = await checksum_and_differing(connection)
+        figures.checksum = await connection.fetchval(checksum)
         await connection.execute(
             f"CREATE UNLOGGED TABLE {KEPT} AS "
             "SELECT context_id, upstream_keys, upstream_depths FROM provenance"
@@ -152,8 +167,9 @@ async def checked(url: str, figures: Figures) -> None:
         unposted = await connection.fetchval(
             "SELECT count(*) FROM provenance WHERE upstream_keys IS NULL OR upstream_depths IS NULL"
         )
-        differing = await connection.fetchval(DIFFERING)
-        backfilled = await connection.fetchval(CHECKSUM)
+        checksum, differing_sql = await checksum_and_differing(connection)
+        differing = await connection.fetchval(differing_sql)
+        backfilled = await connection.fetchval(checksum)
         if unposted or differing or backfilled != figures.checksum:
             raise BackfillWrong(
                 f"after the migration ({figures.seconds:,.1f} s): {unposted:,} records without "

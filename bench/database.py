@@ -27,7 +27,7 @@ from lineage.core.progress import Progress, unwatched
 from lineage.core.versions import version_key
 from lineage.db.migrate import migrate
 from lineage.services import postings
-from lineage.services.root_sources import Roots
+from lineage.services.root_sources import SOURCE_KEY, Roots
 
 BATCH = 50_000
 # root_sources is the side table of schemas before migration 0036 (bench/retention.py and
@@ -42,12 +42,12 @@ INVALIDATION_POSTINGS = f"""
 INSERT INTO invalidation_postings (tenant_id, key, kind, depth, created_at, context_ids)
 SELECT $1, g.key, g.kind, g.depth, min(g.created_at),
        array_agg(g.context_id ORDER BY g.context_id)
-FROM (SELECT up.key, r.kind, up.depth, r.created_at, r.context_id, r.append,
+FROM (SELECT {{key}} AS key, r.kind, up.depth, r.created_at, r.context_id, r.append,
              date_trunc('month', r.created_at, 'UTC') AS month
       FROM (SELECT p.*, (row_number() OVER (ORDER BY p.created_at, p.context_id) - 1)
                         / {APPENDED} AS append
             FROM provenance AS p WHERE p.tenant_id = $1) AS r
-      CROSS JOIN LATERAL ({{keys}}) AS up (key, depth)) AS g
+      CROSS JOIN LATERAL ({{entries}}) AS up (entry, depth){{named}}) AS g
 GROUP BY g.key, g.kind, g.depth, g.month, g.append
 """
 UPSTREAM_KEYS = "SELECT * FROM unnest(r.upstream_keys, r.upstream_depths)"
@@ -55,14 +55,14 @@ SOURCE_KEYS = (
     "SELECT 'source:' || root.uri, root.depth "
     "FROM unnest(r.root_sources, r.root_depths) AS root (uri, depth)"
 )
+# Since migration 0038 both arrays hold numbers, named in invalidation_keys ('source:' included):
+# joined outside the lateral, so that the tenant's keys are read once, not once a record.
+NUMBERED_KEYS = (
+    "SELECT * FROM unnest(r.upstream_keys, r.upstream_depths) "
+    "UNION ALL SELECT * FROM unnest(r.root_sources, r.root_depths)"
+)
+NAMED = " JOIN invalidation_keys AS named ON named.tenant_id = $1 AND named.key_no = up.entry"
 POSTED_AT_MOST = 1000  # ids a postings row holds
-
-
-def postings_sql(by_source: bool) -> str:
-    """The postings INSERT: by invalidation key, and by root source where the schema keeps
-    the sources on the records (migration 0036)."""
-    keys = f"{UPSTREAM_KEYS} UNION ALL {SOURCE_KEYS}" if by_source else UPSTREAM_KEYS
-    return INVALIDATION_POSTINGS.format(keys=keys)
 
 
 def source_postings(tenant_id: str, rows: Iterable[tuple[Row, Roots]]) -> list[Row]:
@@ -111,6 +111,53 @@ class Postings:
         return [key for key, _ in ordered], [depth for _, depth in ordered]
 
 
+class KeyNumbers:
+    """A tenant's invalidation keys by number (migration 0038): those stored, and those this
+    load numbers as they first come, after the tenant's counter, until copied."""
+
+    def __init__(self, tenant_id: str, stored: dict[str, int], last_value: int) -> None:
+        self.tenant_id = tenant_id
+        self.numbers = dict(stored)
+        self.last_value = last_value
+        self.new: list[tuple[str, int, str]] = []  # invalidation_keys rows not yet copied
+
+    @classmethod
+    async def stored(cls, connection: asyncpg.Connection, tenant_id: str) -> "KeyNumbers":
+        keys = await connection.fetch(
+            "SELECT key, key_no FROM invalidation_keys WHERE tenant_id = $1", tenant_id
+        )
+        last_value = await connection.fetchval(
+            "SELECT last_value FROM tenant_counters "
+            "WHERE tenant_id = $1 AND counter = 'invalidation_keys'",
+            tenant_id,
+        )
+        return cls(tenant_id, {k["key"]: k["key_no"] for k in keys}, last_value or 0)
+
+    def of(self, keys: Iterable[str]) -> list[int]:
+        numbers = []
+        for key in keys:
+            if key not in self.numbers:
+                self.last_value += 1
+                self.numbers[key] = self.last_value
+                self.new.append((self.tenant_id, self.last_value, key))
+            numbers.append(self.numbers[key])
+        return numbers
+
+    async def copy(self, connection: asyncpg.Connection) -> None:
+        """COPY the keys numbered since the last copy, and give the counter the last number."""
+        await connection.copy_records_to_table(
+            "invalidation_keys", records=self.new, columns=("tenant_id", "key_no", "key")
+        )
+        self.new = []
+        await connection.execute(
+            "INSERT INTO tenant_counters (tenant_id, counter, last_value) "
+            "VALUES ($1, 'invalidation_keys', $2) "
+            "ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = excluded.last_value",
+            self.tenant_id,
+            self.last_value,
+        )
+
+
 def url_for(server_url: str, dbname: str) -> str:
     return urlunsplit(urlsplit(server_url)._replace(path=f"/{dbname}"))
 
@@ -156,6 +203,8 @@ class Layout:
     # Root sources on the records and in the postings (migration 0036); before it, the side
     # table root_sources, a row per record and source.
     rooted: bool
+    # Both kept by number, each key named once in invalidation_keys (migration 0038).
+    numbered: bool
 
     @property
     def columns(self) -> list[str]:
@@ -181,7 +230,17 @@ async def layout_of(connection: asyncpg.Connection) -> Layout:
             "SELECT to_regclass('invalidation_postings') IS NOT NULL"
         ),
         rooted=await has_column(connection, "provenance", "root_sources"),
+        numbered=await connection.fetchval("SELECT to_regclass('invalidation_keys') IS NOT NULL"),
     )
+
+
+def postings_sql(layout: Layout) -> str:
+    """The postings INSERT: by invalidation key, and by root source where the schema keeps
+    the sources on the records (migration 0036), the keys named by number since 0038."""
+    if layout.numbered:
+        return INVALIDATION_POSTINGS.format(key="named.key", entries=NUMBERED_KEYS, named=NAMED)
+    entries = f"{UPSTREAM_KEYS} UNION ALL {SOURCE_KEYS}" if layout.rooted else UPSTREAM_KEYS
+    return INVALIDATION_POSTINGS.format(key="up.entry", entries=entries, named="")
 
 
 async def copy_batch(
@@ -189,21 +248,21 @@ async def copy_batch(
     batch: list[tuple[Row, Roots]],
     layout: Layout,
     postings: Postings,
+    numbers: KeyNumbers | None,
 ) -> None:
-    """COPY records, each with its postings and root sources as the layout keeps them."""
+    """COPY records, each with its postings and root sources as the layout keeps them (by
+    `numbers` in the numbered layout, the keys it numbers for them copied after)."""
     if layout.partitioned:  # data not made by the generator may lie outside its period
         moments = [row[COLUMNS.index("created_at")] for row, _ in batch]
         await db.fetch(connection, "partitions_add", from_time=min(moments), through=max(moments))
-    posted, rooted = layout.posted, layout.rooted
     await connection.copy_records_to_table(
         "provenance",
-        records=[
-            (*row, *(postings.of(row) if posted else ()), *(arrays(roots) if rooted else ()))
-            for row, roots in batch
-        ],
+        records=[(*row, *kept(row, roots, layout, postings, numbers)) for row, roots in batch],
         columns=layout.columns,
     )
-    if not rooted:
+    if numbers is not None:
+        await numbers.copy(connection)
+    if not layout.rooted:
         root_columns = layout.root_columns
         await connection.copy_records_to_table(
             "root_sources",
@@ -214,6 +273,20 @@ async def copy_batch(
             ],
             columns=root_columns,
         )
+
+
+def kept(
+    row: Row, roots: Roots, layout: Layout, postings: Postings, numbers: KeyNumbers | None
+) -> tuple[list[str] | list[int], ...]:
+    """A record's postings and root sources as its row keeps them in the layout (layout.columns
+    after the project's)."""
+    upstream_keys, upstream_depths = postings.of(row) if layout.posted else ([], [])
+    sources, root_depths = arrays(roots)
+    if numbers is not None:
+        source_keys = numbers.of(SOURCE_KEY + source for source in sources)
+        return numbers.of(upstream_keys), upstream_depths, source_keys, root_depths
+    posted = (upstream_keys, upstream_depths) if layout.posted else ()
+    return (*posted, *((sources, root_depths) if layout.rooted else ()))
 
 
 async def copy_dag(
@@ -254,9 +327,10 @@ async def copy_dag(
         started = time.perf_counter()
         copied = 0
         postings = Postings()
+        numbers = await KeyNumbers.stored(connection, tenant_id) if layout.numbered else None
         while batch := list(itertools.islice(rows, BATCH)):
             progress("generate and copy the DAG", copied, records)
-            await copy_batch(connection, batch, layout, postings)
+            await copy_batch(connection, batch, layout, postings, numbers)
             copied += len(batch)
         progress("generate and copy the DAG", copied, records)
         # The parent edges descendant walks probe, as lineage_append writes them.
@@ -267,7 +341,7 @@ async def copy_dag(
             tenant_id,
         )
         if layout.posting_rows:
-            await connection.execute(postings_sql(by_source=layout.rooted), tenant_id)
+            await connection.execute(postings_sql(layout), tenant_id)
         timings["generate_and_copy_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -294,6 +368,8 @@ async def copy_dag(
         await connection.execute("VACUUM (ANALYZE) provenance_children")
         if layout.posting_rows:
             await connection.execute("VACUUM (ANALYZE) invalidation_postings")
+        if layout.numbered:
+            await connection.execute("VACUUM (ANALYZE) invalidation_keys")
         timings["vacuum_analyze_s"] = time.perf_counter() - started
         await save_picks(connection, picks)
     finally:

@@ -151,13 +151,14 @@ async def _copy(url: str, records: int, namespace: str) -> dict[str, Any]:
 
 async def _copy_every_row(url: str, records: int, namespace: str, batch: int) -> dict[str, Any]:
     """A raw COPY of every row an append writes for its records, as the owner in one
-    transaction: the records with their root sources, their parent edges, their log queue rows,
-    their postings by root source (grouped by append of `batch` records, as each append
-    writes its own)."""
+    transaction: the records with their root sources (by number, migration 0038), the keys
+    first numbered, their parent edges, their log queue rows, their postings by root source
+    (grouped by append of `batch` records, as each append writes its own)."""
     import asyncpg
 
     from bench.dag import COLUMNS, Generator
-    from bench.database import arrays, source_postings
+    from bench.database import KeyNumbers, arrays, source_postings
+    from lineage.services.root_sources import SOURCE_KEY
 
     generated = list(Generator(records, TENANT, seed=namespace, namespace=namespace).rows())
     at = COLUMNS.index("created_at")
@@ -169,13 +170,19 @@ async def _copy_every_row(url: str, records: int, namespace: str, batch: int) ->
     ]
     owner = await asyncpg.connect(url)
     try:
+        numbers = await KeyNumbers.stored(owner, TENANT)
+        provenance_rows = []
+        for row, roots in generated:
+            sources, depths = arrays(roots)
+            provenance_rows.append((*row, numbers.of(SOURCE_KEY + s for s in sources), depths))
         started = time.perf_counter()
         async with owner.transaction():
             await owner.copy_records_to_table(
                 "provenance",
-                records=[(*row, *arrays(roots)) for row, roots in generated],
+                records=provenance_rows,
                 columns=[*COLUMNS, "root_sources", "root_depths"],
             )
+            await numbers.copy(owner)
             await owner.copy_records_to_table(
                 "provenance_children",
                 records=edges,

@@ -283,6 +283,9 @@ def test_the_loaded_dag_has_the_root_sources_an_append_would_have_written() -> N
         picks, _ = asyncio.run(load(url, 2000))
         hot = picks.hottest_source_uri
         by_postings = asyncio.run(radius(url, hot))
+        kept = asyncio.run(_fetch_rows(url, KEPT_ROOTS))
+        posted = asyncio.run(_fetch_rows(url, POSTED_ROOTS))
+        numbered = asyncio.run(_fetch_rows(url, NUMBERED))
         asyncio.run(
             _execute(
                 url,
@@ -295,6 +298,32 @@ def test_the_loaded_dag_has_the_root_sources_an_append_would_have_written() -> N
     finally:
         asyncio.run(drop(server_url(), dbname))
     assert len(by_postings) > 1 and by_postings == by_walk
+    # Each record's sources, named by their numbers, are those the postings list it under.
+    assert len(kept) > 2000 and kept == posted
+    # The counter stands at the last number given: the next append numbers after it.
+    assert numbered == [(1, True, True)]
+
+
+# Each record's root sources as it keeps them (by number), and as the postings list them.
+KEPT_ROOTS = """
+SELECT p.context_id, k.key, r.depth
+FROM provenance AS p
+CROSS JOIN LATERAL unnest(p.root_sources, p.root_depths) AS r (key_no, depth)
+JOIN invalidation_keys AS k ON k.tenant_id = p.tenant_id AND k.key_no = r.key_no
+ORDER BY 1, 2
+"""
+POSTED_ROOTS = """
+SELECT posting.context_id, ip.key, ip.depth
+FROM invalidation_postings AS ip CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
+WHERE ip.key LIKE 'source:%'
+ORDER BY 1, 2
+"""
+NUMBERED = """
+SELECT min(k.key_no), max(k.key_no) = c.last_value, count(*) = c.last_value
+FROM invalidation_keys AS k
+JOIN tenant_counters AS c ON c.tenant_id = k.tenant_id AND c.counter = 'invalidation_keys'
+GROUP BY c.last_value
+"""
 
 
 async def _fetch_rows(url: str, query: str, *arguments: object) -> list[tuple[object, ...]]:
