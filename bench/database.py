@@ -113,7 +113,7 @@ class Postings:
 
 class KeyNumbers:
     """A tenant's invalidation keys by number (migration 0038): those stored, and those this
-    load numbers as they first come, after the tenant's counter, until copied."""
+    load numbers as they first come, after the highest stored, until copied."""
 
     def __init__(self, tenant_id: str, stored: dict[str, int], last_value: int) -> None:
         self.tenant_id = tenant_id
@@ -126,12 +126,8 @@ class KeyNumbers:
         keys = await connection.fetch(
             "SELECT key, key_no FROM invalidation_keys WHERE tenant_id = $1", tenant_id
         )
-        last_value = await connection.fetchval(
-            "SELECT last_value FROM tenant_counters "
-            "WHERE tenant_id = $1 AND counter = 'invalidation_keys'",
-            tenant_id,
-        )
-        return cls(tenant_id, {k["key"]: k["key_no"] for k in keys}, last_value or 0)
+        numbers = {k["key"]: k["key_no"] for k in keys}
+        return cls(tenant_id, numbers, max(numbers.values(), default=0))
 
     def of(self, keys: Iterable[str]) -> list[int]:
         numbers = []
@@ -144,18 +140,11 @@ class KeyNumbers:
         return numbers
 
     async def copy(self, connection: asyncpg.Connection) -> None:
-        """COPY the keys numbered since the last copy, and give the counter the last number."""
+        """COPY the keys numbered since the last copy."""
         await connection.copy_records_to_table(
             "invalidation_keys", records=self.new, columns=("tenant_id", "key_no", "key")
         )
         self.new = []
-        await connection.execute(
-            "INSERT INTO tenant_counters (tenant_id, counter, last_value) "
-            "VALUES ($1, 'invalidation_keys', $2) "
-            "ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = excluded.last_value",
-            self.tenant_id,
-            self.last_value,
-        )
 
 
 def url_for(server_url: str, dbname: str) -> str:

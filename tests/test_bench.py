@@ -300,8 +300,8 @@ def test_the_loaded_dag_has_the_root_sources_an_append_would_have_written() -> N
     assert len(by_postings) > 1 and by_postings == by_walk
     # Each record's sources, named by their numbers, are those the postings list it under.
     assert len(kept) > 2000 and kept == posted
-    # The counter stands at the last number given: the next append numbers after it.
-    assert numbered == [(1, True, True)]
+    # Numbered 1.. without a gap: the next append numbers after the highest.
+    assert numbered == [(1, True)]
 
 
 # Each record's root sources as it keeps them (by number), and as the postings list them.
@@ -318,12 +318,7 @@ FROM invalidation_postings AS ip CROSS JOIN LATERAL unnest(ip.context_ids) AS po
 WHERE ip.key LIKE 'source:%'
 ORDER BY 1, 2
 """
-NUMBERED = """
-SELECT min(k.key_no), max(k.key_no) = c.last_value, count(*) = c.last_value
-FROM invalidation_keys AS k
-JOIN tenant_counters AS c ON c.tenant_id = k.tenant_id AND c.counter = 'invalidation_keys'
-GROUP BY c.last_value
-"""
+NUMBERED = "SELECT min(key_no), max(key_no) = count(*) FROM invalidation_keys GROUP BY tenant_id"
 
 
 async def _fetch_rows(url: str, query: str, *arguments: object) -> list[tuple[object, ...]]:
