@@ -245,6 +245,7 @@ SAMPLE_VALUES: dict[str, Any] = {
     "context_id": "nope",
     "context_ids": ["nope"],
     "content_hashes": ["sha256:nope"],
+    "key_nos": [1],
     "source_uris": ["s3://nope"],
     "trace_ids": ["nope"],
     "max_spans": 10,
