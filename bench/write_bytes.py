@@ -13,13 +13,15 @@ PostgresStore as the application role, `--batch` records an append (signing, row
 the verifiable log's queue, root sources, postings, events), and then the log sequenced and
 checkpointed (the leaves and tree nodes the verifiable log keeps for each record). Reported per
 record: WAL bytes and stored bytes (every table and index, after minus before), and lineage's
-over the tutorial's.
+over the tutorial's; and each side's rate in records a second, the append's as a share of the
+COPY's.
 """
 
 import argparse
 import asyncio
 import json
 import os
+import time
 from typing import Any
 
 import asyncpg
@@ -91,12 +93,16 @@ async def copy_tutorial(url: str, records: int) -> dict[str, Any]:
         rows = list(TutorialDag(records).rows())
         await connection.execute("CHECKPOINT")
         before_wal, before_stored = await wal_position(url), await stored_bytes(url)
+        started = time.perf_counter()
         await connection.copy_records_to_table(
             TUTORIAL_TABLE, records=rows, columns=CLASSIC_COLUMNS
         )
+        seconds = time.perf_counter() - started
     finally:
         await connection.close()
-    return measured(len(rows), before_wal, before_stored, await wal_position(url))
+    result = measured(len(rows), before_wal, before_stored, await wal_position(url))
+    result["seconds"] = seconds
+    return result
 
 
 def measured(
@@ -124,8 +130,10 @@ async def append_lineage(url: str, source_url: str, batch: int) -> dict[str, Any
             await connection.close()
         before_wal, before_stored = await wal_position(url), await stored_bytes(url)
         before_relations = await stored_bytes(url, RELATION_BYTES)
+        started = time.perf_counter()
         for start in range(1, len(proposals), batch):
             await store.append(proposals[start : start + batch])
+        seconds = time.perf_counter() - started
         appended_wal = await wal_position(url)
         await storage.checkpoint(owner, settings, TENANT)
         sequenced_wal = await wal_position(url)
@@ -134,6 +142,7 @@ async def append_lineage(url: str, source_url: str, batch: int) -> dict[str, Any
         await database.close()
     result = measured(len(proposals) - 1, before_wal, before_stored, appended_wal)
     result["wal_bytes_with_the_log"] = sequenced_wal - before_wal
+    result["seconds"] = seconds
     result["before_relations"] = before_relations
     return result
 
@@ -164,10 +173,12 @@ async def run(records: int, batch: int) -> dict[str, Any]:
     tutorial_stored, lineage_stored = sum(tutorial_grown.values()), sum(lineage_grown.values())
     per = {
         "tutorial_copy": {
+            "records_per_s": round(tutorial_n / tutorial["seconds"]),
             "wal_bytes_per_record": round(tutorial["wal_bytes"] / tutorial_n),
             "stored_bytes_per_record": round(tutorial_stored / tutorial_n),
         },
         "lineage_append": {
+            "records_per_s": round(lineage_n / appended["seconds"]),
             "wal_bytes_per_record": round(appended["wal_bytes"] / lineage_n),
             "wal_bytes_per_record_with_the_log": round(
                 appended["wal_bytes_with_the_log"] / lineage_n
@@ -188,6 +199,11 @@ async def run(records: int, batch: int) -> dict[str, Any]:
         "load_average": [round(value, 2) for value in os.getloadavg()],
         **per,
         "lineage_over_tutorial": {
+            # The batch append's rate as a share of the COPY's, the same records (the log's
+            # sequencing, which runs behind the append, is not in it).
+            "append_rate_of_copy": round(
+                lineage_per["records_per_s"] / tutorial_per["records_per_s"], 3
+            ),
             "wal": round(
                 lineage_per["wal_bytes_per_record"] / tutorial_per["wal_bytes_per_record"], 2
             ),

@@ -1,0 +1,164 @@
+"""The design card's questions on a classic-schema table, each beside the tutorial SQL on that
+table itself, in one run: every answer of the hottest document, and every answer that depends
+on an old transform version or on an index snapshot, as ids and as records.
+
+    python -m bench.classic --table public.classic_provenance --records 1500000 --url URL
+    python -m bench.classic_questions --classic-url URL --table public.classic_provenance
+    python -m bench.classic_questions --classic-url URL --reuse   # the lineage database loaded last
+
+The tutorial side is the classic table as a tutorial makes it (primary key, GIN on parent_ids)
+with the b-trees a user adds for these questions (source_uri, transform and version,
+snapshot), vacuumed, read as its owner with the recursive `parent_ids @>` walk. lineage's side
+is the same records loaded into a database of their own on the same server (`lineage_bench_
+questions`, as `python -m bench --classic-table` loads them, nothing appended beside), read
+through `reads.run` as the application role (row security on, every row made a node, as the
+service and the CLI get them). The runs are interleaved, a warm-up round first; each figure is
+the median of --repeats to the last row.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import asyncpg
+
+from bench.classic import load_classic, quoted_table
+from bench.dag import Picks
+from bench.database import recreate, saved_picks, url_for
+from bench.run import TENANT
+from lineage.db.database import Database
+from lineage.services import reads
+from lineage.settings import Settings
+
+# Every table and index, the tutorial's for its table alone.
+LINEAGE_BYTES = """SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class AS c
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND c.relname <> 'bench_picks'"""
+# The indexes a user adds to the tutorial table for these questions.
+USER_INDEXES = {"source_uri": "source_uri", "version": "transform, version", "snapshot": "snapshot"}
+LINEAGE_DATABASE = "lineage_bench_questions"
+DESCENDANTS = """
+WITH RECURSIVE down (id, kind, depth) AS (
+    SELECT id, kind, 0 FROM {table} WHERE {start}
+  UNION
+    SELECT c.id, c.kind, d.depth + 1
+    FROM down AS d JOIN {table} AS c ON c.parent_ids @> ARRAY[d.id]
+    WHERE d.depth < 20
+)
+"""
+IDS = "SELECT DISTINCT id FROM down WHERE kind = 'answer'"
+RECORDS = "SELECT t.* FROM {table} AS t WHERE t.id IN (SELECT id FROM down WHERE kind = 'answer')"
+# Each question: where the tutorial starts (the classic table names a transform and its version
+# apart, lineage as 'transform@version'), lineage's queries (ids, records) and their argument.
+QUESTIONS = (
+    ("hottest document", "source_uri = $1", "blast_radius_ids_by_source",
+     "blast_radius_by_source", "source_uri"),
+    ("invalidation by transform version", "transform = $1 AND version = $2",
+     "invalidate_ids_by_transform_version", "invalidate_by_transform_version",
+     "transform_version"),
+    ("invalidation by index snapshot", "snapshot = $1", "invalidate_ids_by_index_snapshot",
+     "invalidate_by_index_snapshot", "index_snapshot"),
+)  # fmt: skip
+
+
+async def timed(run: Callable[[], Awaitable[list[Any]]]) -> tuple[float, int]:
+    started = time.perf_counter()
+    rows = await run()
+    return (time.perf_counter() - started) * 1000, len(rows)
+
+
+async def lineage_database(arguments: argparse.Namespace) -> tuple[str, Picks]:
+    """The classic table's records as lineage holds them: loaded anew, or the last load."""
+    url = url_for(arguments.classic_url, LINEAGE_DATABASE)
+    picks = await saved_picks(url) if arguments.reuse else None
+    if picks is None:
+        url = await recreate(arguments.classic_url, LINEAGE_DATABASE)
+        picks, _ = await load_classic(url, arguments.classic_url, arguments.table, TENANT)
+    return url, picks
+
+
+async def main(arguments: argparse.Namespace) -> dict[str, Any]:
+    table = quoted_table(arguments.table)
+    lineage_url, picks = await lineage_database(arguments)
+    transform, _, version = picks.transform_version.partition("@")
+    starts = {
+        "source_uri": [picks.hottest_source_uri],
+        "transform_version": [transform, version],
+        "index_snapshot": [picks.snapshot],
+    }
+    tutorial = await asyncpg.connect(arguments.classic_url)
+    settings = Settings(statement_timeout_ms=arguments.timeout_ms)
+    database = await Database.connect(settings, lineage_url, min_size=1, max_size=2)
+    figures: dict[str, Any] = {}
+    try:
+        for name, columns in USER_INDEXES.items():
+            await tutorial.execute(
+                f"CREATE INDEX IF NOT EXISTS classic_questions_{name} ON {table} ({columns})"
+            )
+        # As autovacuum leaves it: a GIN filled by COPY keeps its pending list until a VACUUM,
+        # and every probe scans that list (the hottest document took over 60 s, 7.7 s after).
+        await tutorial.execute(f"VACUUM ANALYZE {table}")
+        await tutorial.execute("SET jit = off")  # as reads.run sets it for lineage
+        for question, start_sql, ids_query, records_query, parameter in QUESTIONS:
+            start = starts[parameter]
+            head = DESCENDANTS.format(table=table, start=start_sql)
+            records = head + RECORDS.format(table=table)
+            value = "@".join(start)
+            values = {"tenant_id": TENANT, "kind": "answer", "max_depth": 20, parameter: value}
+            runs: dict[str, Callable[[], Awaitable[list[Any]]]] = {
+                "tutorial ids": partial(tutorial.fetch, head + IDS, *start),
+                "tutorial records": partial(tutorial.fetch, records, *start),
+                "lineage ids": partial(reads.run, database, settings, ids_query, **values),
+                "lineage records": partial(reads.run, database, settings, records_query, **values),
+            }
+            samples: dict[str, list[float]] = {name: [] for name in runs}
+            rows: dict[str, int] = {}
+            for round_ in range(arguments.repeats + 1):
+                for name, run in runs.items():
+                    elapsed, rows[name] = await timed(run)
+                    if round_:  # the first round warms the caches
+                        samples[name].append(elapsed)
+            medians = {name: statistics.median(times) for name, times in samples.items()}
+            figures[f"{question} ({value})"] = {
+                "answers": rows,
+                "median_ms": {name: round(ms, 1) for name, ms in medians.items()},
+                "faster": {
+                    kind: round(medians[f"tutorial {kind}"] / medians[f"lineage {kind}"], 1)
+                    for kind in ("ids", "records")
+                },
+            }
+        tutorial_bytes = await tutorial.fetchval(
+            f"SELECT pg_total_relation_size('{table}'::regclass)"
+        )
+        async with database.connection() as connection:
+            lineage_bytes = await connection.fetchval(LINEAGE_BYTES)
+    finally:
+        await database.close()
+        await tutorial.close()
+    return {
+        "table": arguments.table,
+        "repeats": arguments.repeats,
+        # lineage's without the verifiable log's rows: the bulk load does not sequence it.
+        "stored_bytes": {
+            "tutorial": tutorial_bytes,
+            "lineage": lineage_bytes,
+            "lineage_over_tutorial": round(lineage_bytes / tutorial_bytes, 2),
+        },
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+        "questions": figures,
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--classic-url", required=True, help="the database of the classic table")
+    parser.add_argument("--table", default="public.classic_provenance")
+    parser.add_argument("--reuse", action="store_true", help="lineage's database as last loaded")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--timeout-ms", type=int, default=120_000)
+    print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))

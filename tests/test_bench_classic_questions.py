@@ -1,0 +1,61 @@
+"""The classic-table benches run end to end on a small DAG and report every figure (they
+measure speed; these assert none): the design card's questions beside the tutorial SQL
+(bench/classic_questions.py) and the bytes and rate of a write (bench/write_bytes.py)."""
+
+import argparse
+import asyncio
+import uuid
+
+import pytest
+
+from bench import classic_questions, write_bytes
+from bench.classic import write_tutorial_table
+from bench.database import drop, recreate_empty
+from tests.conftest import server_url
+
+RECORDS = 2000
+pytestmark = pytest.mark.needs_database
+
+
+def test_each_question_is_timed_beside_the_tutorial_on_the_same_answers() -> None:
+    base, dbname = server_url(), f"lineage_bench_questions_{uuid.uuid4().hex[:8]}"
+
+    async def load() -> str:
+        url = await recreate_empty(base, dbname)
+        await write_tutorial_table(url, "classic_provenance", RECORDS)
+        return url
+
+    try:
+        url = asyncio.run(load())
+        arguments = argparse.Namespace(
+            classic_url=url, table="public.classic_provenance", reuse=False, repeats=1,
+            timeout_ms=60_000,
+        )  # fmt: skip
+        report = asyncio.run(classic_questions.main(arguments))
+    finally:
+        asyncio.run(drop(base, dbname))
+        asyncio.run(drop(base, classic_questions.LINEAGE_DATABASE))
+    questions = report["questions"]
+    assert len(questions) == len(classic_questions.QUESTIONS)
+    for question, figures in questions.items():
+        answers = figures["answers"]
+        # Both sides find the same answers, as ids and as records.
+        assert answers["tutorial ids"] == answers["lineage ids"] > 0, question
+        assert answers["tutorial records"] == answers["lineage records"] > 0, question
+        assert all(ms > 0 for ms in figures["median_ms"].values()), question
+        assert set(figures["faster"]) == {"ids", "records"}, question
+    stored = report["stored_bytes"]
+    assert stored["lineage"] > stored["tutorial"] > 0
+
+
+def test_the_write_bench_reports_bytes_and_rates_for_both_sides() -> None:
+    report = asyncio.run(write_bytes.run(RECORDS, 500))
+    # The tutorial's DAG ends on a whole answer; the append's first record sets up the tenant.
+    assert report["records"]["lineage"] == report["records"]["tutorial"] - 1 >= RECORDS
+    for side in ("tutorial_copy", "lineage_append"):
+        figures = report[side]
+        assert figures["records_per_s"] > 0 and figures["wal_bytes_per_record"] > 0, side
+        assert figures["stored_bytes_per_record"] > 0, side
+    relations = report["lineage_append"]["stored_bytes_per_record_by_relation"]
+    assert {"provenance", "invalidation_postings", "provenance_p_open_id"} <= set(relations)
+    assert report["lineage_over_tutorial"]["append_rate_of_copy"] > 0
