@@ -4,27 +4,29 @@ on an old transform version or on an index snapshot, as ids and as records.
 
     python -m bench.classic --table public.classic_provenance --records 1500000 --url URL
     python -m bench.classic_questions --classic-url URL --table public.classic_provenance
-    python -m bench.classic_questions --classic-url URL --reuse   # the lineage database loaded last
+    python -m bench.classic_questions --classic-url URL --reuse   # lineage as it loaded it last
 
 The tutorial side is the classic table as a tutorial makes it (primary key, GIN on parent_ids)
 with the b-trees a user adds for these questions (source_uri, transform and version,
 snapshot), vacuumed, read as its owner with the recursive `parent_ids @>` walk. lineage's side
 is the same records loaded into a database of their own on the same server (`lineage_bench_
-questions`, as `python -m bench --classic-table` loads them, nothing appended beside), read
-through `reads.run` as the application role (row security on, every row made a node, as the
-service and the CLI get them). The runs are interleaved, a warm-up round first; each figure is
-the median of --repeats to the last row.
+questions_` and the classic database's name, as `python -m bench --classic-table` loads them,
+nothing appended beside), read through `reads.run` as the application role (row security on,
+every row made a node, as the service and the CLI get them). The runs are interleaved, a
+warm-up round first; each figure is the median of --repeats to the last row.
 """
 
 import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -41,7 +43,7 @@ LINEAGE_BYTES = """SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_cla
 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND c.relname <> 'bench_picks'"""
 # The indexes a user adds to the tutorial table for these questions.
 USER_INDEXES = {"source_uri": "source_uri", "version": "transform, version", "snapshot": "snapshot"}
-LINEAGE_DATABASE = "lineage_bench_questions"
+LINEAGE_DATABASE = "lineage_bench_questions_{}"  # and the classic table's database name
 DESCENDANTS = """
 WITH RECURSIVE down (id, kind, depth) AS (
     SELECT id, kind, 0 FROM {table} WHERE {start}
@@ -72,12 +74,19 @@ async def timed(run: Callable[[], Awaitable[list[Any]]]) -> tuple[float, int]:
     return (time.perf_counter() - started) * 1000, len(rows)
 
 
+def lineage_database_name(classic_url: str) -> str:
+    """One lineage database for each database of classic tables, named after it."""
+    classic = urlsplit(classic_url).path.strip("/").lower()
+    return LINEAGE_DATABASE.format(re.sub(r"[^a-z0-9]+", "_", classic))
+
+
 async def lineage_database(arguments: argparse.Namespace) -> tuple[str, Picks]:
     """The classic table's records as lineage holds them: loaded anew, or the last load."""
-    url = url_for(arguments.classic_url, LINEAGE_DATABASE)
+    name = lineage_database_name(arguments.classic_url)
+    url = url_for(arguments.classic_url, name)
     picks = await saved_picks(url) if arguments.reuse else None
     if picks is None:
-        url = await recreate(arguments.classic_url, LINEAGE_DATABASE)
+        url = await recreate(arguments.classic_url, name)
         picks, _ = await load_classic(url, arguments.classic_url, arguments.table, TENANT)
     return url, picks
 

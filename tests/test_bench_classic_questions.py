@@ -10,7 +10,7 @@ import pytest
 
 from bench import classic_questions, write_bytes
 from bench.classic import write_tutorial_table
-from bench.database import drop, recreate_empty
+from bench.database import drop, recreate_empty, url_for
 from tests.conftest import server_url
 
 RECORDS = 2000
@@ -34,7 +34,7 @@ def test_each_question_is_timed_beside_the_tutorial_on_the_same_answers() -> Non
         report = asyncio.run(classic_questions.main(arguments))
     finally:
         asyncio.run(drop(base, dbname))
-        asyncio.run(drop(base, classic_questions.LINEAGE_DATABASE))
+        asyncio.run(drop(base, classic_questions.lineage_database_name(url_for(base, dbname))))
     questions = report["questions"]
     assert len(questions) == len(classic_questions.QUESTIONS)
     for question, figures in questions.items():
