@@ -115,10 +115,10 @@ class KeyNumbers:
     """A tenant's invalidation keys by number (migration 0038): those stored, and those this
     load numbers as they first come, after the highest stored, until copied."""
 
-    def __init__(self, tenant_id: str, stored: dict[str, int], last_value: int) -> None:
+    def __init__(self, tenant_id: str, stored: dict[str, int], highest: int) -> None:
         self.tenant_id = tenant_id
         self.numbers = dict(stored)
-        self.last_value = last_value
+        self.highest = highest
         self.new: list[tuple[str, int, str]] = []  # invalidation_keys rows not yet copied
 
     @classmethod
@@ -133,9 +133,9 @@ class KeyNumbers:
         numbers = []
         for key in keys:
             if key not in self.numbers:
-                self.last_value += 1
-                self.numbers[key] = self.last_value
-                self.new.append((self.tenant_id, self.last_value, key))
+                self.highest += 1
+                self.numbers[key] = self.highest
+                self.new.append((self.tenant_id, self.highest, key))
             numbers.append(self.numbers[key])
         return numbers
 

@@ -53,7 +53,7 @@ async def stored_parents(tx: Transaction, context_ids: Collection[str]) -> dict[
     absent."""
     rows = await tx.fetch("stored_parents", context_ids=list(context_ids))
     numbers = {n for row in rows for column in KEPT for n in row[column] or []}
-    named = await tx.fetch("key_names", key_nos=sorted(numbers))
+    named = await tx.fetch("key_names", key_nos=sorted(numbers)) if numbers else []
     names = {name["key_no"]: name["key"] for name in named}
     found = {}
     for row in rows:

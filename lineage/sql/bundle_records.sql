@@ -5,11 +5,10 @@
 -- stays in the log), whose columns are null unless it is a forget tombstone, kept past
 -- retention in forget_tombstones and carried whole; has_kept_children says whether a kept
 -- record names it as a parent, and inherited_roots gives it the root sources that make its kept
--- children's what they are here (its own rows expired with it; kept by number, named by
--- invalidation_keys): each source that every kept
--- child holding its roots has (a tombstone holds its source only hashed), a level above the
--- deepest. leaf_created_at: the record's created_at as its leaf
--- kept it (null for leaves logged before migration 0023).
+-- children's what they are here (its own rows expired with it; children keep them by number,
+-- named by invalidation_keys): each source that every kept child holding its roots has (a
+-- tombstone holds its source only hashed), a level above the deepest. leaf_created_at: the
+-- record's created_at as its leaf kept it (null for leaves logged before migration 0023).
 --   psql -v tenant_id=default -v tree_size=100 -f sql/bundle_records.sql
 SELECT l.leaf_index,
        -- A subquery, not a join: a probe of the leaf's hash by its key whatever the statistics
