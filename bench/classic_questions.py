@@ -12,8 +12,10 @@ snapshot), vacuumed, read as its owner with the recursive `parent_ids @>` walk. 
 is the same records loaded into a database of their own on the same server (`lineage_bench_
 questions_` and the classic database's name, as `python -m bench --classic-table` loads them,
 nothing appended beside), read through `reads.run` as the application role (row security on,
-every row made a node, as the service and the CLI get them). The runs are interleaved, a
-warm-up round first; each figure is the median of --repeats to the last row.
+every row made a node, as the CLI gets them), and as the service serves them over HTTP: the
+ids as its CSV download (copied out by the server), the records as its NDJSON lines (written
+by the database). The runs are interleaved, a warm-up round first; each figure is the median
+of --repeats to the last row.
 """
 
 import argparse
@@ -74,6 +76,23 @@ async def timed(run: Callable[[], Awaitable[list[Any]]]) -> tuple[float, int]:
     return (time.perf_counter() - started) * 1000, len(rows)
 
 
+async def id_lines(
+    database: Database, settings: Settings, name: str, values: dict[str, Any]
+) -> list[bytes]:
+    """The ids as the service's CSV download serves them (reads.copy_id_file), a line each."""
+    lines = b"".join(
+        [chunk async for chunk in reads.copy_id_file(database, settings, name, **values)]
+    )
+    return lines.splitlines()
+
+
+async def record_lines(
+    database: Database, settings: Settings, name: str, values: dict[str, Any]
+) -> list[bytes]:
+    """The records as the service's NDJSON answer has them (reads.record_json), a line each."""
+    return [line async for _, line in reads.record_json(database, settings, name, **values)]
+
+
 def lineage_database_name(classic_url: str) -> str:
     """One lineage database for each database of classic tables, named after it."""
     classic = urlsplit(classic_url).path.strip("/").lower()
@@ -124,6 +143,10 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
                 "tutorial records": partial(tutorial.fetch, records, *start),
                 "lineage ids": partial(reads.run, database, settings, ids_query, **values),
                 "lineage records": partial(reads.run, database, settings, records_query, **values),
+                "lineage ids CSV": partial(id_lines, database, settings, ids_query, values),
+                "lineage records NDJSON": partial(
+                    record_lines, database, settings, records_query, values
+                ),
             }
             samples: dict[str, list[float]] = {name: [] for name in runs}
             rows: dict[str, int] = {}
@@ -139,6 +162,12 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
                 "faster": {
                     kind: round(medians[f"tutorial {kind}"] / medians[f"lineage {kind}"], 1)
                     for kind in ("ids", "records")
+                },
+                "faster_as_served": {
+                    "ids": round(medians["tutorial ids"] / medians["lineage ids CSV"], 1),
+                    "records": round(
+                        medians["tutorial records"] / medians["lineage records NDJSON"], 1
+                    ),
                 },
             }
         tutorial_bytes = await tutorial.fetchval(

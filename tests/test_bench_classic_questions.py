@@ -42,8 +42,11 @@ def test_each_question_is_timed_beside_the_tutorial_on_the_same_answers() -> Non
         # Both sides find the same answers, as ids and as records.
         assert answers["tutorial ids"] == answers["lineage ids"] > 0, question
         assert answers["tutorial records"] == answers["lineage records"] > 0, question
+        # ...and as the service serves them: a CSV line an id, an NDJSON line a record.
+        assert answers["lineage ids CSV"] == answers["tutorial ids"], question
+        assert answers["lineage records NDJSON"] == answers["tutorial records"], question
         assert all(ms > 0 for ms in figures["median_ms"].values()), question
-        assert set(figures["faster"]) == {"ids", "records"}, question
+        assert set(figures["faster"]) == set(figures["faster_as_served"]) == {"ids", "records"}
     stored = report["stored_bytes"]
     assert stored["lineage"] > stored["tutorial"] > 0
 
