@@ -8,7 +8,7 @@ PL/pgSQL function distributed by its tenant argument and colocated with provenan
 delegates the call to the worker that holds the tenant's shards. Each is called for one tenant
 with both workers up, then with the other worker (holding none of the tenant's shards) stopped:
 
-- `cte_chain`: the records inserted and their log-queue rows in one statement, the second
+- `cte_chain`: the records inserted and their stream events in one statement, the second
   insert reading the first's RETURNING (the shape of sql/append_contexts.sql);
 - `two_statements`: the same writes as two statements, the inserted ids carried between them
   in a variable;
@@ -37,15 +37,18 @@ INSERT_RECORDS = """INSERT INTO provenance (tenant_id, context_id, parent_ids, k
     FROM unnest(p_ids) AS r (id)
     ON CONFLICT DO NOTHING
     RETURNING context_id"""
+# The tenant's next stream positions, one a row (a bench's: the append takes a counter).
+NEXT_POSITION = """(SELECT coalesce(max(e.position), 0) FROM events AS e
+                          WHERE e.tenant_id = p_tenant) + row_number() OVER ()"""
 SHAPES = {
     "cte_chain": f"""WITH inserted AS ({INSERT_RECORDS}),
-    queued AS (INSERT INTO log_queue (tenant_id, context_id)
-               SELECT p_tenant, context_id FROM inserted RETURNING 1)
+    queued AS (INSERT INTO events (tenant_id, position, context_id)
+               SELECT p_tenant, {NEXT_POSITION}, context_id FROM inserted RETURNING 1)
     SELECT count(*) INTO written FROM inserted;""",
     "two_statements": f"""WITH inserted AS ({INSERT_RECORDS})
     SELECT array_agg(context_id) INTO new_ids FROM inserted;
-    INSERT INTO log_queue (tenant_id, context_id)
-    SELECT p_tenant, id FROM unnest(new_ids) AS id;""",
+    INSERT INTO events (tenant_id, position, context_id)
+    SELECT p_tenant, {NEXT_POSITION}, id FROM unnest(new_ids) AS id;""",
     "one_insert": f"""WITH inserted AS ({INSERT_RECORDS})
     SELECT count(*) INTO written FROM inserted;""",
 }

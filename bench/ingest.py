@@ -9,14 +9,14 @@ each round then ingests `--records` new records (a fresh namespace of the same g
 parents are earlier in the batch or stored) by each variant in turn, the order rotating: a raw
 COPY into provenance as the owner (no side table, no row security), and append_records through
 PostgresStore as the application role, `--batch` records an append (1000), every feature on
-(signing, row security, the verifiable log's queue, root sources and postings, events). Each
+(signing, row security, root sources and postings, events, which queue the verifiable log). Each
 append variant runs in a process of its own that imports `lineage` from its checkout
 (`--before`: e.g. `git archive main | tar -x -C DIR`), and times every statement its
 connections send: the report gives microseconds per record by statement and the rest (Python:
 validation, canonical form, signing, encoding).
 
 A second baseline COPYs every row an append writes for the same records (the records with their
-root sources, their parent edges, their log queue rows, their postings by root source), as the
+root sources, their parent edges, their stream events, their postings by root source), as the
 owner, into a database of its own: what the append's rows cost without SQL statements, row
 security, signing or Python.
 """
@@ -152,7 +152,7 @@ async def _copy(url: str, records: int, namespace: str) -> dict[str, Any]:
 async def _copy_every_row(url: str, records: int, namespace: str, batch: int) -> dict[str, Any]:
     """A raw COPY of every row an append writes for its records, as the owner in one
     transaction: the records with their root sources (by number, migration 0038), the keys
-    first numbered, their parent edges, their log queue rows, their postings by root source
+    first numbered, their parent edges, their stream events, their postings by root source
     (grouped by append of `batch` records, as each append writes its own)."""
     import asyncpg
 
@@ -171,6 +171,9 @@ async def _copy_every_row(url: str, records: int, namespace: str, batch: int) ->
     owner = await asyncpg.connect(url)
     try:
         numbers = await KeyNumbers.stored(owner, TENANT)
+        last = await owner.fetchval(
+            "SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = $1", TENANT
+        )
         provenance_rows = []
         for row, roots in generated:
             sources, depths = arrays(roots)
@@ -189,9 +192,9 @@ async def _copy_every_row(url: str, records: int, namespace: str, batch: int) ->
                 columns=("tenant_id", "parent_id", "context_id", "created_at", "kind"),
             )
             await owner.copy_records_to_table(
-                "log_queue",
-                records=[(TENANT, row[1]) for row, _ in generated],
-                columns=("tenant_id", "context_id"),
+                "events",
+                records=[(TENANT, last + n, row[1]) for n, (row, _) in enumerate(generated, 1)],
+                columns=("tenant_id", "position", "context_id"),
             )
             await owner.copy_records_to_table(
                 "invalidation_postings",

@@ -105,15 +105,23 @@ def timed_command(arguments: list[str], env: dict[str, str], work_dir: Path) -> 
     return Run(seconds, int(peak_file.read_text()) / 1024, done.stdout)
 
 
+# The loaded records as the stream's events (the log's queue), and the counter after them.
+QUEUE_EVERYTHING = """
+INSERT INTO events (tenant_id, position, context_id)
+SELECT tenant_id, row_number() OVER (PARTITION BY tenant_id ORDER BY ctid), context_id
+FROM provenance;
+INSERT INTO tenant_counters (tenant_id, counter, last_value)
+SELECT tenant_id, 'events', max(position) FROM events GROUP BY tenant_id
+ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = excluded.last_value
+"""
+
+
 async def log_everything(url: str) -> float:
     """Queue every loaded record in the order COPY wrote them (parents first, as the service's
     appends are queued; ctid order, as nothing has updated or deleted a row), and sequence them."""
     pool = await db.create_pool(url, max_size=2, as_owner=True)
     try:
-        await pool.execute(
-            "INSERT INTO log_queue (tenant_id, context_id) SELECT tenant_id, context_id "
-            "FROM provenance ORDER BY ctid"
-        )
+        await pool.execute(QUEUE_EVERYTHING)
         started = time.perf_counter()
         await storage.sequence(Database(pool, Settings()), "default")
         return time.perf_counter() - started

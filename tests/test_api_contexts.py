@@ -166,7 +166,7 @@ async def test_single_appends_that_arrive_together_share_a_transaction(
     assert times < CONCURRENT
     signed = "SELECT count(*) FROM provenance WHERE signature IS NOT NULL"
     assert await owner.fetchval(signed) == CONCURRENT
-    assert await owner.fetchval("SELECT count(*) FROM log_queue") == CONCURRENT
+    assert await owner.fetchval("SELECT count(*) FROM events") == CONCURRENT  # the log's queue
     replays = await asyncio.gather(*(client.post("/v1/contexts", json=doc) for doc in sent))
     assert [r.json() for r in replays] == [a.json() for a in answers]
     assert {r.status_code for r in replays} == {200}

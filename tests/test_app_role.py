@@ -205,7 +205,7 @@ async def test_row_security_vouches_for_the_tenant_once_a_statement(
 # sign them behind the service's back, before records and the log were written only through
 # the owner's functions (lineage_append, lineage_log_lock, lineage_log_advance).
 DIRECT_WRITES = {
-    "dequeue a record before its leaf": "DELETE FROM log_queue",
+    "dequeue a record before its leaf": "UPDATE log_heads SET events_logged = 1000",
     "rewind the log head": "UPDATE log_heads SET tree_size = 0",
     "make a log head": "INSERT INTO log_heads (tenant_id) VALUES ('acme')",
     "sign a stored record again": "UPDATE provenance SET key_id = 'forged', signature = '\\x00'",
@@ -214,7 +214,7 @@ DIRECT_WRITES = {
         "created_at) VALUES ('acme', 'unsigned_doc', 'document', 's3://x', 'sha256:00', now())"
     ),
     "queue a record twice": (
-        "INSERT INTO log_queue (tenant_id, context_id) SELECT tenant_id, context_id "
+        "INSERT INTO events (tenant_id, position, context_id) SELECT tenant_id, 1000, context_id "
         "FROM provenance LIMIT 1"
     ),
     "add a leaf": (
@@ -239,11 +239,11 @@ async def test_records_and_the_log_are_written_only_through_the_owners_functions
             await connection.execute(statement)
 
 
-async def test_a_log_step_takes_queued_records_only_each_once_at_the_heads_size(
+async def test_a_log_step_takes_the_next_queued_records_in_order_at_the_heads_size(
     pool: asyncpg.Pool, two_tenants: None
 ) -> None:
-    """The one write the role has on the log cannot dequeue what it does not log or move the
-    head."""
+    """The one write the role has on the log cannot skip a queued record, log one twice or
+    out of order, or move the head."""
     async with db.transaction(pool, "acme") as connection:
         token = await connection.fetchval("SELECT current_setting('lineage.tenant_token')")
         [size] = await connection.fetchrow(
@@ -252,13 +252,20 @@ async def test_a_log_step_takes_queued_records_only_each_once_at_the_heads_size(
         queued = [
             row["context_id"]
             for row in await connection.fetch(
-                "SELECT context_id FROM log_queue ORDER BY queued_id LIMIT 2"
+                "SELECT context_id FROM events WHERE position > "
+                "(SELECT events_logged FROM log_heads) ORDER BY position LIMIT 2"
             )
         ]
         assert len(queued) == 2
         step = "SELECT lineage_log_advance('acme', $1, $2, $3, $4, '{}', '{}', '{}', '\\x00')"
-        for wrong in ([queued[0], "never_queued"], [queued[0], queued[0]]):
-            with pytest.raises(asyncpg.SerializationError, match="each queued"):
+        wrongs = (
+            [queued[0], "never_queued"],
+            [queued[0], queued[0]],
+            [queued[1], queued[0]],
+            queued[1:],  # the first left out
+        )
+        for wrong in wrongs:
+            with pytest.raises(asyncpg.SerializationError, match="next ones queued"):
                 async with connection.transaction():
                     await connection.fetchval(step, token, size, wrong, [None] * len(wrong))
         with pytest.raises(asyncpg.SerializationError, match="at size"):
@@ -267,9 +274,11 @@ async def test_a_log_step_takes_queued_records_only_each_once_at_the_heads_size(
         with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
             async with connection.transaction():
                 await connection.fetchval(step, "forged", size, queued[:1], [None])
-        assert await connection.fetchval(step, token, size, queued[1:], [None]) == size + 1
-        left = await connection.fetch("SELECT context_id FROM log_queue ORDER BY queued_id")
-        assert [row["context_id"] for row in left][:1] == queued[:1]  # skipped, still queued
+        assert await connection.fetchval(step, token, size, queued[:1], [None]) == size + 1
+        [following] = await db.fetch(
+            connection, "log_queued_records", tenant_id="acme", batch_size=1
+        )
+        assert following["context_id"] == queued[1]  # the next step's first
 
 
 async def test_no_tenant_can_hold_another_tenants_span_intake_lock(

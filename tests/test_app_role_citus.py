@@ -143,10 +143,10 @@ async def test_records_and_the_log_are_written_only_through_the_owners_functions
     with psycopg.connect(citus_url) as coordinator:
         placements = coordinator.execute(
             "SELECT table_name::text, shard_name, nodeport FROM citus_shards "
-            "WHERE table_name IN ('log_queue'::regclass, 'log_heads'::regclass)"
+            "WHERE table_name IN ('events'::regclass, 'log_heads'::regclass)"
         ).fetchall()
-    assert {table for table, _, _ in placements} == {"log_queue", "log_heads"}
-    writes = {"log_queue": "DELETE FROM {}", "log_heads": "UPDATE {} SET tree_size = 0"}
+    assert {table for table, _, _ in placements} == {"events", "log_heads"}
+    writes = {"events": "DELETE FROM {}", "log_heads": "UPDATE {} SET events_logged = 0"}
     for table, shard_name, port in placements:
         async with app_role_on_worker(port) as worker, worker.transaction():
             # acme's own vouched tenant: only the grant refuses

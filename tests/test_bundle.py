@@ -285,10 +285,9 @@ async def test_a_log_that_lists_a_child_before_its_parent_still_imports(
     doc = await derive(store, [], "a doc", "document", source_uri="s3://x", context_id="doc_1")
     await derive(store, [doc], "a chunk", "chunk", "chunker", "1", context_id="chunk_1")
     # Queued in append order by lineage_append; requeued child first.
-    await owner.execute("DELETE FROM log_queue WHERE tenant_id = 'default'")
     await owner.execute(
-        "INSERT INTO log_queue (tenant_id, context_id) "
-        "VALUES ('default', 'chunk_1'), ('default', 'doc_1')"
+        "UPDATE events SET context_id = CASE context_id WHEN 'doc_1' THEN 'chunk_1' "
+        "ELSE 'doc_1' END WHERE tenant_id = 'default'"
     )
     path = tmp_path / "reversed.bundle"
     await export_bundle(owner_database, Settings(), "default", path, include_text=False)

@@ -241,11 +241,12 @@ async def test_a_refused_checkpoint_is_a_503_logged_and_counted(
     assert (await reader.get("/v1/log/checkpoint")).status_code == 200
     before = refused_total(metrics.exposition()[0].decode())
     # The witness now holds a longer tree than the database: a restore from an older backup.
-    for table in ("log_checkpoints", "log_nodes", "log_leaves", "log_heads", "log_queue"):
+    for table in ("log_checkpoints", "log_nodes", "log_leaves", "log_heads", "events"):
         await owner.execute(f"DELETE FROM {table}")
     await owner.execute(
-        "INSERT INTO log_queue (tenant_id, context_id) "
-        "SELECT tenant_id, context_id FROM provenance ORDER BY context_id LIMIT 3"
+        "INSERT INTO events (tenant_id, position, context_id) "
+        "SELECT tenant_id, row_number() OVER (ORDER BY context_id), context_id "
+        "FROM provenance ORDER BY context_id LIMIT 3"
     )
     with caplog.at_level("WARNING"):
         refused = await reader.get("/v1/log/checkpoint")

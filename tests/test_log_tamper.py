@@ -19,7 +19,14 @@ from lineage.verifiable_log.audit import DatabaseSource, monitor, verify_walk
 from lineage.verifiable_log.checkpoint import Checkpoint
 from tests.test_log import documents
 
-LOG_TABLES = ("log_checkpoints", "log_nodes", "log_leaves", "log_heads", "log_queue")
+LOG_TABLES = ("log_checkpoints", "log_nodes", "log_leaves", "log_heads")
+# The stream renumbered over the stored records in an order of the caller's: with the log's
+# tables emptied, the queue the next log steps take.
+REQUEUE = (
+    "DELETE FROM events; INSERT INTO events (tenant_id, position, context_id) "
+    "SELECT tenant_id, row_number() OVER (ORDER BY context_id {}), context_id "
+    "FROM provenance ORDER BY context_id {} {}"
+)
 
 
 @pytest.fixture
@@ -41,20 +48,14 @@ async def test_a_rewritten_log_is_not_signed_even_with_its_checkpoints_gone(
     # tree of the same size with another root, and no stored checkpoint to compare it with.
     for table in LOG_TABLES:
         await owner.execute(f"DELETE FROM {table}")
-    await owner.execute(
-        "INSERT INTO log_queue (tenant_id, context_id) "
-        "SELECT tenant_id, context_id FROM provenance ORDER BY context_id DESC"
-    )
+    await owner.execute(REQUEUE.format("DESC", "DESC", ""))
     with pytest.raises(LogIntegrityError, match="refusing to sign a fork"):
         await storage.checkpoint(database, settings, "default")
     assert await owner.fetchval("SELECT count(*) FROM log_checkpoints") == 0
     # A shorter log (records dropped) is refused too.
     for table in LOG_TABLES:
         await owner.execute(f"DELETE FROM {table}")
-    await owner.execute(
-        "INSERT INTO log_queue (tenant_id, context_id) "
-        "SELECT tenant_id, context_id FROM provenance ORDER BY context_id LIMIT 3"
-    )
+    await owner.execute(REQUEUE.format("", "", "LIMIT 3"))
     with pytest.raises(LogIntegrityError, match="signed a checkpoint of 5"):
         await storage.checkpoint(database, settings, "default")
     assert signed.checkpoint.tree_size == 5
@@ -95,7 +96,8 @@ async def test_a_record_logged_around_the_service_fails_log_verify(
         content_hash("planted"),
     )
     await owner.execute(
-        "INSERT INTO log_queue (tenant_id, context_id) VALUES ('default', 'planted')"
+        "INSERT INTO events (tenant_id, position, context_id) "
+        "SELECT 'default', max(position) + 1, 'planted' FROM events"
     )
     signed = await storage.checkpoint(database, settings, "default")
     key = storage.signing_key(settings).verifier

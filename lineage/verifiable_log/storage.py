@@ -1,23 +1,25 @@
 """Each tenant's log in PostgreSQL: sequencing, proofs from stored subtrees, signed checkpoints.
 
-Append path. The owner's function that inserts records (lineage_append) queues their ids in
-`log_queue` in the same call: no round trip and no hashing for the writer, and no record
-appended by the service is committed unqueued. Not a trigger (it was one until migration 0012):
-Citus keeps no trigger on a distributed table with its default settings, and no transition
-table works on a shard.
+Append path. The owner's function that inserts records (lineage_append) gives each its next
+stream position in `events` in the same call, and the events past the tenant's
+`log_heads.events_logged` are the log's queue: no round trip and no hashing for the writer, no
+row written for the log alone, and no record appended by the service is committed unqueued.
+Not a trigger (it was one until migration 0012): Citus keeps no trigger on a distributed table
+with its default settings, and no transition table works on a shard.
 
 Sequencer (as Trillian's, behind the append, in batches). Under the row lock of the tenant's
-`log_heads` row, it takes the oldest committed queue entries, hashes each record's canonical
-bytes (`ContextRecord.canonical_bytes`, read back from `provenance`, so what is logged is
-exactly what a verifier later reads; a change made in the seconds before sequencing is logged
-as it then stands), gives them the next leaf indexes, stores every complete subtree the new
-leaves complete (`merkle.completed_subtrees`, which needs only the old tree's `frontier`),
-advances the head and deletes the entries, in one transaction. The lock makes concurrent
-sequencers take turns, and the queue is read once the lock is held, so each sees what the
-previous one committed; the primary key of `log_leaves` and its unique (tenant_id, context_id)
-make a duplicate or a reused index fail rather than pass. Leaves follow queue order, each batch
-taking only committed records, so a record's leaf comes after those of every record committed
-before it was appended, its parents from earlier appends among them.
+`log_heads` row, it takes the records of the oldest committed queued events, hashes each
+record's canonical bytes (`ContextRecord.canonical_bytes`, read back from `provenance`, so what
+is logged is exactly what a verifier later reads; a change made in the seconds before
+sequencing is logged as it then stands), gives them the next leaf indexes, stores every
+complete subtree the new leaves complete (`merkle.completed_subtrees`, which needs only the old
+tree's `frontier`), and advances the head and `events_logged` past them, in one transaction.
+The lock makes concurrent sequencers take turns, and the queue is read once the lock is held,
+so each sees what the previous one committed; the primary key of `log_leaves` and its unique
+(tenant_id, context_id) make a duplicate or a reused index fail rather than pass. Leaves follow
+stream order, and positions commit in order (the append takes its tenant's counter last), so a
+record's leaf comes after those of every record committed before it was appended, its parents
+from earlier appends among them.
 
 Proofs read the O(log n) stored subtree hashes `merkle.inclusion_proof_nodes` /
 `consistency_proof_nodes` name, one primary-key probe each, in one query.

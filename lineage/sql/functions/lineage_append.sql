@@ -5,9 +5,9 @@
 -- tenant's invalidation_keys ('source:' and the source_uri for a root source), which this
 -- numbers the first time a key comes. Ids already stored are left alone and not returned: the caller compares them.
 -- Everything a record is stored with (its signature, on its row; its edges, postings by root
--- source and by invalidation key, transform version, log-queue row and stream position) is
--- written here, so the application role needs no INSERT on those tables and no direct write
--- can leave a record out of the log or sign it twice.
+-- source and by invalidation key, transform version and stream position, which also queues
+-- it for the verifiable log) is written here, so the application role needs no INSERT on those
+-- tables and no direct write can leave a record out of the log or sign it twice.
 -- Single-shard statements in sequence, never a chain of modifying CTEs: on Citus the function
 -- is distributed by p_tenant (lineage distribute), so the whole call runs on the tenant's
 -- worker and no other worker is reached. Returns the ids inserted (in batch order), the last
@@ -150,12 +150,8 @@ BEGIN
     GROUP BY v.transform_version
     ON CONFLICT DO NOTHING;
 
-    INSERT INTO public.log_queue (tenant_id, context_id)
-    SELECT p_tenant, n.context_id
-    FROM unnest(new_ids) WITH ORDINALITY AS n (context_id, ordinal)
-    ORDER BY n.ordinal;
-
-    -- Last: the tenant's counter row stays locked until commit, so positions commit in order.
+    -- Last: the tenant's counter row stays locked until commit, so positions commit in order;
+    -- the events past log_heads.events_logged are the verifiable log's queue.
     INSERT INTO public.tenant_counters AS c (tenant_id, counter, last_value)
     VALUES (p_tenant, 'events', cardinality(new_ids))
     ON CONFLICT (tenant_id, counter)

@@ -5,8 +5,8 @@
 -- The drops are catalog changes, as quick at a billion rows as at ten; they wait for the
 -- parents' lock at most lock_timeout, so appends are never queued behind a long walk for
 -- longer. Partitions for the months ahead are added first (none while the open partition is
--- there). A partition still holding records the verifiable log has not taken in (log_queue)
--- waits for a later round (months_waiting): dropped first, they would never be logged. A round
+-- there). A partition still holding records the verifiable log has not taken in (their events
+-- past the tenant's events_logged) waits for a later round (months_waiting): dropped first, they would never be logged. A round
 -- that drops one is audited in operator_audit; returns the receipt. The owner's, callable by
 -- the application role for the service's schedule: it applies the owner's policy and cannot
 -- change it.
@@ -51,8 +51,13 @@ BEGIN
         label := CASE WHEN month.lower = '-infinity'
                      THEN 'before ' || to_char(month.upper AT TIME ZONE 'UTC', 'YYYY-MM')
                      ELSE to_char(month.lower AT TIME ZONE 'UTC', 'YYYY-MM') END;
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM public.log_queue AS q JOIN public.%I AS p '
-                       'ON p.tenant_id = q.tenant_id AND p.context_id = q.context_id)',
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM public.tenant_counters AS c '
+                       'LEFT JOIN public.log_heads AS h ON h.tenant_id = c.tenant_id '
+                       'JOIN public.events AS e ON e.tenant_id = c.tenant_id '
+                       'AND e.position > coalesce(h.events_logged, 0) '
+                       'JOIN public.%I AS p '
+                       'ON p.tenant_id = e.tenant_id AND p.context_id = e.context_id '
+                       'WHERE c.counter = ''events'')',
                        month.partition) INTO queued;
         IF queued THEN
             waiting := waiting || to_jsonb(label);

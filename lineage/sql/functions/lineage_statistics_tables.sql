@@ -9,7 +9,7 @@ CREATE OR REPLACE FUNCTION public.lineage_statistics_tables()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     SELECT ARRAY['provenance', 'provenance_children', 'invalidation_postings', 'events',
-                 'log_queue', 'log_leaves', 'log_nodes']
+                 'log_leaves', 'log_nodes']
 $function$;
 REVOKE ALL ON FUNCTION public.lineage_statistics_tables() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION public.lineage_statistics_tables() TO lineage_app;

@@ -187,12 +187,8 @@ BEGIN
     GROUP BY v.transform_version
     ON CONFLICT DO NOTHING;
 
-    INSERT INTO public.log_queue (tenant_id, context_id)
-    SELECT p_tenant, n.context_id
-    FROM unnest(new_ids) WITH ORDINALITY AS n (context_id, ordinal)
-    ORDER BY n.ordinal;
-
-    -- Last: the tenant's counter row stays locked until commit, so positions commit in order.
+    -- Last: the tenant's counter row stays locked until commit, so positions commit in order;
+    -- the events past log_heads.events_logged are the verifiable log's queue.
     INSERT INTO public.tenant_counters AS c (tenant_id, counter, last_value)
     VALUES (p_tenant, 'events', cardinality(new_ids))
     ON CONFLICT (tenant_id, counter)
@@ -372,26 +368,37 @@ CREATE FUNCTION public.lineage_log_advance(p_tenant text, p_token text, p_old_si
     AS $$
 DECLARE
     head_size bigint;
-    queued bigint[];
+    logged bigint;
+    through bigint;
+    next_ids text[];
 BEGIN
     IF NOT public.lineage_tenant_vouched(p_tenant, p_token) THEN
         RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant
             USING ERRCODE = 'insufficient_privilege';
     END IF;
     PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant, true);
-    SELECT h.tree_size INTO head_size FROM public.log_heads AS h
+    SELECT h.tree_size, h.events_logged INTO head_size, logged FROM public.log_heads AS h
     WHERE h.tenant_id = p_tenant FOR UPDATE;
     IF head_size IS DISTINCT FROM p_old_size THEN
         RAISE EXCEPTION 'the log of % is at size %, not %', p_tenant, head_size, p_old_size
             USING ERRCODE = 'serialization_failure';
     END IF;
-    SELECT coalesce(array_agg(q.queued_id), '{}') INTO queued
-    FROM public.log_queue AS q
-    WHERE q.tenant_id = p_tenant AND q.context_id = ANY (p_context_ids);
-    IF cardinality(queued) <> cardinality(p_context_ids)
-       OR cardinality(p_context_ids) <> (SELECT count(DISTINCT c) FROM unnest(p_context_ids) AS c)
-    THEN
-        RAISE EXCEPTION 'the records given are not each queued in the log of %, once', p_tenant
+    IF cardinality(p_context_ids) = 0 THEN
+        through := logged;
+    ELSE
+        SELECT e.position INTO through FROM public.events AS e
+        WHERE e.tenant_id = p_tenant AND e.position > logged
+          AND e.context_id = p_context_ids[cardinality(p_context_ids)]
+        ORDER BY e.position LIMIT 1;
+    END IF;
+    SELECT coalesce(array_agg(e.context_id ORDER BY e.position), '{}') INTO next_ids
+    FROM public.events AS e
+    WHERE e.tenant_id = p_tenant AND e.position > logged AND e.position <= through
+      AND EXISTS (SELECT 1 FROM public.provenance AS r
+                  WHERE r.tenant_id = p_tenant AND r.context_id = e.context_id);
+    IF through IS NULL OR next_ids IS DISTINCT FROM p_context_ids THEN
+        RAISE EXCEPTION 'the records given are not the next ones queued in the log of %, in order',
+                        p_tenant
             USING ERRCODE = 'serialization_failure';
     END IF;
     INSERT INTO public.log_leaves (tenant_id, leaf_index, context_id, created_at)
@@ -402,9 +409,8 @@ BEGIN
     FROM unnest(p_levels, p_node_indexes, p_hashes) AS n (level, node_index, hash);
     UPDATE public.log_heads AS h
     SET tree_size = p_old_size + cardinality(p_context_ids), root_hash = p_root_hash,
-        updated_at = now()
+        events_logged = through, updated_at = now()
     WHERE h.tenant_id = p_tenant;
-    DELETE FROM public.log_queue AS l WHERE l.tenant_id = p_tenant AND l.queued_id = ANY (queued);
     RETURN p_old_size + cardinality(p_context_ids);
 END
 $$;
@@ -613,8 +619,13 @@ BEGIN
         label := CASE WHEN month.lower = '-infinity'
                      THEN 'before ' || to_char(month.upper AT TIME ZONE 'UTC', 'YYYY-MM')
                      ELSE to_char(month.lower AT TIME ZONE 'UTC', 'YYYY-MM') END;
-        EXECUTE format('SELECT EXISTS (SELECT 1 FROM public.log_queue AS q JOIN public.%I AS p '
-                       'ON p.tenant_id = q.tenant_id AND p.context_id = q.context_id)',
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM public.tenant_counters AS c '
+                       'LEFT JOIN public.log_heads AS h ON h.tenant_id = c.tenant_id '
+                       'JOIN public.events AS e ON e.tenant_id = c.tenant_id '
+                       'AND e.position > coalesce(h.events_logged, 0) '
+                       'JOIN public.%I AS p '
+                       'ON p.tenant_id = e.tenant_id AND p.context_id = e.context_id '
+                       'WHERE c.counter = ''events'')',
                        month.partition) INTO queued;
         IF queued THEN
             waiting := waiting || to_jsonb(label);
@@ -742,7 +753,7 @@ CREATE FUNCTION public.lineage_statistics_tables() RETURNS text[]
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     SELECT ARRAY['provenance', 'provenance_children', 'invalidation_postings', 'events',
-                 'log_queue', 'log_leaves', 'log_nodes']
+                 'log_leaves', 'log_nodes']
 $$;
 
 CREATE FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) RETURNS boolean
@@ -790,7 +801,11 @@ CREATE FUNCTION public.log_pending_tenants() RETURNS SETOF text
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    RETURN QUERY SELECT DISTINCT q.tenant_id FROM public.log_queue AS q;
+    RETURN QUERY
+    SELECT c.tenant_id
+    FROM public.tenant_counters AS c
+    LEFT JOIN public.log_heads AS h ON h.tenant_id = c.tenant_id
+    WHERE c.counter = 'events' AND c.last_value > coalesce(h.events_logged, 0);
 END
 $$;
 
@@ -920,7 +935,9 @@ CREATE TABLE public.log_heads (
     tenant_id text NOT NULL,
     tree_size bigint DEFAULT 0 NOT NULL,
     root_hash bytea DEFAULT sha256('\x'::bytea) NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    events_logged bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT log_heads_events_logged_check CHECK ((events_logged >= 0))
 );
 
 ALTER TABLE ONLY public.log_heads FORCE ROW LEVEL SECURITY;
@@ -946,23 +963,6 @@ CREATE TABLE public.log_nodes (
 );
 
 ALTER TABLE ONLY public.log_nodes FORCE ROW LEVEL SECURITY;
-
-CREATE TABLE public.log_queue (
-    tenant_id text NOT NULL,
-    queued_id bigint NOT NULL,
-    context_id text NOT NULL
-);
-
-ALTER TABLE ONLY public.log_queue FORCE ROW LEVEL SECURITY;
-
-ALTER TABLE public.log_queue ALTER COLUMN queued_id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME public.log_queue_queued_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1
-);
 
 CREATE TABLE public.operator_audit (
     audit_id bigint NOT NULL,
@@ -1192,9 +1192,6 @@ ALTER TABLE ONLY public.log_leaves
 ALTER TABLE ONLY public.log_nodes
     ADD CONSTRAINT log_nodes_pkey PRIMARY KEY (tenant_id, level, node_index);
 
-ALTER TABLE ONLY public.log_queue
-    ADD CONSTRAINT log_queue_pkey PRIMARY KEY (tenant_id, queued_id);
-
 ALTER TABLE ONLY public.operator_audit
     ADD CONSTRAINT operator_audit_pkey PRIMARY KEY (audit_id);
 
@@ -1367,6 +1364,8 @@ CREATE POLICY context_text_tenant ON public.context_text USING ((tenant_id = ( S
 
 ALTER TABLE public.events ENABLE ROW LEVEL SECURITY;
 
+CREATE POLICY events_pending ON public.events FOR SELECT TO postgres USING (true);
+
 CREATE POLICY events_tenant ON public.events USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.forget_tombstones ENABLE ROW LEVEL SECURITY;
@@ -1387,6 +1386,8 @@ CREATE POLICY log_checkpoints_tenant ON public.log_checkpoints USING ((tenant_id
 
 ALTER TABLE public.log_heads ENABLE ROW LEVEL SECURITY;
 
+CREATE POLICY log_heads_pending ON public.log_heads FOR SELECT TO postgres USING (true);
+
 CREATE POLICY log_heads_tenant ON public.log_heads USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.log_leaves ENABLE ROW LEVEL SECURITY;
@@ -1396,12 +1397,6 @@ CREATE POLICY log_leaves_tenant ON public.log_leaves USING ((tenant_id = ( SELEC
 ALTER TABLE public.log_nodes ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY log_nodes_tenant ON public.log_nodes USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
-
-ALTER TABLE public.log_queue ENABLE ROW LEVEL SECURITY;
-
-CREATE POLICY log_queue_pending ON public.log_queue FOR SELECT TO postgres USING (true);
-
-CREATE POLICY log_queue_tenant ON public.log_queue USING ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant))) WITH CHECK ((tenant_id = ( SELECT public.lineage_session_tenant() AS lineage_session_tenant)));
 
 ALTER TABLE public.provenance ENABLE ROW LEVEL SECURITY;
 
@@ -1532,8 +1527,6 @@ GRANT SELECT ON TABLE public.log_heads TO lineage_app;
 GRANT SELECT ON TABLE public.log_leaves TO lineage_app;
 
 GRANT SELECT ON TABLE public.log_nodes TO lineage_app;
-
-GRANT SELECT ON TABLE public.log_queue TO lineage_app;
 
 REVOKE ALL ON TABLE public.provenance FROM CURRENT_USER;
 GRANT SELECT,INSERT,REFERENCES,DELETE,TRIGGER ON TABLE public.provenance TO CURRENT_USER;
