@@ -63,7 +63,13 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
 SELECT * FROM (
 -- Each record the postings list under the key, at the depth they give.
 SELECT p.context_id, p.kind, p.depth,
-       EXISTS (SELECT 1 FROM posted AS b WHERE b.depth > :max_depth) AS truncated,
+       -- Read off the postings' b-tree, not off the answer's rows.
+       EXISTS (SELECT 1 FROM invalidation_postings AS deeper
+               WHERE deeper.tenant_id = :'tenant_id'
+                 AND deeper.key = 'index_snapshot:' || :'index_snapshot'
+                 AND (deeper.kind = :'kind' OR :'kind' = 'all'
+                      OR (:'kind' = 'any' AND deeper.kind NOT IN ('verdict', 'tombstone')))
+                 AND deeper.depth > :max_depth AND (SELECT yes FROM complete)) AS truncated,
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM posted AS p
 WHERE p.depth <= :max_depth
