@@ -32,6 +32,26 @@ def placed() -> bool:
     return citus is not None and bool(bind.exec_driver_sql(PLACED).scalar())
 
 
+def confine_new_table(table: str) -> None:
+    """A table of tenants' rows made by a migration, confined as the others are: row security
+    by the session's tenant, read by the application role, and on a schema `lineage distribute`
+    placed, distributed by tenant beside the others (which do not force row security there)."""
+    is_placed = placed()
+    op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+    tenant = EACH_ROW if is_placed else ONCE
+    op.execute(
+        f"CREATE POLICY {table}_tenant ON {table} "
+        f"USING (tenant_id = {tenant}) WITH CHECK (tenant_id = {tenant})"
+    )
+    op.execute(GRANT_SELECT.format(table=table))
+    if is_placed:
+        op.execute(
+            f"SELECT create_distributed_table('{table}', 'tenant_id', colocate_with => 'tenants')"
+        )
+    else:
+        op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+
+
 def each_tenant(body: str, tables: tuple[str, ...], *, update: bool) -> str:
     """`body` (statements run for each tenant, %1$L) with forced row security lifted on
     `tables` and, when `update`, provenance's append-only trigger and revoked UPDATE."""

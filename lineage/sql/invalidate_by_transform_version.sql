@@ -28,6 +28,19 @@ posted AS MATERIALIZED (
            OR (:'kind' = 'any' AND ip.kind NOT IN ('verdict', 'tombstone')))
   -- end include: posting_probe
 ),
+deeper AS MATERIALIZED (
+    -- Whether postings of the kinds asked for lie past :max_depth: one probe of their b-tree,
+    -- not a scan of the answer's rows.
+    SELECT EXISTS (SELECT 1 FROM invalidation_postings AS ip
+                   WHERE ip.key = 'transform_version:' || :'transform_version'
+  -- include: posting_probe
+      AND (SELECT yes FROM complete)
+      AND ip.tenant_id = :'tenant_id'
+      AND (ip.kind = :'kind' OR :'kind' = 'all'
+           OR (:'kind' = 'any' AND ip.kind NOT IN ('verdict', 'tombstone')))
+  -- end include: posting_probe
+                     AND ip.depth > :max_depth) AS yes
+),
 walk_limit (depth) AS (
     -- Past :max_depth (but for 'all'), to know whether records of the kinds asked lie deeper.
     SELECT CASE WHEN :'kind' = 'all' THEN :max_depth::integer ELSE 2147483646 END
@@ -66,18 +79,11 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
     WHERE w.depth <= (SELECT depth FROM walk_limit) AND cardinality(w.frontier) > 0
   -- end include: walk_down
 ),
--- The answer's ids in order, then each record read by primary key in that order: sorting the
--- ids, not the records, keeps the sort in memory (212,500 records spilled 55 MB to disk).
+-- include: records_in_order
 found AS (
     -- Each record the postings list under the key, at the depth they give.
     SELECT p.context_id, p.depth,
-           -- Read off the postings' b-tree, not off the answer's rows.
-           EXISTS (SELECT 1 FROM invalidation_postings AS deeper
-                   WHERE deeper.tenant_id = :'tenant_id'
-                     AND deeper.key = 'transform_version:' || :'transform_version'
-                     AND (deeper.kind = :'kind' OR :'kind' = 'all'
-                          OR (:'kind' = 'any' AND deeper.kind NOT IN ('verdict', 'tombstone')))
-                     AND deeper.depth > :max_depth AND (SELECT yes FROM complete)) AS truncated,
+           (SELECT yes FROM deeper) AS truncated,
            EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
     FROM posted AS p
     WHERE p.depth <= :max_depth
@@ -108,3 +114,4 @@ CROSS JOIN LATERAL (
     OFFSET 0  -- a primary-key probe per id, in the ids' order
 ) AS r
 ORDER BY f.depth, f.context_id;
+-- end include: records_in_order

@@ -22,6 +22,19 @@ posted AS MATERIALIZED (
            OR (:'kind' = 'any' AND ip.kind NOT IN ('verdict', 'tombstone')))
   -- end include: posting_probe
 ),
+deeper AS MATERIALIZED (
+    -- Whether postings of the kinds asked for lie past :max_depth: one probe of their b-tree,
+    -- not a scan of the answer's rows.
+    SELECT EXISTS (SELECT 1 FROM invalidation_postings AS ip
+                   WHERE ip.key = 'index_snapshot:' || :'index_snapshot'
+  -- include: posting_probe
+      AND (SELECT yes FROM complete)
+      AND ip.tenant_id = :'tenant_id'
+      AND (ip.kind = :'kind' OR :'kind' = 'all'
+           OR (:'kind' = 'any' AND ip.kind NOT IN ('verdict', 'tombstone')))
+  -- end include: posting_probe
+                     AND ip.depth > :max_depth) AS yes
+),
 walk_limit (depth) AS (
     -- Past :max_depth (but for 'all'), to know whether records of the kinds asked lie deeper.
     SELECT CASE WHEN :'kind' = 'all' THEN :max_depth::integer ELSE 2147483646 END
@@ -63,13 +76,7 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
 SELECT * FROM (
 -- Each record the postings list under the key, at the depth they give.
 SELECT p.context_id, p.kind, p.depth,
-       -- Read off the postings' b-tree, not off the answer's rows.
-       EXISTS (SELECT 1 FROM invalidation_postings AS deeper
-               WHERE deeper.tenant_id = :'tenant_id'
-                 AND deeper.key = 'index_snapshot:' || :'index_snapshot'
-                 AND (deeper.kind = :'kind' OR :'kind' = 'all'
-                      OR (:'kind' = 'any' AND deeper.kind NOT IN ('verdict', 'tombstone')))
-                 AND deeper.depth > :max_depth AND (SELECT yes FROM complete)) AS truncated,
+       (SELECT yes FROM deeper) AS truncated,
        EXISTS (SELECT 1 FROM tenant_expiry AS x WHERE x.tenant_id = :'tenant_id') AS expired
 FROM posted AS p
 WHERE p.depth <= :max_depth

@@ -128,22 +128,8 @@ def _swap(new: dict[str, str]) -> None:
 
 
 def upgrade() -> None:
-    placed = tenant_rewrite.placed()
     op.execute(CREATE)
-    op.execute("ALTER TABLE invalidation_keys ENABLE ROW LEVEL SECURITY")
-    tenant = tenant_rewrite.EACH_ROW if placed else tenant_rewrite.ONCE
-    op.execute(
-        "CREATE POLICY invalidation_keys_tenant ON invalidation_keys "
-        f"USING (tenant_id = {tenant}) WITH CHECK (tenant_id = {tenant})"
-    )
-    op.execute(tenant_rewrite.GRANT_SELECT.format(table="invalidation_keys"))
-    if placed:
-        op.execute(
-            "SELECT create_distributed_table('invalidation_keys', 'tenant_id', "
-            "colocate_with => 'tenants')"
-        )
-    else:
-        op.execute("ALTER TABLE invalidation_keys FORCE ROW LEVEL SECURITY")
+    tenant_rewrite.confine_new_table("invalidation_keys")
     op.execute("ALTER TABLE provenance ADD COLUMN upstream_key_numbers integer[]")
     op.execute("ALTER TABLE provenance ADD COLUMN root_source_numbers integer[]")
     op.execute(

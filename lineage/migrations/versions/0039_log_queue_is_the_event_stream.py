@@ -135,22 +135,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    placed = tenant_rewrite.placed()
     op.execute(QUEUE)
-    op.execute("ALTER TABLE log_queue ENABLE ROW LEVEL SECURITY")
-    tenant = tenant_rewrite.EACH_ROW if placed else tenant_rewrite.ONCE
-    op.execute(
-        "CREATE POLICY log_queue_tenant ON log_queue "
-        f"USING (tenant_id = {tenant}) WITH CHECK (tenant_id = {tenant})"
-    )
     op.execute(OWNER_READS_QUEUE)
-    op.execute(tenant_rewrite.GRANT_SELECT.format(table="log_queue"))
-    if placed:
-        op.execute(
-            "SELECT create_distributed_table('log_queue', 'tenant_id', colocate_with => 'tenants')"
-        )
-    else:
-        op.execute("ALTER TABLE log_queue FORCE ROW LEVEL SECURITY")
+    tenant_rewrite.confine_new_table("log_queue")
     op.execute(tenant_rewrite.each_tenant(UNMARK, LIFTED, update=False))
     op.execute("DROP POLICY events_pending ON events")
     op.execute("DROP POLICY log_heads_pending ON log_heads")
