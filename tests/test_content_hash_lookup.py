@@ -7,7 +7,7 @@ import asyncpg
 
 from lineage.core.record import NewContext
 from lineage.db.database import Database
-from lineage.services import reads
+from lineage.services import auth, reads
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.walks_helpers import explain_as_app
@@ -44,3 +44,19 @@ async def test_the_newest_record_with_the_hash_is_one_probe_of_the_index(
         n["Node Type"] in {"Index Scan", "Index Only Scan", "Bitmap Heap Scan"}
         for n in reads_of_records
     ), [(n["Node Type"], n.get("Index Name")) for n in plan]
+
+
+async def test_a_hash_another_tenant_recorded_later_is_not_the_answer(
+    database: Database, owner_database: Database, owner: asyncpg.Connection
+) -> None:
+    """The hash index holds every tenant's records with a hash: the lookup keeps its own."""
+    assert await auth.create_tenant(owner_database, "beside")
+    await PostgresStore(database, "default").append([document("ours", CHUNK_TEXT_HASH)])
+    await PostgresStore(database, "beside").append([document("theirs", CHUNK_TEXT_HASH)])
+    await owner.execute("ANALYZE provenance")
+    for tenant, expected in (("default", "ours"), ("beside", "theirs")):
+        found = await reads.run(
+            database, Settings(), "newest_by_content_hash",
+            tenant_id=tenant, content_hashes=[CHUNK_TEXT_HASH],
+        )  # fmt: skip
+        assert [row["context_id"] for row in found] == [expected]

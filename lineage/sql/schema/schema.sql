@@ -1240,17 +1240,17 @@ CREATE INDEX invalidation_postings_key ON ONLY public.invalidation_postings USIN
 
 CREATE INDEX invalidation_postings_p_open_tenant_id_key_kind_depth_idx ON public.invalidation_postings_p_open USING btree (tenant_id, key, kind, depth);
 
-CREATE INDEX provenance_content_hash ON ONLY public.provenance USING btree (tenant_id, content_hash, created_at);
+CREATE INDEX provenance_content_hash ON ONLY public.provenance USING hash (content_hash);
 
 CREATE INDEX provenance_created_at ON ONLY public.provenance USING btree (tenant_id, created_at, context_id);
 
 CREATE INDEX provenance_index_snapshot ON ONLY public.provenance USING btree (tenant_id, index_snapshot, created_at) WHERE (index_snapshot IS NOT NULL);
 
+CREATE INDEX provenance_p_open_content_hash_idx ON public.provenance_p_open USING hash (content_hash);
+
 CREATE UNIQUE INDEX provenance_p_open_id ON public.provenance_p_open USING btree (tenant_id, context_id);
 
 ALTER TABLE ONLY public.provenance_p_open REPLICA IDENTITY USING INDEX provenance_p_open_id;
-
-CREATE INDEX provenance_p_open_tenant_id_content_hash_created_at_idx ON public.provenance_p_open USING btree (tenant_id, content_hash, created_at);
 
 CREATE INDEX provenance_p_open_tenant_id_created_at_context_id_idx ON public.provenance_p_open USING btree (tenant_id, created_at, context_id);
 
@@ -1288,7 +1288,7 @@ ALTER INDEX public.invalidation_postings_key ATTACH PARTITION public.invalidatio
 
 ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p_open_pkey;
 
-ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p_open_tenant_id_content_hash_created_at_idx;
+ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p_open_content_hash_idx;
 
 ALTER INDEX public.provenance_created_at ATTACH PARTITION public.provenance_p_open_tenant_id_created_at_context_id_idx;
 
