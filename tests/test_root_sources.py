@@ -217,3 +217,32 @@ async def test_a_replayed_parent_in_the_batch_hands_down_its_stored_roots(
         ("chunk", "s3://a.md", 1),
         ("summary", "s3://a.md", 2),
     ]
+
+
+async def test_a_key_with_more_than_a_thousand_new_records_is_posted_in_rows_of_1000(
+    store: PostgresStore, owner: asyncpg.Connection
+) -> None:
+    """One append of 2,500 chunks of a document: their postings under the document's source
+    are rows of at most 1,000 ids, in id order, every chunk in exactly one."""
+    doc = NewContext(
+        context_id="big_doc", kind="document", source_uri="s3://big.md",
+        content_hash="sha256:" + "0" * 64,
+    )  # fmt: skip
+    chunks = [
+        NewContext(
+            context_id=f"chunk_{uuid.uuid4().hex}",
+            parent_ids=["big_doc"],
+            kind="chunk",
+            content_hash=f"sha256:{n:064x}",
+        )
+        for n in range(2500)
+    ]
+    await store.append([doc, *chunks])
+    rows = await owner.fetch(
+        "SELECT context_ids FROM invalidation_postings "
+        "WHERE key = 'source:s3://big.md' AND kind = 'chunk' AND depth = 1 "
+        "ORDER BY context_ids[1]"
+    )
+    posted = [list(row["context_ids"]) for row in rows]
+    assert [len(ids) for ids in posted] == [1000, 1000, 500]
+    assert [i for ids in posted for i in ids] == sorted(c.context_id for c in chunks)

@@ -26,6 +26,7 @@ DECLARE
     new_ids text[];
     all_new boolean;
     position_after bigint;
+    one_partition boolean;
 BEGIN
     IF NOT public.lineage_tenant_vouched(p_tenant, p_token) THEN
         RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant
@@ -33,16 +34,27 @@ BEGIN
     END IF;
     -- Row security holds inside the function too (the tables force it on their owner).
     PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant, true);
+    one_partition := NOT EXISTS (
+        SELECT 1 FROM pg_inherits AS h JOIN pg_class AS c ON c.oid = h.inhrelid
+        WHERE h.inhparent = 'public.provenance'::regclass
+          AND pg_get_expr(c.relpartbound, c.oid) <> 'FOR VALUES FROM (MINVALUE) TO (MAXVALUE)');
 
-    SELECT coalesce(array_agg(p.context_id), '{}') INTO stored
-    FROM public.provenance AS p
-    WHERE p.tenant_id = p_tenant AND p.context_id = ANY (p_context_ids);
+    -- Ids stored before: one partition over all time finds them by its unique index (ON
+    -- CONFLICT below); month partitions each have their own, so they are looked up here.
+    IF one_partition THEN
+        stored := '{}';
+    ELSE
+        SELECT coalesce(array_agg(p.context_id), '{}') INTO stored
+        FROM public.provenance AS p
+        WHERE p.tenant_id = p_tenant AND p.context_id = ANY (p_context_ids);
+    END IF;
 
-    SELECT coalesce(array_agg(DISTINCT c.key), '{}') INTO carried
-    FROM unnest(p_upstream_key_lists, p_root_source_lists) AS r (upstream_keys, root_sources)
-    CROSS JOIN LATERAL (SELECT unnest(r.upstream_keys::text[])
-                        UNION ALL
-                        SELECT 'source:' || unnest(r.root_sources::text[])) AS c (key);
+    SELECT coalesce(array_agg(d.key), '{}') INTO carried
+    FROM (SELECT DISTINCT c.key
+          FROM unnest(p_upstream_key_lists, p_root_source_lists) AS r (upstream_keys, root_sources)
+          CROSS JOIN LATERAL (SELECT unnest(r.upstream_keys::text[])
+                              UNION ALL
+                              SELECT 'source:' || unnest(r.root_sources::text[])) AS c (key)) AS d;
     SELECT coalesce(jsonb_object_agg(k.key, k.key_no), '{}') INTO numbers
     FROM public.invalidation_keys AS k
     WHERE k.tenant_id = p_tenant AND k.key = ANY (carried);
@@ -108,7 +120,7 @@ BEGIN
     all_new := cardinality(new_ids) = cardinality(p_context_ids);
 
     INSERT INTO public.provenance_children (tenant_id, parent_id, context_id, created_at, kind)
-    SELECT DISTINCT p_tenant, parent.id, r.context_id, r.created_at, r.kind
+    SELECT p_tenant, parent.id, r.context_id, r.created_at, r.kind
     FROM unnest(p_context_ids, p_parent_id_lists, p_created_ats, p_kinds)
          AS r (context_id, parent_ids, created_at, kind)
          CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id)
@@ -116,16 +128,13 @@ BEGIN
 
     -- The new records' postings, by invalidation key and by root source ('source:' and its
     -- source_uri), a row per key, kind, depth and month of at most 1,000 ids in id order: a
-    -- month's rows lie in its records' partition, so retention drops them alike.
+    -- month's rows lie in its records' partition, so retention drops them alike. Each group is
+    -- aggregated once and sliced, with no numbering of its rows.
     INSERT INTO public.invalidation_postings (tenant_id, key, kind, depth, created_at,
                                               context_ids)
-    SELECT p_tenant, g.key, g.kind, g.depth, min(g.created_at),
-           array_agg(g.context_id ORDER BY g.context_id)
-    FROM (SELECT up.key, r.kind, up.depth, r.created_at, r.context_id,
-                 date_trunc('month', r.created_at, 'UTC') AS month,
-                 (row_number() OVER (PARTITION BY up.key, r.kind, up.depth,
-                                                  date_trunc('month', r.created_at, 'UTC'))
-                  - 1) / 1000 AS chunk
+    SELECT p_tenant, g.key, g.kind, g.depth, g.created_at, g.context_ids[s.first:s.first + 999]
+    FROM (SELECT up.key, r.kind, up.depth, min(r.created_at) AS created_at,
+                 array_agg(r.context_id ORDER BY r.context_id) AS context_ids
           FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
                       p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists)
                AS r (context_id, kind, created_at, upstream_keys, upstream_depths,
@@ -137,8 +146,9 @@ BEGIN
                    FROM unnest(r.root_sources::text[], r.root_depths::integer[])
                         AS root (uri, depth)
                ) AS up (key, depth)
-          WHERE all_new OR r.context_id = ANY (new_ids)) AS g
-    GROUP BY g.key, g.kind, g.depth, g.month, g.chunk;
+          WHERE all_new OR r.context_id = ANY (new_ids)
+          GROUP BY up.key, r.kind, up.depth, date_trunc('month', r.created_at, 'UTC')) AS g
+         CROSS JOIN LATERAL generate_series(1, cardinality(g.context_ids), 1000) AS s (first);
 
     INSERT INTO public.transform_versions (tenant_id, transform, transform_version, version_key,
                                            first_seen)
