@@ -8,7 +8,9 @@ import asyncpg
 
 from lineage.core.record import NewContext
 from lineage.db.database import Database
+from lineage.services.transaction_store import TransactionStore
 from lineage.store.postgres import PostgresStore
+from tests.conftest import database_at
 
 HANG_GUARD_S = 30
 # The lock under which lineage_append numbers a tenant's new keys.
@@ -26,6 +28,20 @@ SELECT p.context_id,
              ORDER BY u.o) AS upstream
 FROM provenance AS p WHERE p.tenant_id = 'default' ORDER BY p.context_id
 """
+
+
+# The tenant's keys the transaction read, by scan or by index.
+KEYS_READ = (
+    "SELECT pg_stat_get_xact_tuples_returned('invalidation_keys'::regclass)"
+    " + pg_stat_get_xact_tuples_fetched('invalidation_keys'::regclass)"
+)
+
+
+def chunk(context_id: str, parent_id: str) -> NewContext:
+    return NewContext(
+        context_id=context_id, parent_ids=[parent_id], kind="chunk",
+        content_hash="sha256:" + "1" * 64,
+    )  # fmt: skip
 
 
 def document(context_id: str, source_uri: str) -> NewContext:
@@ -103,3 +119,27 @@ async def test_a_child_names_what_its_parents_carry_and_its_own_keys(
     assert named["chunk"] == (["source:s3://a.md"], ["transform_version:chunker@1.0"])
     numbers = await owner.fetch("SELECT key_no FROM invalidation_keys ORDER BY key_no")
     assert [row["key_no"] for row in numbers] == [1, 2, 3]
+
+
+async def test_a_long_session_reads_a_batchs_keys_not_all_of_the_tenants(
+    database_url: str,
+) -> None:
+    """Appends of new documents, each its own key, through one connection on tables never
+    analyzed: the append that follows 3,000 keys reads about its own keys, not every key of the
+    tenant (a cached generic plan read them all, and appends slowed with every key stored)."""
+    async with database_at(database_url, max_size=1) as database:
+        store = PostgresStore(database)
+        for batch in range(6):  # past the five calls after which a session may keep a plan
+            await store.append(
+                [document(f"doc_{batch}_{n}", f"s3://many/{batch}/{n}") for n in range(500)]
+            )
+        reads = []
+        for late in (
+            [document(f"late_{n}", f"s3://late/{n}") for n in range(10)],
+            # Children of stored documents: their parents' keys are read by number.
+            [chunk(f"late_chunk_{n}", f"doc_5_{n}") for n in range(10)],
+        ):
+            async with database.tenant("default") as tx:
+                await TransactionStore(tx).append(late)
+                reads.append(await tx.connection.fetchval(KEYS_READ))
+    assert max(reads) <= 100, f"{reads} keys read for 10 records beside 3,000"

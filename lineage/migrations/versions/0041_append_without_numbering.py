@@ -3,7 +3,10 @@ insert while provenance has one partition over all time (its unique index finds 
 CONFLICT), gathers the keys its records carry by a hashed DISTINCT instead of a sort, inserts
 the edges without a DISTINCT (a record's parents are distinct: the append checks them), and
 makes the postings by aggregating each key's ids once and slicing them by 1,000, instead of
-numbering every row first.
+numbering every row first. It reads the batch's keys (and, over month partitions, its ids) a
+probe each, never by a filter over the tenant's keys: a session's plan made while the tenant
+had few keys kept reading all of them, and appends of new documents slowed with every key
+stored (2.6 s for 1,000 beside 200,000).
 
 Revision ID: 0041
 Revises: 0040

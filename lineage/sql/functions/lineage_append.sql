@@ -45,8 +45,10 @@ BEGIN
         stored := '{}';
     ELSE
         SELECT coalesce(array_agg(p.context_id), '{}') INTO stored
-        FROM public.provenance AS p
-        WHERE p.tenant_id = p_tenant AND p.context_id = ANY (p_context_ids);
+        FROM unnest(p_context_ids) AS wanted (context_id)
+        CROSS JOIN LATERAL (SELECT p.context_id FROM public.provenance AS p
+                            WHERE p.tenant_id = p_tenant AND p.context_id = wanted.context_id
+                            OFFSET 0) AS p;
     END IF;
 
     SELECT coalesce(array_agg(d.key), '{}') INTO carried
@@ -55,9 +57,13 @@ BEGIN
           CROSS JOIN LATERAL (SELECT unnest(r.upstream_keys::text[])
                               UNION ALL
                               SELECT 'source:' || unnest(r.root_sources::text[])) AS c (key)) AS d;
-    SELECT coalesce(jsonb_object_agg(k.key, k.key_no), '{}') INTO numbers
-    FROM public.invalidation_keys AS k
-    WHERE k.tenant_id = p_tenant AND k.key = ANY (carried);
+    -- A probe per key (OFFSET 0 keeps the subquery apart), whatever the statistics say: as a
+    -- filter or a join, a plan made while the tenant's keys were few read all of them each
+    -- append, and an append of 1,000 documents took 2.6 s beside 200,000 keys.
+    SELECT coalesce(jsonb_object_agg(c.key, k.key_no), '{}') INTO numbers
+    FROM unnest(carried) AS c (key)
+    CROSS JOIN LATERAL (SELECT k.key_no FROM public.invalidation_keys AS k
+                        WHERE k.tenant_id = p_tenant AND k.key = c.key OFFSET 0) AS k;
     IF (SELECT count(*) FROM jsonb_object_keys(numbers)) < cardinality(carried) THEN
         -- One append numbers the tenant's new keys at a time (the lock holds to commit, and
         -- what another numbered meanwhile is seen from here on); the lock's key hashes the
@@ -72,10 +78,11 @@ BEGIN
                n.key
         FROM unnest(carried) AS n (key)
         WHERE NOT EXISTS (SELECT 1 FROM public.invalidation_keys AS k
-                          WHERE k.tenant_id = p_tenant AND k.key = n.key);
-        SELECT jsonb_object_agg(k.key, k.key_no) INTO numbers
-        FROM public.invalidation_keys AS k
-        WHERE k.tenant_id = p_tenant AND k.key = ANY (carried);
+                          WHERE k.tenant_id = p_tenant AND k.key = n.key OFFSET 0);
+        SELECT jsonb_object_agg(c.key, k.key_no) INTO numbers
+        FROM unnest(carried) AS c (key)
+        CROSS JOIN LATERAL (SELECT k.key_no FROM public.invalidation_keys AS k
+                            WHERE k.tenant_id = p_tenant AND k.key = c.key OFFSET 0) AS k;
     END IF;
 
     WITH written AS (
@@ -178,8 +185,11 @@ BEGIN
                      <> 'FOR VALUES FROM (MINVALUE) TO (MAXVALUE)') THEN
         RETURN QUERY
         SELECT new_ids, position_after, coalesce(array_agg(t.context_id), '{}')
-        FROM (SELECT p.context_id FROM public.provenance AS p
-              WHERE p.tenant_id = p_tenant AND p.context_id = ANY (new_ids)
+        FROM (SELECT p.context_id
+              FROM unnest(new_ids) AS n (context_id)
+              CROSS JOIN LATERAL (SELECT p.context_id FROM public.provenance AS p
+                                  WHERE p.tenant_id = p_tenant AND p.context_id = n.context_id
+                                  OFFSET 0) AS p
               GROUP BY p.context_id HAVING count(*) > 1) AS t;
         RETURN;
     END IF;
