@@ -257,7 +257,12 @@ async def test_a_log_step_takes_the_next_queued_records_in_order_at_the_heads_si
             )
         ]
         assert len(queued) == 2
-        step = "SELECT lineage_log_advance('acme', $1, $2, $3, $4, '{}', '{}', '{}', '\\x00')"
+        step = "SELECT lineage_log_advance('acme', $1, $2, $3, $4, $5, $6, $7, '\\x00')"
+
+        def leaves(count: int, first: int = size) -> list[object]:
+            """Each leaf's hash (level 0), as every step must give."""
+            return [[0] * count, list(range(first, first + count)), [bytes(32)] * count]
+
         wrongs = (
             [queued[0], "never_queued"],
             [queued[0], queued[0]],
@@ -267,14 +272,21 @@ async def test_a_log_step_takes_the_next_queued_records_in_order_at_the_heads_si
         for wrong in wrongs:
             with pytest.raises(asyncpg.SerializationError, match="next ones queued"):
                 async with connection.transaction():
-                    await connection.fetchval(step, token, size, wrong, [None] * len(wrong))
+                    await connection.fetchval(
+                        step, token, size, wrong, [None] * len(wrong), *leaves(len(wrong))
+                    )
         with pytest.raises(asyncpg.SerializationError, match="at size"):
             async with connection.transaction():
-                await connection.fetchval(step, token, size + 5, queued[:1], [None])
+                await connection.fetchval(step, token, size + 5, queued[:1], [None], *leaves(1))
         with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched"):
             async with connection.transaction():
-                await connection.fetchval(step, "forged", size, queued[:1], [None])
-        assert await connection.fetchval(step, token, size, queued[:1], [None]) == size + 1
+                await connection.fetchval(step, "forged", size, queued[:1], [None], *leaves(1))
+        misplaced = leaves(1, size + 1)  # no hash at the new leaf's index
+        with pytest.raises(asyncpg.InvalidParameterValueError, match="needs its hash"):
+            async with connection.transaction():
+                await connection.fetchval(step, token, size, queued[:1], [None], *misplaced)
+        one = await connection.fetchval(step, token, size, queued[:1], [None], *leaves(1))
+        assert one == size + 1
         [following] = await db.fetch(
             connection, "log_queued_records", tenant_id="acme", batch_size=1
         )

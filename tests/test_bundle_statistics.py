@@ -1,5 +1,5 @@
 """The first export after an import or a bulk load plans as in steady state: the import's
-sequencing fills log_leaves and log_nodes after its last ANALYZE, so the export refreshes the
+sequencing fills log_leaves after its last ANALYZE, so the export refreshes the
 statistics the planner would otherwise take for an empty log; and beside a tenant whose rows
 the statistics counted, where they look fresh but know nothing of the new tenant, the export's
 query reads a few rows a leaf whatever plan they give (bench/export_after_import.py times both;
@@ -24,7 +24,7 @@ from lineage.verifiable_log import storage
 from tests.conftest import database_at, janitor, url_for
 
 RECORDS = 2 * ANALYZE_FROM
-LOG_TABLES = ("log_leaves", "log_nodes")
+LOG_TABLES = ("log_leaves",)
 
 
 async def load_records(store: PostgresStore) -> None:

@@ -19,6 +19,7 @@ from lineage.services.tenant_deletion import delete_tenant
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from lineage.verifiable_log import storage
+from tests.test_log import documents
 
 SPAN = {
     "span_trace_ids": ["4bf92f3577b34da6a3ce929d0e0e4736"],
@@ -33,6 +34,9 @@ SPAN = {
     "status_messages": [None],
     "attribute_docs": ["{}"],
 }
+
+
+LEAVES = 16
 
 
 async def tenant_tables(owner: asyncpg.Connection) -> list[str]:
@@ -69,6 +73,8 @@ async def fill_tenant(database: Database, owner_database: Database, tenant_id: s
     await audit.record(database, caller, "walk", "answer_1")
     async with database.tenant(tenant_id) as tx:
         await tx.execute("append_spans", **SPAN)
+    # The log keeps a subtree row from level 4 up: sixteen leaves and more.
+    await PostgresStore(database, tenant_id).append(documents(LEAVES))
     await storage.checkpoint(database, Settings(), tenant_id)
     await load_incident(PostgresStore(database, tenant_id))  # nothing new: a replay
     async with owner_database.connection() as owner, owner.transaction():
@@ -145,7 +151,7 @@ async def test_the_application_role_is_refused(
             await connection.execute("SELECT lineage_delete_tenant('doomed')")
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await connection.execute("INSERT INTO tenant_deleting VALUES ('doomed')")
-    assert (await rows_per_table(owner, "doomed"))["provenance"] == len(INCIDENT) + 2
+    assert (await rows_per_table(owner, "doomed"))["provenance"] == len(INCIDENT) + 2 + LEAVES
 
 
 async def test_an_unknown_tenant_is_not_found(owner_database: Database) -> None:

@@ -123,7 +123,7 @@ async def export_bundle(
 async def stale_statistics(database: Database, tenant_id: str, tree_size: int) -> list[str]:
     """The tables the export reads whose statistics count fewer rows (or, in provenance, fewer
     of the tenant's records) than half the log it is about to export: right after an import or
-    a bulk load, whose sequencing filled log_leaves and log_nodes after any ANALYZE, the planner
+    a bulk load, whose sequencing filled log_leaves after any ANALYZE, the planner
     takes them for empty and picks a plan that took 328 s for 50,000 records instead of 8-13 s;
     a tenant bulk-loaded beside one the statistics knew looks like one record (255 s against
     1.9 s). The counts come from pg_class, which an ANALYZE updates at once, unlike the

@@ -10,14 +10,7 @@
 -- tombstone holds its source only hashed), a level above the deepest. leaf_created_at: the
 -- record's created_at as its leaf kept it (null for leaves logged before migration 0023).
 --   psql -v tenant_id=default -v tree_size=100 -f sql/bundle_records.sql
-SELECT l.leaf_index,
-       -- A subquery, not a join: a probe of the leaf's hash by its key whatever the statistics
-       -- say. As a join planned on statistics taken while only another tenant had rows, it
-       -- compared every leaf with every leaf hash of the tenant: 196 s for 50,000 records.
-       (SELECT n.hash FROM log_nodes AS n
-        WHERE n.tenant_id = :'tenant_id' AND n.level = 0 AND n.node_index = l.leaf_index)
-         AS leaf_hash,
-       l.context_id AS leaf_context_id,
+SELECT l.leaf_index, l.hash AS leaf_hash, l.context_id AS leaf_context_id,
        l.created_at AS leaf_created_at, coalesce(r.expired, true) AS expired, r.key_id,
        r.signature,
        r.tenant_id, r.context_id, r.parent_ids, r.kind, r.source_uri, r.content_hash,

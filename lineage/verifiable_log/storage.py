@@ -11,9 +11,11 @@ Sequencer (as Trillian's, behind the append, in batches). Under the row lock of 
 `log_heads` row, it takes the records of the oldest committed queued events, hashes each
 record's canonical bytes (`ContextRecord.canonical_bytes`, read back from `provenance`, so what
 is logged is exactly what a verifier later reads; a change made in the seconds before
-sequencing is logged as it then stands), gives them the next leaf indexes, stores every
-complete subtree the new leaves complete (`merkle.completed_subtrees`, which needs only the old
-tree's `frontier`), and advances the head and `events_logged` past them, in one transaction.
+sequencing is logged as it then stands), gives them the next leaf indexes, stores the
+complete subtrees the new leaves complete (`merkle.completed_subtrees`, which needs only the old
+tree's `frontier`) at the levels kept (`KEPT_EVERY`: the leaves' hashes on their rows, every
+fourth level above in `log_nodes`), and advances the head and `events_logged` past them, in one
+transaction.
 The lock makes concurrent sequencers take turns, and the queue is read once the lock is held,
 so each sees what the previous one committed; the primary key of `log_leaves` and its unique
 (tenant_id, context_id) make a duplicate or a reused index fail rather than pass. Leaves follow
@@ -21,8 +23,9 @@ stream order, and positions commit in order (the append takes its tenant's count
 record's leaf comes after those of every record committed before it was appended, its parents
 from earlier appends among them.
 
-Proofs read the O(log n) stored subtree hashes `merkle.inclusion_proof_nodes` /
-`consistency_proof_nodes` name, one primary-key probe each, in one query.
+Proofs read the O(log n) subtree hashes `merkle.inclusion_proof_nodes` /
+`consistency_proof_nodes` name, each folded from at most 8 kept ones (`kept_under`), one
+primary-key probe each, in one query.
 
 Each sequencing transaction takes at most `log_step_leaves` queued records, so the lock is held
 for one bounded step. Checkpoints are signed on demand (`checkpoint`: `lineage log checkpoint`
@@ -81,6 +84,10 @@ log = logging.getLogger(__name__)
 RECOVERY = "; an operator recovers the log as runbooks/backup.md says"
 
 Node = tuple[int, int]
+# The subtree hashes kept: each leaf's (on its log_leaves row) and those of every fourth level
+# above (log_nodes); any other is folded from the at most 8 kept ones under it. The log then
+# keeps a sixteenth of a row a leaf beside the leaf's own row, not two rows.
+KEPT_EVERY = 4
 
 
 @dataclass(frozen=True)
@@ -193,15 +200,16 @@ async def _sequence_batch(tx: Transaction, step: int) -> tuple[TreeHead, int]:
     made = merkle.completed_subtrees(frontier, old_size, leaves)
     new_size = old_size + len(rows)
     root = merkle.root_from_subtrees({**frontier, **made}, new_size)
+    kept = [node for node in made if node[0] % KEPT_EVERY == 0]
     await tx.execute(
         "log_advance",
         tenant_token=tx.token,
         old_size=old_size,
         context_ids=[row["context_id"] for row in rows],
         created_ats=[row["created_at"] for row in rows],
-        levels=[level for level, _ in made],
-        node_indexes=[index for _, index in made],
-        hashes=list(made.values()),
+        levels=[level for level, _ in kept],
+        node_indexes=[index for _, index in kept],
+        hashes=[made[node] for node in kept],
         root_hash=root,
     )
     return TreeHead(new_size, root), len(rows)
@@ -211,22 +219,39 @@ def _leaf_hashes(rows: Sequence[asyncpg.Record]) -> list[bytes]:
     return [merkle.leaf_hash(record_from_row(row).canonical_bytes()) for row in rows]
 
 
+def kept_under(node: Node) -> list[Node]:
+    """The kept subtrees a complete subtree's hash is folded from, left to right: itself when
+    its level is kept."""
+    level, index = node
+    below = level % KEPT_EVERY
+    return [(level - below, i) for i in range(index << below, (index + 1) << below)]
+
+
+def _folded(hashes: list[bytes]) -> bytes:
+    """The hash of a complete subtree from those of its 2**k subtrees one level k below."""
+    while len(hashes) > 1:
+        hashes = [merkle.node_hash(hashes[i], hashes[i + 1]) for i in range(0, len(hashes), 2)]
+    return hashes[0]
+
+
 async def _stored(tx: Transaction, nodes: Iterable[Node]) -> dict[Node, bytes]:
-    """The stored hashes of these subtrees, all of them, or LogIntegrityError."""
-    wanted = list(dict.fromkeys(nodes))
+    """The hashes of these complete subtrees, each read or folded from the kept ones under it:
+    all of them, or LogIntegrityError."""
+    wanted = {node: kept_under(node) for node in nodes}
+    read = list(dict.fromkeys(piece for pieces in wanted.values() for piece in pieces))
     rows = await tx.fetch(
         "log_nodes",
-        levels=[level for level, _ in wanted],
-        node_indexes=[index for _, index in wanted],
+        levels=[level for level, _ in read],
+        node_indexes=[index for _, index in read],
     )
     found = {(row["level"], row["node_index"]): bytes(row["hash"]) for row in rows}
-    missing = [node for node in wanted if node not in found]
+    missing = [node for node in read if node not in found]
     if missing:
         raise LogIntegrityError(
             f"the log of tenant {tx.tenant_id} lacks stored subtrees {missing[:5]} "
             "(level, index): its tables were altered"
         )
-    return found
+    return {node: _folded([found[piece] for piece in pieces]) for node, pieces in wanted.items()}
 
 
 async def _proof(tx: Transaction, ranges: Sequence[tuple[int, int]]) -> list[bytes]:

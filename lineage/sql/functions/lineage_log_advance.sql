@@ -1,7 +1,8 @@
 -- One step of the tenant's verifiable log, in the transaction that locked its head
 -- (lineage_log_lock): the records of the tenant's next events past events_logged (its queue)
--- become leaves p_old_size.. in stream order, with the tree nodes they complete and the new
--- root, and events_logged moves past them. The records given must be those next events'
+-- become leaves p_old_size.. in stream order, with the kept tree nodes they complete (each
+-- leaf's hash, and those of every fourth level above) and the new root, and events_logged
+-- moves past them. The records given must be those next events'
 -- stored records, in order (an event whose record is no longer stored is passed over), and the
 -- head must still be at p_old_size: so no caller can skip a record or move the head by hand
 -- (the application role has no write on these tables but through here). Distributed by
@@ -17,6 +18,7 @@ DECLARE
     logged bigint;
     through bigint;
     next_ids text[];
+    leaves bigint;
 BEGIN
     IF NOT public.lineage_tenant_vouched(p_tenant, p_token) THEN
         RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant
@@ -47,12 +49,23 @@ BEGIN
                         p_tenant
             USING ERRCODE = 'serialization_failure';
     END IF;
-    INSERT INTO public.log_leaves (tenant_id, leaf_index, context_id, created_at)
-    SELECT p_tenant, p_old_size + l.ordinal - 1, l.context_id, l.created_at
-    FROM unnest(p_context_ids, p_created_ats) WITH ORDINALITY AS l (context_id, created_at, ordinal);
+    -- Each leaf's hash (level 0) on its row; the other subtrees kept (every fourth level) in
+    -- log_nodes, whose check refuses any other level.
+    INSERT INTO public.log_leaves (tenant_id, leaf_index, context_id, created_at, hash)
+    SELECT p_tenant, p_old_size + l.ordinal - 1, l.context_id, l.created_at, n.hash
+    FROM unnest(p_context_ids, p_created_ats) WITH ORDINALITY AS l (context_id, created_at, ordinal)
+    JOIN unnest(p_levels, p_node_indexes, p_hashes) AS n (level, node_index, hash)
+      ON n.level = 0 AND n.node_index = p_old_size + l.ordinal - 1;
+    GET DIAGNOSTICS leaves = ROW_COUNT;
+    IF leaves <> cardinality(p_context_ids) THEN
+        RAISE EXCEPTION 'each new leaf of the log of % needs its hash (level 0, its index)',
+                        p_tenant
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     INSERT INTO public.log_nodes (tenant_id, level, node_index, hash)
     SELECT p_tenant, n.level, n.node_index, n.hash
-    FROM unnest(p_levels, p_node_indexes, p_hashes) AS n (level, node_index, hash);
+    FROM unnest(p_levels, p_node_indexes, p_hashes) AS n (level, node_index, hash)
+    WHERE n.level > 0;
     UPDATE public.log_heads AS h
     SET tree_size = p_old_size + cardinality(p_context_ids), root_hash = p_root_hash,
         events_logged = through, updated_at = now()

@@ -391,6 +391,7 @@ DECLARE
     logged bigint;
     through bigint;
     next_ids text[];
+    leaves bigint;
 BEGIN
     IF NOT public.lineage_tenant_vouched(p_tenant, p_token) THEN
         RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant
@@ -421,12 +422,23 @@ BEGIN
                         p_tenant
             USING ERRCODE = 'serialization_failure';
     END IF;
-    INSERT INTO public.log_leaves (tenant_id, leaf_index, context_id, created_at)
-    SELECT p_tenant, p_old_size + l.ordinal - 1, l.context_id, l.created_at
-    FROM unnest(p_context_ids, p_created_ats) WITH ORDINALITY AS l (context_id, created_at, ordinal);
+    -- Each leaf's hash (level 0) on its row; the other subtrees kept (every fourth level) in
+    -- log_nodes, whose check refuses any other level.
+    INSERT INTO public.log_leaves (tenant_id, leaf_index, context_id, created_at, hash)
+    SELECT p_tenant, p_old_size + l.ordinal - 1, l.context_id, l.created_at, n.hash
+    FROM unnest(p_context_ids, p_created_ats) WITH ORDINALITY AS l (context_id, created_at, ordinal)
+    JOIN unnest(p_levels, p_node_indexes, p_hashes) AS n (level, node_index, hash)
+      ON n.level = 0 AND n.node_index = p_old_size + l.ordinal - 1;
+    GET DIAGNOSTICS leaves = ROW_COUNT;
+    IF leaves <> cardinality(p_context_ids) THEN
+        RAISE EXCEPTION 'each new leaf of the log of % needs its hash (level 0, its index)',
+                        p_tenant
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     INSERT INTO public.log_nodes (tenant_id, level, node_index, hash)
     SELECT p_tenant, n.level, n.node_index, n.hash
-    FROM unnest(p_levels, p_node_indexes, p_hashes) AS n (level, node_index, hash);
+    FROM unnest(p_levels, p_node_indexes, p_hashes) AS n (level, node_index, hash)
+    WHERE n.level > 0;
     UPDATE public.log_heads AS h
     SET tree_size = p_old_size + cardinality(p_context_ids), root_hash = p_root_hash,
         events_logged = through, updated_at = now()
@@ -967,6 +979,7 @@ CREATE TABLE public.log_leaves (
     leaf_index bigint NOT NULL,
     context_id text NOT NULL,
     created_at timestamp with time zone,
+    hash bytea,
     CONSTRAINT log_leaves_leaf_index_check CHECK ((leaf_index >= 0))
 );
 
@@ -978,6 +991,7 @@ CREATE TABLE public.log_nodes (
     node_index bigint NOT NULL,
     hash bytea NOT NULL,
     CONSTRAINT log_nodes_hash_check CHECK ((length(hash) = 32)),
+    CONSTRAINT log_nodes_kept_levels CHECK (((level > 0) AND (mod((level)::integer, 4) = 0))),
     CONSTRAINT log_nodes_level_check CHECK (((level >= 0) AND (level <= 62))),
     CONSTRAINT log_nodes_node_index_check CHECK ((node_index >= 0))
 );
