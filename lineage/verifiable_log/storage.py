@@ -227,13 +227,6 @@ def kept_under(node: Node) -> list[Node]:
     return [(level - below, i) for i in range(index << below, (index + 1) << below)]
 
 
-def _folded(hashes: list[bytes]) -> bytes:
-    """The hash of a complete subtree from those of its 2**k subtrees one level k below."""
-    while len(hashes) > 1:
-        hashes = [merkle.node_hash(hashes[i], hashes[i + 1]) for i in range(0, len(hashes), 2)]
-    return hashes[0]
-
-
 async def _stored(tx: Transaction, nodes: Iterable[Node]) -> dict[Node, bytes]:
     """The hashes of these complete subtrees, each read or folded from the kept ones under it:
     all of them, or LogIntegrityError."""
@@ -251,7 +244,11 @@ async def _stored(tx: Transaction, nodes: Iterable[Node]) -> dict[Node, bytes]:
             f"the log of tenant {tx.tenant_id} lacks stored subtrees {missing[:5]} "
             "(level, index): its tables were altered"
         )
-    return {node: _folded([found[piece] for piece in pieces]) for node, pieces in wanted.items()}
+    # A complete subtree is the MTH of its 2**k subtrees one level k below, taken as leaves.
+    return {
+        node: merkle.root_hash([found[piece] for piece in pieces])
+        for node, pieces in wanted.items()
+    }
 
 
 async def _proof(tx: Transaction, ranges: Sequence[tuple[int, int]]) -> list[bytes]:

@@ -63,7 +63,6 @@ DECLARE
     new_ids text[];
     all_new boolean;
     position_after bigint;
-    one_partition boolean;
 BEGIN
     IF NOT public.lineage_tenant_vouched(p_tenant, p_token) THEN
         RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant
@@ -71,14 +70,11 @@ BEGIN
     END IF;
     -- Row security holds inside the function too (the tables force it on their owner).
     PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant, true);
-    one_partition := NOT EXISTS (
-        SELECT 1 FROM pg_inherits AS h JOIN pg_class AS c ON c.oid = h.inhrelid
-        WHERE h.inhparent = 'public.provenance'::regclass
-          AND pg_get_expr(c.relpartbound, c.oid) <> 'FOR VALUES FROM (MINVALUE) TO (MAXVALUE)');
 
-    -- Ids stored before: one partition over all time finds them by its unique index (ON
-    -- CONFLICT below); month partitions each have their own, so they are looked up here.
-    IF one_partition THEN
+    -- Ids stored before: while provenance has one partition, its unique index finds them (ON
+    -- CONFLICT below); several each have their own, so they are looked up here.
+    IF (SELECT count(*) FROM pg_inherits AS h
+        WHERE h.inhparent = 'public.provenance'::regclass) = 1 THEN
         stored := '{}';
     ELSE
         SELECT coalesce(array_agg(p.context_id), '{}') INTO stored
