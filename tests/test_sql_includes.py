@@ -11,7 +11,8 @@ import pytest
 
 from lineage import derive
 from lineage.db.database import Database
-from lineage.db.named_sql import INCLUDE_DIR, QUERIES, SQL_DIR, expand, fragments
+from lineage.db.functions import FUNCTIONS_DIR
+from lineage.db.named_sql import INCLUDE_DIR, QUERIES, SQL_DIR, expand, fill_statements, fragments
 from lineage.services import reads
 from lineage.services.demo import ANSWER_ID, CONTRACTOR_POLICY, load_incident
 from lineage.settings import Settings
@@ -44,6 +45,21 @@ EMBEDDED: dict[str, dict[str, Any]] = {
 
 def sql_files() -> list[Path]:
     return sorted(SQL_DIR.glob("*.sql"))
+
+
+def test_every_function_that_answers_a_query_holds_its_statement() -> None:
+    files = sorted(FUNCTIONS_DIR.glob("*.sql"))
+    differ = [
+        path.name
+        for path in files
+        if fill_statements(path.read_text(), QUERIES) != path.read_text()
+    ]
+    assert differ == [], (
+        f"{differ}: a statement region differs from its query in lineage/sql/; "
+        "run python -m lineage.db.include_sql"
+    )
+    walk = (FUNCTIONS_DIR / "lineage_walk_back.sql").read_text()
+    assert QUERIES["walk_back"].sql.splitlines()[0] in walk
 
 
 def test_every_file_is_what_the_service_runs() -> None:

@@ -6,6 +6,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -37,10 +38,19 @@ def database_url(settings: Settings) -> str:
     return start_embedded(settings.data_dir)
 
 
-class TenantConnection(asyncpg.Connection):  # type: ignore[misc]
-    """A connection that knows the key it vouches for its transactions' tenants with."""
+# Whether the reads with a function of their own (migration 0043) may run as one call of it:
+# not on Citus, whose workers learn a tenant only from SET LOCAL in a transaction block.
+ONE_CALL_READS = """
+SELECT to_regprocedure('public.lineage_walk_back(text, text, integer, text, jsonb)') IS NOT NULL
+       AND NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
+"""
 
-    __slots__ = ("vouching_key",)
+
+class TenantConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A connection that knows the key it vouches for its transactions' tenants with, and
+    whether its reads may run as one call (ONE_CALL_READS)."""
+
+    __slots__ = ("one_call_reads", "vouching_key")
 
     def get_reset_query(self) -> str:
         # Nothing to reset when the pool takes it back: every setting is SET LOCAL, no LISTEN,
@@ -76,6 +86,12 @@ async def _prepare_owner_connection(connection: asyncpg.Connection) -> None:
     await connection.set_type_codec(
         "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
     )
+    connection.one_call_reads = await connection.fetchval(ONE_CALL_READS)
+
+
+def jsonable(values: dict[str, Any]) -> dict[str, Any]:
+    """A named query's values as a jsonb argument takes them: times as ISO 8601 text."""
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in values.items()}
 
 
 def set_tenant_sql(tenant_id: str, vouching_key: bytes | None = None) -> str:

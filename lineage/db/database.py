@@ -176,9 +176,7 @@ class Database:
     ) -> AsyncIterator[Transaction]:
         """A transaction confined to `tenant_id` (see lineage.db.transaction); on the primary,
         the first of the task's for its tenant also writes the pending write (PendingWrite)."""
-        pending = PENDING_WRITE.get()
-        if pending is None or pending.written or pending.tenant_id != tenant_id or self.is_replica:
-            pending = None
+        pending = self._pending_write(tenant_id)
         try:
             async with db.transaction(
                 self.pool, tenant_id, statement_timeout_ms=statement_timeout_ms
@@ -193,6 +191,41 @@ class Database:
             if pending is not None:
                 pending.written = False  # rolled back: whoever set it writes it alone
             raise
+
+    def _pending_write(self, tenant_id: str) -> PendingWrite | None:
+        """The current task's write that the next work of `tenant_id` on the primary takes."""
+        pending = PENDING_WRITE.get()
+        if pending is None or pending.written or pending.tenant_id != tenant_id or self.is_replica:
+            return None
+        return pending
+
+    async def fetch_one_call(
+        self, tenant_id: str, sql: str, arguments: list[Any], timeout_s: float
+    ) -> list[asyncpg.Record] | None:
+        """The rows of `sql`, a read over one function that binds the tenant itself (its last
+        two arguments follow `arguments`: the tenant's token, and the task's pending audit row
+        or null), in one statement with no BEGIN or COMMIT; cancelled after `timeout_s`
+        (TimeoutError). None, having sent nothing, where the connection cannot (see
+        db.ONE_CALL_READS, or no vouching key) or another pending write waits."""
+        pending = self._pending_write(tenant_id)
+        if pending is not None and pending.query != "audit_append":
+            return None
+        async with self.pool.acquire() as connection:
+            key = connection.vouching_key
+            if not connection.one_call_reads or key is None:
+                return None
+            audit = None if pending is None else db.jsonable(pending.values)
+            if pending is not None:
+                pending.written = True
+            try:
+                rows: list[asyncpg.Record] = await connection.fetch(
+                    sql, *arguments, db.tenant_token(key, tenant_id), audit, timeout=timeout_s
+                )
+            except BaseException:
+                if pending is not None:
+                    pending.written = False  # rolled back: whoever set it writes it alone
+                raise
+        return rows
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:

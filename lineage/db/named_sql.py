@@ -15,6 +15,13 @@ copy in the file is what psql runs:
 
 After changing a fragment, `python -m lineage.db.include_sql` rewrites the copies;
 tests/test_sql_includes.py fails while a file differs from what the loader runs.
+
+A function in `sql/functions/` that answers a named query in one call holds that query's
+statement, placeholders and all, in a statement region, filled by the same command:
+
+    -- statement: walk_back
+    ...
+    -- end statement: walk_back
 """
 
 import re
@@ -98,6 +105,28 @@ def expand(text: str, includes: dict[str, str], where: str) -> str:
     if _INCLUDE.search(_REGION.sub("", text)):  # an include line outside every region
         raise ValueError(f"{where}: an `-- include: NAME` line needs its `-- end include: NAME`")
     return _REGION.sub(fill, text)
+
+
+_STATEMENT = re.compile(
+    r"^(?P<open>(?P<indent>[ \t]*)-- statement: (?P<name>\w+)[ \t]*\n)"
+    r".*?"
+    r"^(?P<close>(?P=indent)-- end statement: (?P=name)[ \t]*\n)",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def fill_statements(text: str, queries: dict[str, NamedQuery]) -> str:
+    """The text with each statement region holding its named query's statement ($n for its
+    psql variables, in their order), indented as the region's opening line."""
+
+    def fill(region: re.Match[str]) -> str:
+        if region["name"] not in queries:
+            raise ValueError(f"a statement region names {region['name']}: there is no such query")
+        lines = queries[region["name"]].sql.splitlines()
+        statement = "".join(f"{region['indent']}{line}".rstrip() + "\n" for line in lines)
+        return region["open"] + statement + region["close"]
+
+    return _STATEMENT.sub(fill, text)
 
 
 def load(directory: Path = SQL_DIR) -> dict[str, NamedQuery]:

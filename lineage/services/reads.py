@@ -54,24 +54,38 @@ async def run(
     database: Database, settings: Settings, name: str, **values: Any
 ) -> list[dict[str, Any]]:
     """Run one named query under the walk settings (timeout, no JIT) and return its rows."""
-    return await nodes_from_rows(await _fetch(database, settings, name, QUERIES[name].sql, values))
+    return await nodes_from_rows(await _fetch(database, settings, name, values))
+
+
+# The named reads that a function answers in one call, the tenant bound in it (migration 0043):
+# the function's statement is the query's (lineage.db.named_sql.fill_statements).
+ONE_CALL = {"walk_back": "lineage_walk_back"}
 
 
 async def _fetch(
-    database: Database, settings: Settings, name: str, sql: str, values: dict[str, Any]
+    database: Database, settings: Settings, name: str, values: dict[str, Any], over: str = "{}"
 ) -> list[asyncpg.Record]:
-    """The rows of `sql` (the named query `name`, or a select over it) in the tenant's
-    transaction, under the walk settings."""
+    """The rows of the named query `name` (or of `over`, a select over it), under the walk
+    settings: in one call of its function where it has one and the database can, else in the
+    tenant's transaction."""
+    arguments = QUERIES[name].arguments(values)
+    tenant_id = values.get("tenant_id", DEFAULT_TENANT)
     try:
-        async with database.tenant(
-            values.get("tenant_id", DEFAULT_TENANT),
-            statement_timeout_ms=settings.statement_timeout_ms,
-        ) as tx:
-            with metrics.time_walk(name):
+        with metrics.time_walk(name):
+            if name in ONE_CALL:
+                placeholders = ", ".join(f"${n}" for n in range(1, len(arguments) + 3))
+                call = over.format(f"SELECT * FROM {ONE_CALL[name]}({placeholders})")
+                timeout_s = settings.statement_timeout_ms / 1000
+                answered = await database.fetch_one_call(tenant_id, call, arguments, timeout_s)
+                if answered is not None:
+                    return answered
+            async with database.tenant(
+                tenant_id, statement_timeout_ms=settings.statement_timeout_ms
+            ) as tx:
                 rows: list[asyncpg.Record] = await tx.connection.fetch(
-                    sql, *QUERIES[name].arguments(values)
+                    over.format(QUERIES[name].sql), *arguments
                 )
-    except asyncpg.QueryCanceledError as exc:
+    except (asyncpg.QueryCanceledError, TimeoutError) as exc:
         raise WalkTimeout(_timeout_message(name, settings)) from exc
     return rows
 
@@ -184,8 +198,8 @@ async def fetch_record_json(
     """record_json's records in one fetch, not row by row: the driver decodes rows as they
     arrive, and no Python loop over them runs on the event loop (for a worker process to
     decode: walks.walk_back_json)."""
-    sql = RECORD_JSON_SELECT.format(QUERIES[name].sql)
-    return [row["record"] for row in await _fetch(database, settings, name, sql, values)]
+    rows = await _fetch(database, settings, name, values, RECORD_JSON_SELECT)
+    return [row["record"] for row in rows]
 
 
 async def _cursor(

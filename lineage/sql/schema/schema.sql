@@ -230,6 +230,23 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.lineage_audit_append(p_tenant_id text, p_at timestamp with time zone, p_key_id text, p_action text, p_target text, p_detail jsonb) RETURNS bigint
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+WITH counter AS (
+    INSERT INTO tenant_counters AS c (tenant_id, counter, last_value)
+    VALUES ($1, 'audit', 1)
+    ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = c.last_value + 1
+    RETURNING c.last_value
+)
+INSERT INTO audit_log (tenant_id, audit_id, at, key_id, action, target, detail)
+SELECT $1, counter.last_value, coalesce($2::timestamptz, clock_timestamp()),
+       nullif($3, ''), $4, nullif($5, ''), $6::jsonb
+FROM counter
+RETURNING audit_id
+$_$;
+
 CREATE FUNCTION public.lineage_captures(p_tenant_id text, p_context_id text) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
@@ -823,6 +840,61 @@ BEGIN
     RETURN tenant;
 END
 $$;
+
+CREATE FUNCTION public.lineage_walk_back(p_context_id text, p_tenant_id text, p_max_depth integer, p_token text, p_audit jsonb DEFAULT NULL::jsonb) RETURNS TABLE(context_id text, depth integer, kind text, parent_ids text[], source_uri text, content_hash text, transform text, transform_version text, produced_by text, index_snapshot text, trace_id text, created_at timestamp with time zone, attributes jsonb, truncated boolean, expired boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+BEGIN
+    IF NOT public.lineage_tenant_vouched(p_tenant_id, p_token) THEN
+        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant_id
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant_id, true),
+            pg_catalog.set_config('jit', 'off', true);
+    IF p_audit IS NOT NULL THEN
+        PERFORM public.lineage_audit_append(
+            p_tenant_id, (p_audit ->> 'at')::timestamptz, p_audit ->> 'key_id',
+            p_audit ->> 'action', p_audit ->> 'target', p_audit -> 'detail');
+    END IF;
+    RETURN QUERY
+    -- statement: walk_back
+    WITH RECURSIVE walk (depth, frontier, seen, found) AS (
+        SELECT 0, ARRAY[$1], ARRAY[$1],
+               ARRAY(SELECT c FROM provenance AS c WHERE c.tenant_id = $2 AND false)
+      UNION ALL
+        SELECT w.depth + 1, step.ids, w.seen || step.ids, step.found
+        FROM walk AS w
+        CROSS JOIN LATERAL (
+            SELECT level.found, ARRAY(
+                SELECT parent.id
+                FROM unnest(level.found) AS c CROSS JOIN LATERAL unnest(c.parent_ids) AS parent (id)
+                EXCEPT
+                SELECT unnest(w.seen)
+            ) AS ids
+            FROM (SELECT ARRAY(SELECT c FROM provenance AS c
+                               WHERE c.tenant_id = $2 AND c.context_id = ANY (w.frontier))
+                         AS found
+                  OFFSET 0) AS level
+            OFFSET 0  -- evaluate the step once, not once per use of its result
+        ) AS step
+        WHERE w.depth <= $3 AND cardinality(w.frontier) > 0
+    )
+    SELECT r.context_id, a.depth - 1 AS depth, r.kind, r.parent_ids, r.source_uri, r.content_hash,
+           r.transform, r.transform_version, r.produced_by, r.index_snapshot, r.trace_id,
+           r.created_at, r.attributes,
+           coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
+                     WHERE b.depth = $3 + 1), false) AS truncated,
+           count(*) OVER () < (SELECT sum(cardinality(b.frontier)) FROM walk AS b
+                               WHERE b.depth <= $3) AS expired
+    FROM walk AS a
+    CROSS JOIN LATERAL unnest(a.found) AS r
+    ORDER BY a.depth, r.context_id
+    -- end statement: walk_back
+    ;
+END
+$_$;
 
 CREATE FUNCTION public.log_pending_tenants() RETURNS SETOF text
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1483,6 +1555,8 @@ GRANT ALL ON FUNCTION public.lineage_analyze(p_table text) TO lineage_app;
 REVOKE ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) TO lineage_app;
 
+REVOKE ALL ON FUNCTION public.lineage_audit_append(p_tenant_id text, p_at timestamp with time zone, p_key_id text, p_action text, p_target text, p_detail jsonb) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.lineage_create_partition(p_parent text, p_name text, p_lower timestamp with time zone, p_upper timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lineage_delete_tenant(p_tenant_id text) FROM PUBLIC;
@@ -1527,6 +1601,9 @@ GRANT ALL ON FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text)
 
 REVOKE ALL ON FUNCTION public.lineage_vouched_tenant() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_vouched_tenant() TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_walk_back(p_context_id text, p_tenant_id text, p_max_depth integer, p_token text, p_audit jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_walk_back(p_context_id text, p_tenant_id text, p_max_depth integer, p_token text, p_audit jsonb) TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.log_pending_tenants() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.log_pending_tenants() TO lineage_app;

@@ -1,0 +1,108 @@
+"""A walk-back is one call of lineage_walk_back (migration 0043): one statement, no BEGIN or
+COMMIT, the answer the tenant transaction gives; the function binds the tenant its token vouches
+for, for that statement alone; the request's audit row commits with the walk, and is still
+written once when the walk fails."""
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from lineage import db
+from lineage.core import DEFAULT_TENANT
+from lineage.core.errors import NotFound, WalkTimeout
+from lineage.db.database import Database
+from lineage.services import audit, auth, reads, walks
+from lineage.services.demo import ANSWER_ID, load_incident
+from lineage.settings import Settings
+from lineage.store.postgres import PostgresStore
+from tests.conftest import database_at
+
+RIVAL = "rival"
+CALLER = auth.Caller(DEFAULT_TENANT, None, "read")
+
+
+@pytest.fixture
+async def sent(
+    database_url: str, settings: Settings, owner_database: Database
+) -> AsyncIterator[tuple[Database, list[str]]]:
+    """The demo incident, and a Database of one connection with every statement that
+    connection sends from then on."""
+    async with database_at(database_url, settings, max_size=1) as opened:
+        await load_incident(PostgresStore(opened))
+        await auth.create_tenant(owner_database, RIVAL)
+        queries: list[str] = []
+        async with opened.pool.acquire() as connection:
+            if not connection.one_call_reads or connection.vouching_key is None:
+                pytest.skip("this server answers reads in a tenant transaction")
+            connection.add_query_logger(lambda logged: queries.append(logged.query))
+        await walks.walk_back(opened, settings, DEFAULT_TENANT, ANSWER_ID, None)  # prepared
+        queries.clear()
+        yield opened, queries
+
+
+async def test_a_walk_back_is_one_statement_with_the_transactions_answer(
+    sent: tuple[Database, list[str]], settings: Settings
+) -> None:
+    database, queries = sent
+    walk = await walks.walk_back(database, settings, DEFAULT_TENANT, ANSWER_ID, None)
+    assert queries == ["SELECT * FROM lineage_walk_back($1, $2, $3, $4, $5)"]
+    async with database.tenant(DEFAULT_TENANT) as tx:
+        rows = await tx.fetch("walk_back", context_id=ANSWER_ID, max_depth=20)
+    assert walk.nodes == await reads.nodes_from_rows(rows)
+    assert len(walk.nodes) > 5
+    queries.clear()
+    as_json = await walks.walk_back_json(database, settings, DEFAULT_TENANT, ANSWER_ID, None)
+    assert walks.walk_from_json(ANSWER_ID, as_json).nodes == walk.nodes
+    assert len(queries) == 1 and "lineage_walk_back($1, $2, $3, $4, $5)" in queries[0]
+
+
+async def test_the_call_binds_the_tenant_its_token_vouches_for_and_for_itself_alone(
+    sent: tuple[Database, list[str]], settings: Settings
+) -> None:
+    database, _ = sent
+    with pytest.raises(NotFound):  # the rival's walk does not see the default tenant's records
+        await walks.walk_back(database, settings, RIVAL, ANSWER_ID, None)
+    async with database.pool.acquire() as connection:
+        assert await connection.fetchval("SELECT current_setting('lineage.tenant_id', true)") in (
+            None,
+            "",
+        )
+        rival_token = db.tenant_token(connection.vouching_key, RIVAL)
+        call = "SELECT count(*) FROM lineage_walk_back($1, $2, 20, $3)"
+        for token in (rival_token, None, "0" * 64):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched for"):
+                await connection.fetchval(call, ANSWER_ID, DEFAULT_TENANT, token)
+        assert await connection.fetchval(call, ANSWER_ID, RIVAL, rival_token) == 0
+
+
+async def audit_rows(database: Database) -> list[tuple[str, str]]:
+    async with database.tenant(DEFAULT_TENANT) as tx:
+        rows = await tx.connection.fetch("SELECT action, target FROM audit_log ORDER BY audit_id")
+    return [(row["action"], row["target"]) for row in rows]
+
+
+async def test_an_audited_walk_writes_its_row_in_its_one_statement(
+    sent: tuple[Database, list[str]], settings: Settings
+) -> None:
+    database, queries = sent
+    async with audit.ride_along(database, CALLER, "walk_back", ANSWER_ID):
+        await walks.walk_back(database, settings, DEFAULT_TENANT, ANSWER_ID, None)
+        assert queries == ["SELECT * FROM lineage_walk_back($1, $2, $3, $4, $5)"]
+    assert queries == ["SELECT * FROM lineage_walk_back($1, $2, $3, $4, $5)"]
+    assert await audit_rows(database) == [("walk_back", ANSWER_ID)]
+
+
+async def test_a_walk_cut_short_is_audited_once_and_its_connection_walks_again(
+    sent: tuple[Database, list[str]], owner: asyncpg.Connection
+) -> None:
+    database, _ = sent
+    hurried = Settings(statement_timeout_ms=200, auth="none")
+    async with owner.transaction():  # the walk waits on this lock past its timeout
+        await owner.execute("LOCK TABLE provenance IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(WalkTimeout, match="200 ms statement timeout"):
+            async with audit.ride_along(database, CALLER, "walk_back", ANSWER_ID):
+                await walks.walk_back(database, hurried, DEFAULT_TENANT, ANSWER_ID, None)
+    assert await audit_rows(database) == [("walk_back", ANSWER_ID)]
+    walk = await walks.walk_back(database, hurried, DEFAULT_TENANT, ANSWER_ID, None)
+    assert walk.nodes[0]["context_id"] == ANSWER_ID
