@@ -74,6 +74,11 @@ async def test_the_call_binds_the_tenant_its_token_vouches_for_and_for_itself_al
             with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched for"):
                 await connection.fetchval(call, ANSWER_ID, DEFAULT_TENANT, token)
         assert await connection.fetchval(call, ANSWER_ID, RIVAL, rival_token) == 0
+    async with database.tenant(DEFAULT_TENANT) as tx:  # called in a transaction of another's
+        assert await tx.connection.fetchval(call, ANSWER_ID, RIVAL, rival_token) == 0
+        assert await tx.connection.fetchval("SELECT count(*) FROM provenance") > 5
+        bound = "SELECT current_setting('lineage.tenant_id'), current_setting('jit')"
+        assert tuple(await tx.connection.fetchrow(bound)) == (DEFAULT_TENANT, "on")
 
 
 async def audit_rows(database: Database) -> list[tuple[str, str]]:

@@ -844,15 +844,17 @@ $$;
 CREATE FUNCTION public.lineage_walk_back(p_context_id text, p_tenant_id text, p_max_depth integer, p_token text, p_audit jsonb DEFAULT NULL::jsonb) RETURNS TABLE(context_id text, depth integer, kind text, parent_ids text[], source_uri text, content_hash text, transform text, transform_version text, produced_by text, index_snapshot text, trace_id text, created_at timestamp with time zone, attributes jsonb, truncated boolean, expired boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET jit TO 'off'
     AS $_$
 #variable_conflict use_column
+DECLARE
+    found_bound text := pg_catalog.current_setting('lineage.tenant_id', true);
 BEGIN
     IF NOT public.lineage_tenant_vouched(p_tenant_id, p_token) THEN
         RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant_id
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant_id, true),
-            pg_catalog.set_config('jit', 'off', true);
+    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant_id, true);
     IF p_audit IS NOT NULL THEN
         PERFORM public.lineage_audit_append(
             p_tenant_id, (p_audit ->> 'at')::timestamptz, p_audit ->> 'key_id',
@@ -893,6 +895,7 @@ BEGIN
     ORDER BY a.depth, r.context_id
     -- end statement: walk_back
     ;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', coalesce(found_bound, ''), true);
 END
 $_$;
 
