@@ -1,6 +1,7 @@
-"""A walk-back's cost through the service (walks.walk_back: its tenant transaction, the query,
-the rows made nodes) beside the same statement in an open transaction and the tutorial SQL,
-interleaved answer by answer, on a database `python -m bench` loaded (its bench_picks):
+"""A walk-back's cost through the service (walks.walk_back: one call of lineage_walk_back, the
+rows made nodes), through the service as before migration 0043 (its own tenant transaction),
+beside the same statement in an open transaction and the tutorial SQL, interleaved answer by
+answer, on a database `python -m bench` loaded (its bench_picks):
 
     python -m bench.walk_service --url postgresql://postgres@127.0.0.1:5432/lineage_bench_classic_public_classic_provenance
 
@@ -35,9 +36,13 @@ async def main(url: str, answers: int) -> None:
         raise SystemExit(f"{url} holds no bench_picks: load it with python -m bench first")
     sampled = picks.answer_ids[:answers]
     pool = await db.create_pool(url, min_size=1, max_size=2)
+    transacted = await db.create_pool(url, min_size=1, max_size=1)
+    async with transacted.acquire() as connection:
+        connection._con.one_call_reads = False  # the driver's connection: as before 0043
     theirs = await features.superuser_pool(url)
     settings = Settings()
     database = Database(pool, settings)
+    before = Database(transacted, settings)
     samples: dict[str, list[float]] = {}
     try:
         async with theirs.acquire() as tutorial, db.transaction(pool, TENANT) as ours:
@@ -45,8 +50,11 @@ async def main(url: str, answers: int) -> None:
             sides: dict[str, Callable[[str], Awaitable[Any]]] = {
                 "tutorial SQL": partial(tutorial.fetch, TUTORIAL_WALK_BACK, TENANT),
                 "sql/walk_back.sql in an open transaction": partial(walk_statement, ours),
-                "service (walks.walk_back, its own transaction)": lambda answer: walks.walk_back(
+                "service (walks.walk_back, one call)": lambda answer: walks.walk_back(
                     database, settings, TENANT, answer, None
+                ),
+                "service in its own transaction (before 0043)": lambda answer: walks.walk_back(
+                    before, settings, TENANT, answer, None
                 ),
             }
             samples = {name: [] for name in sides}
@@ -57,6 +65,7 @@ async def main(url: str, answers: int) -> None:
                     samples[name].append(time.perf_counter() - started)
     finally:
         await pool.close()
+        await transacted.close()
         await theirs.close()
     p50 = {name: statistics.median(runs[len(sampled) :]) * 1000 for name, runs in samples.items()}
     for name, value in p50.items():

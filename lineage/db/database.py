@@ -200,19 +200,19 @@ class Database:
         return pending
 
     async def fetch_one_call(
-        self, tenant_id: str, sql: str, arguments: list[Any], timeout_s: float
+        self, tenant_id: str, sql: str, arguments: list[Any], timeout_s: float | None
     ) -> list[asyncpg.Record] | None:
         """The rows of `sql`, a read over one function that binds the tenant itself (its last
         two arguments follow `arguments`: the tenant's token, and the task's pending audit row
         or null), in one statement with no BEGIN or COMMIT; cancelled after `timeout_s`
-        (TimeoutError). None, having sent nothing, where the connection cannot (see
+        (TimeoutError), when given. None, having sent nothing, where the connection cannot (see
         db.ONE_CALL_READS, or no vouching key) or another pending write waits."""
         pending = self._pending_write(tenant_id)
         if pending is not None and pending.query != "audit_append":
             return None
         async with self.pool.acquire() as connection:
-            key = connection.vouching_key
-            if not connection.one_call_reads or key is None:
+            key = getattr(connection, "vouching_key", None)
+            if not getattr(connection, "one_call_reads", False) or key is None:
                 return None
             audit = None if pending is None else db.jsonable(pending.values)
             if pending is not None:

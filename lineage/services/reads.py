@@ -75,7 +75,7 @@ async def _fetch(
             if name in ONE_CALL:
                 placeholders = ", ".join(f"${n}" for n in range(1, len(arguments) + 3))
                 call = over.format(f"SELECT * FROM {ONE_CALL[name]}({placeholders})")
-                timeout_s = settings.statement_timeout_ms / 1000
+                timeout_s = settings.statement_timeout_ms / 1000 or None  # 0: none, as SET's
                 answered = await database.fetch_one_call(tenant_id, call, arguments, timeout_s)
                 if answered is not None:
                     return answered
