@@ -39,6 +39,8 @@ SAMPLE_ARGUMENTS = {
     "bigint": "0",
     "double precision": "2",
     "bigint[]": "'{}'::bigint[]",
+    "integer": "20",
+    "jsonb": "'{}'::jsonb",
 }
 
 
@@ -100,6 +102,12 @@ async def test_no_definer_function_calls_a_planted_function(
                 if "planted" in str(exc):
                     called.append(f"{definer['signature']}: {exc}")
         assert called == []
+        # Past its token check: the walk's statement and the audit row it writes.
+        token = db.tenant_token(connection.vouching_key, "default")
+        audit = '{"action": "walk_back", "key_id": "k", "target": "t", "detail": {}}'
+        await resolving_public_first(
+            connection, f"SELECT * FROM lineage_walk_back('a', 'default', 20, '{token}', '{audit}')"
+        )
 
 
 async def resolving_public_first(connection: asyncpg.Connection, query: str) -> None:

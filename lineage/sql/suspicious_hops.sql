@@ -36,7 +36,7 @@ WITH RECURSIVE walk (depth, frontier, seen, found) AS (
             EXCEPT
             SELECT unnest(w.seen)
         ) AS ids
-        FROM (SELECT ARRAY(SELECT c FROM provenance AS c
+        FROM (SELECT ARRAY(SELECT c FROM public.provenance AS c
                            WHERE c.tenant_id = :'tenant_id' AND c.context_id = ANY (w.frontier))
                      AS found
               OFFSET 0) AS level

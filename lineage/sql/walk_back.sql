@@ -4,11 +4,13 @@
 -- :max_depth is inclusive; `truncated` is true when ancestors lie beyond it; `expired` when
 -- retention dropped some. Each step expands only the frontier and drops what was seen (EXCEPT
 -- hashes both sides), so diamonds cost their nodes, not their paths. One statement confined to the tenant, so Citus sends it whole to the tenant's shard.
+-- Tables are named with their schema: lineage_walk_back runs this statement as the owner with
+-- only pg_catalog on its path.
 --   psql -v tenant_id=default -v context_id=ctx_... -v max_depth=20 -f sql/walk_back.sql
 WITH RECURSIVE walk (depth, frontier, seen, found) AS (
     -- No records found yet, typed as the table's rows (on Citus, as its shard's)
     SELECT 0, ARRAY[:'context_id'], ARRAY[:'context_id'],
-           ARRAY(SELECT c FROM provenance AS c WHERE c.tenant_id = :'tenant_id' AND false)
+           ARRAY(SELECT c FROM public.provenance AS c WHERE c.tenant_id = :'tenant_id' AND false)
   -- include: walk_up
   UNION ALL
     SELECT w.depth + 1, step.ids, w.seen || step.ids, step.found
@@ -21,7 +23,7 @@ WITH RECURSIVE walk (depth, frontier, seen, found) AS (
             EXCEPT
             SELECT unnest(w.seen)
         ) AS ids
-        FROM (SELECT ARRAY(SELECT c FROM provenance AS c
+        FROM (SELECT ARRAY(SELECT c FROM public.provenance AS c
                            WHERE c.tenant_id = :'tenant_id' AND c.context_id = ANY (w.frontier))
                      AS found
               OFFSET 0) AS level

@@ -4,16 +4,16 @@
 CREATE OR REPLACE FUNCTION public.lineage_audit_append(p_tenant_id text, p_at timestamp with time zone, p_key_id text, p_action text, p_target text, p_detail jsonb)
  RETURNS bigint
  LANGUAGE sql
- SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+ SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 -- statement: audit_append
 WITH counter AS (
-    INSERT INTO tenant_counters AS c (tenant_id, counter, last_value)
+    INSERT INTO public.tenant_counters AS c (tenant_id, counter, last_value)
     VALUES ($1, 'audit', 1)
     ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = c.last_value + 1
     RETURNING c.last_value
 )
-INSERT INTO audit_log (tenant_id, audit_id, at, key_id, action, target, detail)
+INSERT INTO public.audit_log (tenant_id, audit_id, at, key_id, action, target, detail)
 SELECT $1, counter.last_value, coalesce($2::timestamptz, clock_timestamp()),
        nullif($3, ''), $4, nullif($5, ''), $6::jsonb
 FROM counter

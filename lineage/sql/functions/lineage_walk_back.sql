@@ -8,7 +8,7 @@ CREATE OR REPLACE FUNCTION public.lineage_walk_back(p_context_id text, p_tenant_
  RETURNS TABLE(context_id text, depth integer, kind text, parent_ids text[], source_uri text, content_hash text, transform text, transform_version text, produced_by text, index_snapshot text, trace_id text, created_at timestamp with time zone, attributes jsonb, truncated boolean, expired boolean)
  LANGUAGE plpgsql
  SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+ SET search_path TO 'pg_catalog', 'pg_temp'
  SET jit TO 'off'
 AS $function$
 #variable_conflict use_column
@@ -29,7 +29,7 @@ BEGIN
     -- statement: walk_back
     WITH RECURSIVE walk (depth, frontier, seen, found) AS (
         SELECT 0, ARRAY[$1], ARRAY[$1],
-               ARRAY(SELECT c FROM provenance AS c WHERE c.tenant_id = $2 AND false)
+               ARRAY(SELECT c FROM public.provenance AS c WHERE c.tenant_id = $2 AND false)
       UNION ALL
         SELECT w.depth + 1, step.ids, w.seen || step.ids, step.found
         FROM walk AS w
@@ -40,7 +40,7 @@ BEGIN
                 EXCEPT
                 SELECT unnest(w.seen)
             ) AS ids
-            FROM (SELECT ARRAY(SELECT c FROM provenance AS c
+            FROM (SELECT ARRAY(SELECT c FROM public.provenance AS c
                                WHERE c.tenant_id = $2 AND c.context_id = ANY (w.frontier))
                          AS found
                   OFFSET 0) AS level

@@ -232,15 +232,15 @@ $$;
 
 CREATE FUNCTION public.lineage_audit_append(p_tenant_id text, p_at timestamp with time zone, p_key_id text, p_action text, p_target text, p_detail jsonb) RETURNS bigint
     LANGUAGE sql
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 WITH counter AS (
-    INSERT INTO tenant_counters AS c (tenant_id, counter, last_value)
+    INSERT INTO public.tenant_counters AS c (tenant_id, counter, last_value)
     VALUES ($1, 'audit', 1)
     ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = c.last_value + 1
     RETURNING c.last_value
 )
-INSERT INTO audit_log (tenant_id, audit_id, at, key_id, action, target, detail)
+INSERT INTO public.audit_log (tenant_id, audit_id, at, key_id, action, target, detail)
 SELECT $1, counter.last_value, coalesce($2::timestamptz, clock_timestamp()),
        nullif($3, ''), $4, nullif($5, ''), $6::jsonb
 FROM counter
@@ -843,7 +843,7 @@ $$;
 
 CREATE FUNCTION public.lineage_walk_back(p_context_id text, p_tenant_id text, p_max_depth integer, p_token text, p_audit jsonb DEFAULT NULL::jsonb) RETURNS TABLE(context_id text, depth integer, kind text, parent_ids text[], source_uri text, content_hash text, transform text, transform_version text, produced_by text, index_snapshot text, trace_id text, created_at timestamp with time zone, attributes jsonb, truncated boolean, expired boolean)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     SET jit TO 'off'
     AS $_$
 #variable_conflict use_column
@@ -864,7 +864,7 @@ BEGIN
     -- statement: walk_back
     WITH RECURSIVE walk (depth, frontier, seen, found) AS (
         SELECT 0, ARRAY[$1], ARRAY[$1],
-               ARRAY(SELECT c FROM provenance AS c WHERE c.tenant_id = $2 AND false)
+               ARRAY(SELECT c FROM public.provenance AS c WHERE c.tenant_id = $2 AND false)
       UNION ALL
         SELECT w.depth + 1, step.ids, w.seen || step.ids, step.found
         FROM walk AS w
@@ -875,7 +875,7 @@ BEGIN
                 EXCEPT
                 SELECT unnest(w.seen)
             ) AS ids
-            FROM (SELECT ARRAY(SELECT c FROM provenance AS c
+            FROM (SELECT ARRAY(SELECT c FROM public.provenance AS c
                                WHERE c.tenant_id = $2 AND c.context_id = ANY (w.frontier))
                          AS found
                   OFFSET 0) AS level
