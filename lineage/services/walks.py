@@ -123,9 +123,9 @@ async def walk_back(
     max_depth: int | None,
     layers: bool = False,
 ) -> Walk:
-    """The walk-back, from the JSON the database writes of its records (decoding that took
-    half the time of making nodes of the rows); with `layers`, each hop carries its `request`
-    layer (add_layers)."""
+    """The walk-back, read from the JSON the database writes of its records (in less time
+    than making nodes of the rows); with `layers`, each hop carries its `request` layer
+    (add_layers)."""
     records = await walk_back_json(database, settings, tenant_id, context_id, max_depth)
     walk = walk_from_json(context_id, records)
     if layers:
@@ -153,7 +153,7 @@ def walk_from_json(context_id: str, records: list[bytes]) -> Walk:
 
 
 def record_from_json(record: bytes) -> dict[str, Any]:
-    """A record's JSON as the database wrote it, read by orjson in a quarter of json's time;
+    """A record's JSON as the database wrote it, read by orjson in half of json's time;
     by json where orjson refuses it (a number past a double's range, nesting past 1,024 levels)
     or may not have read it exactly (it reads an integer past 64 bits as a float)."""
     try:
