@@ -95,10 +95,12 @@ async def test_a_walk_reads_every_attribute_as_stored(
 
 def test_a_record_is_read_from_its_json_exactly() -> None:
     # Integers past 64 bits (stored before attributes were held to RFC 8785's), past a double.
-    text = b'{"attributes": {"n": 123456789012345678901234567890, "m": [1e400], "k": 2}}'
-    read = walks.record_from_json(text)
-    assert read == {"attributes": {"n": 123456789012345678901234567890, "m": [math.inf], "k": 2}}
-    assert type(read["attributes"]["n"]) is int
+    big = walks.record_from_json(b'{"attributes": {"n": [123456789012345678901234567890], "k": 2}}')
+    assert big == {"attributes": {"n": [123456789012345678901234567890], "k": 2}}
+    assert type(big["attributes"]["n"][0]) is int
+    assert walks.record_from_json(b'{"attributes": {"m": 1e400}}') == {
+        "attributes": {"m": math.inf}
+    }
 
 
 async def audit_rows(database: Database) -> list[tuple[str, str]]:
