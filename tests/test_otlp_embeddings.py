@@ -148,14 +148,20 @@ async def test_impact_by_embedding_model_lists_the_answers_on_chunks_it_embedded
         *rows, _summary = (json.loads(line) for line in result.stdout.splitlines())
         assert [row["context_id"] for row in rows] == wanted, model
 
+        # The ids alone, as a re-embedding job downloads them.
+        async with httpx.AsyncClient(base_url=server, headers=headers) as client:
+            ids = await client.get("/v1/impact/ids", params={**asked, "format": "csv"})
+        assert ids.status_code == 200, ids.text
+        header, *lines = ids.text.splitlines()
+        assert header == "context_id,kind,depth,truncated"
+        assert [line.split(",")[0] for line in lines] == wanted, model
+
         variables = {"embedding_model": model, "kind": "answer", "max_depth": "20"}
-        printed = await run_psql(
-            database_url,
-            SQL_DIR / "invalidate_by_embedding_model.sql",
-            {"tenant_id": TENANT, **variables},
-            "-At",
-        )
-        assert [line.split("|")[0] for line in printed.splitlines()] == wanted, model
+        for name in ("invalidate_by_embedding_model", "invalidate_ids_by_embedding_model"):
+            printed = await run_psql(
+                database_url, SQL_DIR / f"{name}.sql", {"tenant_id": TENANT, **variables}, "-At"
+            )
+            assert [line.split("|")[0] for line in printed.splitlines()] == wanted, (name, model)
 
     # The embedding records: one per chunk, its model as transform version and maker.
     async with httpx.AsyncClient(base_url=server, headers=headers) as client:

@@ -39,7 +39,8 @@ INVALIDATIONS: dict[str, dict[str, Any]] = {
 # Asked once an embedding record (by this model) stands under the demo's chunk_42.
 EMBEDDING_MODEL = "text-embedding-ada-002"
 EMBEDDED: dict[str, dict[str, Any]] = {
-    "invalidate_by_embedding_model": {"embedding_model": EMBEDDING_MODEL, "kind": "all"},
+    f"invalidate{ids}_by_embedding_model": {"embedding_model": EMBEDDING_MODEL, "kind": "all"}
+    for ids in ("", "_ids")
 }
 
 
@@ -142,3 +143,29 @@ async def test_each_walk_file_runs_under_psql_and_lists_what_the_service_answers
     )
     assert served
     assert [line.split("|")[0] for line in printed.splitlines()] == served
+
+
+async def test_the_embedding_models_ids_are_its_records_walk(
+    store: PostgresStore, database: Database, settings: Settings
+) -> None:
+    """The ids file lists the rows of the records file, in its order, without reading them."""
+    await load_incident(store)
+    await derive(store, ["chunk_42"], "[0.1, 0.2]", "embedding", produced_by=EMBEDDING_MODEL)
+    listed: list[tuple[Any, ...]] = []
+    for kind in ("all", "any", "answer", "chunk", "summary"):
+        for max_depth in (0, 1, 2, 20):
+            values = {"tenant_id": "default", "embedding_model": EMBEDDING_MODEL,
+                      "kind": kind, "max_depth": max_depth}  # fmt: skip
+            rows = {
+                name: [
+                    (r["context_id"], r["kind"], r["depth"], r["truncated"], r["expired"])
+                    for r in await reads.run(database, settings, name, **values)
+                ]
+                for name in EMBEDDED
+            }
+            assert (
+                rows["invalidate_ids_by_embedding_model"] == rows["invalidate_by_embedding_model"]
+            ), (kind, max_depth)
+            listed += rows["invalidate_ids_by_embedding_model"]
+    assert {row[1] for row in listed} >= {"chunk", "summary", "answer"}
+    assert any(row[3] for row in listed) and not all(row[3] for row in listed)

@@ -78,7 +78,7 @@ async def test_invalidation_probes_the_edges_and_never_filters_by_the_whole_fron
     }
     names = [*walks.IMPACT_QUERIES.values(), *walks.IMPACT_ID_QUERIES.values()]
     invalidations = {name: starts for name in names if name.startswith("invalidate")}
-    assert len(invalidations) == 5
+    assert len(invalidations) == 6
     for fresh in (False, True):
         if fresh:
             await owner.execute("VACUUM ANALYZE provenance, provenance_children")

@@ -35,6 +35,7 @@ IMPACT_ID_QUERIES = {
     "source_uri": "blast_radius_ids_by_source",
     "transform_version": "invalidate_ids_by_transform_version",
     "index_snapshot": "invalidate_ids_by_index_snapshot",
+    "embedding_model": "invalidate_ids_by_embedding_model",
 }
 
 

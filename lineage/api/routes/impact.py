@@ -236,22 +236,25 @@ async def download_impact_ids(
     context_id: str | None = None,
     transform_version: str | None = None,
     index_snapshot: str | None = None,
+    embedding_model: str | None = None,
     kind: str = "any",
     file_format: Annotated[Literal["csv", "json"], Query(alias="format")] = "csv",
     max_depth: int | None = None,
 ) -> StreamingResponse:
-    """Every id of a blast radius (of a source_uri, a context, a transform version or an index
-    snapshot) as a file for a deletion or cache-invalidation job: CSV (context_id, kind, depth,
-    truncated) or JSON with a closing summary. Streamed, so any size; a walk that fails midway
-    cuts the transfer short instead of ending a plausible file."""
+    """Every id of a blast radius (of a source_uri, a context, a transform version, an index
+    snapshot or the chunks an embedding model embedded) as a file for a deletion, re-embedding
+    or cache-invalidation job: CSV (context_id, kind, depth, truncated) or JSON with a closing
+    summary. Streamed, so any size; a walk that fails midway cuts the transfer short instead
+    of ending a plausible file."""
     asked = {
         "source_uri": source_uri,
         "context_id": context_id,
         "transform_version": transform_version,
         "index_snapshot": index_snapshot,
+        "embedding_model": embedding_model,
     }
     given = {parameter: value for parameter, value in asked.items() if value is not None}
-    if given.keys() & {"transform_version", "index_snapshot"}:
+    if given.keys() & {"transform_version", "index_snapshot", "embedding_model"}:
         parameter, _ = exactly_one(**asked)
         name, start = parameter, given
     else:
