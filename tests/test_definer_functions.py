@@ -102,12 +102,14 @@ async def test_no_definer_function_calls_a_planted_function(
                 if "planted" in str(exc):
                     called.append(f"{definer['signature']}: {exc}")
         assert called == []
-        # Past its token check: the walk's statement and the audit row it writes.
+        # Past their token checks: the reads' statements and the audit rows they write.
         token = db.tenant_token(connection.vouching_key, "default")
         audit = '{"action": "walk_back", "key_id": "k", "target": "t", "detail": {}}'
-        await resolving_public_first(
-            connection, f"SELECT * FROM lineage_walk_back('a', 'default', 20, '{token}', '{audit}')"
-        )
+        for call in (
+            f"lineage_walk_back('a', 'default', 20, '{token}', '{audit}')",
+            f"lineage_get_contexts('default', '{{a}}', '{token}', '{audit}')",
+        ):
+            await resolving_public_first(connection, f"SELECT * FROM {call}")
 
 
 async def resolving_public_first(connection: asyncpg.Connection, query: str) -> None:

@@ -1,7 +1,8 @@
-"""A walk-back is one call of lineage_walk_back (migration 0043): one statement, no BEGIN or
-COMMIT, the answer the tenant transaction gives; the function binds the tenant its token vouches
-for, for that statement alone; the request's audit row commits with the walk, and is still
-written once when the walk fails."""
+"""A walk-back is one call of lineage_walk_back (migration 0043), a record read by id one of
+lineage_get_contexts (0044): one statement, no BEGIN or COMMIT, the answer the tenant
+transaction gives; the function binds the tenant its token vouches for, for that statement
+alone; the request's audit row commits with the read, and is still written once when the read
+fails."""
 
 import math
 from collections.abc import AsyncIterator
@@ -13,7 +14,7 @@ from lineage import Derivation, db, derive_many
 from lineage.core import DEFAULT_TENANT
 from lineage.core.errors import NotFound, WalkTimeout
 from lineage.db.database import Database
-from lineage.services import audit, auth, reads, walks
+from lineage.services import audit, auth, reads, records, walks
 from lineage.services.demo import ANSWER_ID, load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
@@ -21,6 +22,7 @@ from tests.conftest import database_at
 
 RIVAL = "rival"
 CALL = "FROM lineage_walk_back($1, $2, $3, $4, $5)"
+RECORD_CALL = "FROM lineage_get_contexts($1, $2, $3, $4)"
 CALLER = auth.Caller(DEFAULT_TENANT, None, "read")
 
 
@@ -132,3 +134,34 @@ async def test_a_walk_cut_short_is_audited_once_and_its_connection_walks_again(
     assert await audit_rows(database) == [("walk_back", ANSWER_ID)]
     walk = await walks.walk_back(database, hurried, DEFAULT_TENANT, ANSWER_ID, None)
     assert walk.nodes[0]["context_id"] == ANSWER_ID
+
+
+async def test_a_record_read_by_id_is_one_statement_with_the_transactions_answer(
+    sent: tuple[Database, list[str]], settings: Settings
+) -> None:
+    database, queries = sent
+    node = await records.record_node(database, settings, DEFAULT_TENANT, ANSWER_ID)
+    assert len(queries) == 1 and RECORD_CALL in queries[0]
+    async with database.tenant(DEFAULT_TENANT) as tx:
+        rows = await tx.fetch("get_contexts", context_ids=[ANSWER_ID])
+    assert [node] == await reads.nodes_from_rows(rows)
+    assert node["context_id"] == ANSWER_ID and node["kind"] == "answer"
+    with pytest.raises(NotFound):  # the rival does not see the default tenant's record
+        await records.record_node(database, settings, RIVAL, ANSWER_ID)
+    async with database.pool.acquire() as connection:
+        call = "SELECT count(*) FROM lineage_get_contexts($1, $2, $3)"
+        rival_token = db.tenant_token(connection.vouching_key, RIVAL)
+        for token in (rival_token, None):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched for"):
+                await connection.fetchval(call, DEFAULT_TENANT, [ANSWER_ID], token)
+        assert await connection.fetchval(call, RIVAL, [ANSWER_ID], rival_token) == 0
+
+
+async def test_an_audited_record_read_writes_its_row_in_its_one_statement(
+    sent: tuple[Database, list[str]], settings: Settings
+) -> None:
+    database, queries = sent
+    async with audit.ride_along(database, CALLER, "get_context", ANSWER_ID):
+        await records.record_node(database, settings, DEFAULT_TENANT, ANSWER_ID)
+    assert len(queries) == 1 and RECORD_CALL in queries[0]
+    assert await audit_rows(database) == [("get_context", ANSWER_ID)]

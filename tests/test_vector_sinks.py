@@ -182,7 +182,9 @@ async def test_forget_deletes_exactly_the_documents_vectors_from_both_stores(
         ("pg", "deleted", 3, 0),
         ("qdrant", "deleted", 3, 0),
     ]
-    checked = await records.record_node(database, "default", tombstone["context_id"], verify=True)
+    checked = await records.record_node(
+        database, Settings(), "default", tombstone["context_id"], verify=True
+    )
     assert checked["signature"]["verified"] is True
     [audited] = await owner.fetch("SELECT detail FROM audit_log WHERE action = 'forget'")
     everything_said = forgotten.model_dump_json() + caplog.text + audited["detail"]

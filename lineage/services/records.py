@@ -10,6 +10,7 @@ from lineage.core.record import ContextRecord
 from lineage.db.database import Database, Transaction
 from lineage.db.keyring import Signer
 from lineage.services import reads, signing
+from lineage.settings import Settings
 
 
 def record_from_row(row: asyncpg.Record) -> ContextRecord:
@@ -34,17 +35,23 @@ async def verify_stored(
 
 
 async def record_node(
-    database: Database, tenant_id: str, context_id: str, *, verify: bool = False
+    database: Database, settings: Settings, tenant_id: str, context_id: str, *, verify: bool = False
 ) -> dict[str, Any]:
     """The record as the API shows it; with `verify`, also `signature` (signed, verified,
-    key_id and reason). NotFound for an unknown or another tenant's id."""
+    key_id and reason). NotFound for an unknown or another tenant's id. Without `verify` it is
+    one call (reads.ONE_CALL); the check reads the signing keys in the tenant's transaction."""
+    if not verify:
+        found = await reads.records_by_id(database, settings, tenant_id, [context_id])
+        if not found:
+            raise NotFound(f"no context {context_id}")
+        return found[0]
     async with database.tenant(tenant_id) as tx:
         rows = await tx.fetch("get_contexts", context_ids=[context_id])
         if not rows:
             raise NotFound(f"no context {context_id}")
         node = reads.node_from_row(rows[0])
-        if verify:
-            record = record_from_row(rows[0])
-            check = await signing.verify_record(tx.connection, tenant_id, record, tx.signer)
-            node["signature"] = check.model_dump(mode="json")
+        check = await signing.verify_record(
+            tx.connection, tenant_id, record_from_row(rows[0]), tx.signer
+        )
+        node["signature"] = check.model_dump(mode="json")
     return node

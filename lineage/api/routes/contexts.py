@@ -254,6 +254,7 @@ async def get_context(
     context_id: str,
     database: ReadDb,
     caller: Read,
+    settings: AppSettings,
     verify: Annotated[
         bool, Query(description="Also check the stored row against its stored signature.")
     ] = False,
@@ -263,7 +264,9 @@ async def get_context(
     # Sent as built, as the walk-back is: pydantic's serializer stops at 255 levels, and records
     # stored before attributes were held to 64 may nest deeper (tests/test_request_cost.py
     # checks the body against models.CheckedRecord).
-    return Json(await records.record_node(database, caller.tenant_id, context_id, verify=verify))
+    return Json(
+        await records.record_node(database, settings, caller.tenant_id, context_id, verify=verify)
+    )
 
 
 @router.get("/{context_id}/lineage", response_model=models.WalkBack)

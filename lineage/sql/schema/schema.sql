@@ -347,6 +347,37 @@ BEGIN
 END
 $_$;
 
+CREATE FUNCTION public.lineage_get_contexts(p_tenant_id text, p_context_ids text[], p_token text, p_audit jsonb DEFAULT NULL::jsonb) RETURNS TABLE(tenant_id text, context_id text, parent_ids text[], kind text, source_uri text, content_hash text, transform text, transform_version text, produced_by text, index_snapshot text, trace_id text, created_at timestamp with time zone, attributes jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+    found_bound text := pg_catalog.current_setting('lineage.tenant_id', true);
+BEGIN
+    IF NOT public.lineage_tenant_vouched(p_tenant_id, p_token) THEN
+        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant_id
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant_id, true);
+    IF p_audit IS NOT NULL THEN
+        PERFORM public.lineage_audit_append(
+            p_tenant_id, (p_audit ->> 'at')::timestamptz, p_audit ->> 'key_id',
+            p_audit ->> 'action', p_audit ->> 'target', p_audit -> 'detail');
+    END IF;
+    RETURN QUERY
+    -- statement: get_contexts
+    SELECT tenant_id, context_id, parent_ids, kind, source_uri, content_hash, transform,
+           transform_version, produced_by, index_snapshot, trace_id, created_at, attributes
+    FROM public.provenance
+    WHERE tenant_id = $1 AND context_id = ANY ($2::text[])
+    -- end statement: get_contexts
+    ;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', coalesce(found_bound, ''), true);
+END
+$_$;
+
 CREATE FUNCTION public.lineage_key(p_key_id text) RETURNS TABLE(tenant_id text, scope text, key_hash bytea, revoked boolean)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1563,6 +1594,9 @@ REVOKE ALL ON FUNCTION public.lineage_audit_append(p_tenant_id text, p_at timest
 REVOKE ALL ON FUNCTION public.lineage_create_partition(p_parent text, p_name text, p_lower timestamp with time zone, p_upper timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lineage_delete_tenant(p_tenant_id text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.lineage_get_contexts(p_tenant_id text, p_context_ids text[], p_token text, p_audit jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_get_contexts(p_tenant_id text, p_context_ids text[], p_token text, p_audit jsonb) TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.lineage_key(p_key_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_key(p_key_id text) TO lineage_app;
