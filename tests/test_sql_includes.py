@@ -84,6 +84,7 @@ def test_each_walk_is_written_once() -> None:
         for name in shared
     }
     assert users == {
+        "embedding_walk": sorted(EMBEDDED),
         "judged_verdict": [
             "claim_verdicts",
             "claims_by_produced_by",

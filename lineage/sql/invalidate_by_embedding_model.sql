@@ -7,7 +7,9 @@
 -- ...), 'any' (all but verdict and tombstone) or 'all'.
 --   psql -v tenant_id=default -v embedding_model=text-embedding-ada-002 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_by_embedding_model.sql
-WITH RECURSIVE walk_limit (depth) AS (SELECT :max_depth::integer),
+WITH RECURSIVE
+-- include: embedding_walk
+walk_limit (depth) AS (SELECT :max_depth::integer),
 walk (depth, frontier, kinds, seen, seen_kinds) AS (
     SELECT 0, start.ids, start.kinds, start.ids, start.kinds
     FROM (SELECT coalesce(array_agg(s.context_id), '{}') AS ids,
@@ -44,6 +46,7 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
     WHERE w.depth <= (SELECT depth FROM walk_limit) AND cardinality(w.frontier) > 0
   -- end include: walk_down
 )
+-- end include: embedding_walk
 SELECT r.context_id, w.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
        r.attributes,

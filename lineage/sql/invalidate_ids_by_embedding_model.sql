@@ -4,7 +4,9 @@
 -- same order, as sql/invalidate_by_embedding_model.sql, with no record read.
 --   psql -v tenant_id=default -v embedding_model=text-embedding-ada-002 -v kind=answer \
 --        -v max_depth=20 -f sql/invalidate_ids_by_embedding_model.sql
-WITH RECURSIVE walk_limit (depth) AS (SELECT :max_depth::integer),
+WITH RECURSIVE
+-- include: embedding_walk
+walk_limit (depth) AS (SELECT :max_depth::integer),
 walk (depth, frontier, kinds, seen, seen_kinds) AS (
     SELECT 0, start.ids, start.kinds, start.ids, start.kinds
     FROM (SELECT coalesce(array_agg(s.context_id), '{}') AS ids,
@@ -41,6 +43,7 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
     WHERE w.depth <= (SELECT depth FROM walk_limit) AND cardinality(w.frontier) > 0
   -- end include: walk_down
 )
+-- end include: embedding_walk
 SELECT node.id AS context_id, node.kind, w.depth,
        coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
                  WHERE b.depth = :max_depth + 1), false) AS truncated,

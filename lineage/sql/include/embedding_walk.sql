@@ -1,0 +1,41 @@
+-- The walk down from the chunks :embedding_model embedded, for `WITH RECURSIVE ...`: an
+-- embedding is its chunk's child (kind embedding, produced_by the model), so the walk starts
+-- from the chunks with an embedding child by that model, at depth 0, and goes down their edges
+-- (walk_down) one level past :max_depth. Takes :'tenant_id', :'embedding_model', :max_depth.
+walk_limit (depth) AS (SELECT :max_depth::integer),
+walk (depth, frontier, kinds, seen, seen_kinds) AS (
+    SELECT 0, start.ids, start.kinds, start.ids, start.kinds
+    FROM (SELECT coalesce(array_agg(s.context_id), '{}') AS ids,
+                 coalesce(array_agg(s.kind), '{}') AS kinds
+          FROM provenance AS s
+          WHERE s.tenant_id = :'tenant_id'
+            AND s.context_id IN (SELECT unnest(e.parent_ids) FROM provenance AS e
+                                 WHERE e.tenant_id = :'tenant_id' AND e.kind = 'embedding'
+                                   AND e.produced_by = :'embedding_model')) AS start
+  -- include: walk_down
+  UNION ALL
+    SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
+    FROM walk AS w
+    CROSS JOIN LATERAL (
+        -- One aggregate, so the ids and kinds arrays keep one order.
+        SELECT coalesce(array_agg(child.id), '{}') AS ids,
+               coalesce(array_agg(child.kind), '{}') AS kinds
+        FROM (
+            -- Downward: children of the frontier, one probe of the tenant's edges per id
+            -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE,
+            -- and a join over the frontier then became a scan of every edge of the tenant).
+            SELECT e.context_id, e.kind
+            FROM unnest(w.frontier) AS parent (id)
+            CROSS JOIN LATERAL (
+                SELECT x.context_id, x.kind FROM provenance_children AS x
+                WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
+                OFFSET 0
+            ) AS e
+            EXCEPT
+            SELECT * FROM unnest(w.seen, w.seen_kinds)
+        ) AS child (id, kind)
+        OFFSET 0  -- evaluate the step once, not once per use of its result
+    ) AS step
+    WHERE w.depth <= (SELECT depth FROM walk_limit) AND cardinality(w.frontier) > 0
+  -- end include: walk_down
+)
