@@ -1,7 +1,9 @@
 """A walk-back's cost through the service (walks.walk_back: one call of lineage_walk_back, the
 rows made nodes), through the service as before migration 0043 (its own tenant transaction),
 beside the same statement in an open transaction and the tutorial SQL, interleaved answer by
-answer, on a database `python -m bench` loaded (its bench_picks):
+answer, on a database `python -m bench` loaded (its bench_picks); then a record read by id the
+same ways (records.record_node: one call of lineage_get_contexts since migration 0044, beside
+the primary-key probe the tutorial runs):
 
     python -m bench.walk_service --url postgresql://postgres@127.0.0.1:5432/lineage_bench_classic_public_classic_provenance
 
@@ -22,8 +24,11 @@ from bench.database import saved_picks
 from bench.run import TENANT
 from lineage import db
 from lineage.db.database import Database
-from lineage.services import walks
+from lineage.services import records, walks
 from lineage.settings import Settings
+
+# The record by id as a user of the tutorial table reads it.
+TUTORIAL_RECORD = "SELECT * FROM provenance WHERE tenant_id = $1 AND context_id = $2"
 
 
 def walk_statement(connection: Any, answer: str) -> Awaitable[Any]:
@@ -43,11 +48,10 @@ async def main(url: str, answers: int) -> None:
     settings = Settings()
     database = Database(pool, settings)
     before = Database(transacted, settings)
-    samples: dict[str, list[float]] = {}
     try:
         async with theirs.acquire() as tutorial, db.transaction(pool, TENANT) as ours:
             await tutorial.execute("SET jit = on")
-            sides: dict[str, Callable[[str], Awaitable[Any]]] = {
+            walk_sides: dict[str, Callable[[str], Awaitable[Any]]] = {
                 "tutorial SQL": partial(tutorial.fetch, TUTORIAL_WALK_BACK, TENANT),
                 "sql/walk_back.sql in an open transaction": partial(walk_statement, ours),
                 "service (walks.walk_back, one call)": lambda answer: walks.walk_back(
@@ -57,19 +61,40 @@ async def main(url: str, answers: int) -> None:
                     before, settings, TENANT, answer, None
                 ),
             }
-            samples = {name: [] for name in sides}
-            for answer in sampled * 2:  # the first pass warms the caches, untimed
-                for name, side in sides.items():
-                    started = time.perf_counter()
-                    await side(answer)
-                    samples[name].append(time.perf_counter() - started)
+            record_sides: dict[str, Callable[[str], Awaitable[Any]]] = {
+                "tutorial SQL": partial(tutorial.fetch, TUTORIAL_RECORD, TENANT),
+                "service (records.record_node, one call)": lambda answer: records.record_node(
+                    database, settings, TENANT, answer
+                ),
+                "service in its own transaction (before 0044)": lambda answer: records.record_node(
+                    before, settings, TENANT, answer
+                ),
+            }
+            for title, sides in (("walk-back", walk_sides), ("record by id", record_sides)):
+                samples = await interleaved(sides, sampled)
+                p50 = {name: statistics.median(runs) * 1000 for name, runs in samples.items()}
+                print(f"{title}, p50 of {len(sampled)} answers:")
+                for name, value in p50.items():
+                    ratio = value / p50["tutorial SQL"]
+                    print(f"  {name:48s} {value:.3f} ms  {ratio:.2f}x the tutorial")
     finally:
         await pool.close()
         await transacted.close()
         await theirs.close()
-    p50 = {name: statistics.median(runs[len(sampled) :]) * 1000 for name, runs in samples.items()}
-    for name, value in p50.items():
-        print(f"{name:48s} p50 {value:.3f} ms  {value / p50['tutorial SQL']:.2f}x the tutorial")
+
+
+async def interleaved(
+    sides: dict[str, Callable[[str], Awaitable[Any]]], answers: list[str]
+) -> dict[str, list[float]]:
+    """Each side's seconds an answer, taking turns; the first pass warms the caches, untimed."""
+    samples: dict[str, list[float]] = {name: [] for name in sides}
+    for number, answer in enumerate(answers * 2):
+        for name, side in sides.items():
+            started = time.perf_counter()
+            await side(answer)
+            if number >= len(answers):
+                samples[name].append(time.perf_counter() - started)
+    return samples
 
 
 if __name__ == "__main__":
