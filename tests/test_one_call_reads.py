@@ -1,8 +1,8 @@
-"""A walk-back is one call of lineage_walk_back (migration 0043), a record read by id one of
-lineage_get_contexts (0044): one statement, no BEGIN or COMMIT, the answer the tenant
-transaction gives; the function binds the tenant its token vouches for, for that statement
-alone; the request's audit row commits with the read, and is still written once when the read
-fails."""
+"""A walk-back is one call of lineage_walk_back (migration 0043); a record read by id is one
+of lineage_get_contexts, a trace's records one of lineage_trace_contexts (0044): one statement,
+no BEGIN or COMMIT, the answer the tenant transaction gives; the function binds the tenant its
+token vouches for, for that statement alone; the request's audit row commits with the read, and
+is still written once when the read fails."""
 
 import math
 from collections.abc import AsyncIterator
@@ -15,7 +15,7 @@ from lineage.core import DEFAULT_TENANT
 from lineage.core.errors import NotFound, WalkTimeout
 from lineage.db.database import Database
 from lineage.services import audit, auth, reads, records, walks
-from lineage.services.demo import ANSWER_ID, load_incident
+from lineage.services.demo import ANSWER_ID, TRACE_ID, load_incident
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from tests.conftest import database_at
@@ -23,6 +23,7 @@ from tests.conftest import database_at
 RIVAL = "rival"
 CALL = "FROM lineage_walk_back($1, $2, $3, $4, $5)"
 RECORD_CALL = "FROM lineage_get_contexts($1, $2, $3, $4)"
+TRACE_CALL = "FROM lineage_trace_contexts($1, $2, $3, $4)"
 CALLER = auth.Caller(DEFAULT_TENANT, None, "read")
 
 
@@ -165,3 +166,16 @@ async def test_an_audited_record_read_writes_its_row_in_its_one_statement(
         await records.record_node(database, settings, DEFAULT_TENANT, ANSWER_ID)
     assert len(queries) == 1 and RECORD_CALL in queries[0]
     assert await audit_rows(database) == [("get_context", ANSWER_ID)]
+
+
+async def test_a_traces_records_are_one_statement_with_the_transactions_answer(
+    sent: tuple[Database, list[str]], settings: Settings
+) -> None:
+    database, queries = sent
+    found = await reads.trace_records(database, settings, DEFAULT_TENANT, TRACE_ID)
+    assert len(queries) == 1 and TRACE_CALL in queries[0]
+    async with database.tenant(DEFAULT_TENANT) as tx:
+        rows = await tx.fetch("trace_contexts", trace_id=TRACE_ID)
+    assert found == await reads.nodes_from_rows(rows)
+    assert len(found) > 3 and {node["trace_id"] for node in found} == {TRACE_ID}
+    assert await reads.trace_records(database, settings, RIVAL, TRACE_ID) == []

@@ -43,6 +43,7 @@ def database_url(settings: Settings) -> str:
 ONE_CALL_READS = """
 SELECT to_regprocedure('public.lineage_walk_back(text, text, integer, text, jsonb)') IS NOT NULL
        AND to_regprocedure('public.lineage_get_contexts(text, text[], text, jsonb)') IS NOT NULL
+       AND to_regprocedure('public.lineage_trace_contexts(text, text, text, jsonb)') IS NOT NULL
        AND NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
 """
 

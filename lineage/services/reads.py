@@ -59,7 +59,11 @@ async def run(
 
 # The named reads that a function answers in one call, the tenant bound in it (migrations 0043,
 # 0044): the function's statement is the query's (lineage.db.named_sql.fill_statements).
-ONE_CALL = {"walk_back": "lineage_walk_back", "get_contexts": "lineage_get_contexts"}
+ONE_CALL = {
+    "walk_back": "lineage_walk_back",
+    "get_contexts": "lineage_get_contexts",
+    "trace_contexts": "lineage_trace_contexts",
+}
 
 
 async def _fetch(

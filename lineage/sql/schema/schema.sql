@@ -855,6 +855,39 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.lineage_trace_contexts(p_tenant_id text, p_trace_id text, p_token text, p_audit jsonb DEFAULT NULL::jsonb) RETURNS TABLE(context_id text, kind text, parent_ids text[], source_uri text, content_hash text, transform text, transform_version text, produced_by text, index_snapshot text, trace_id text, created_at timestamp with time zone, attributes jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+    found_bound text := pg_catalog.current_setting('lineage.tenant_id', true);
+BEGIN
+    IF NOT public.lineage_tenant_vouched(p_tenant_id, p_token) THEN
+        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant_id
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant_id, true);
+    IF p_audit IS NOT NULL THEN
+        PERFORM public.lineage_audit_append(
+            p_tenant_id, (p_audit ->> 'at')::timestamptz, p_audit ->> 'key_id',
+            p_audit ->> 'action', p_audit ->> 'target', p_audit -> 'detail');
+    END IF;
+    RETURN QUERY
+    -- statement: trace_contexts
+    SELECT r.context_id, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
+           r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
+           r.attributes
+    FROM public.provenance AS r
+    WHERE r.tenant_id = $1 AND r.trace_id = $2
+    ORDER BY r.created_at, r.context_id
+    -- end statement: trace_contexts
+    ;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', coalesce(found_bound, ''), true);
+END
+$_$;
+
 CREATE FUNCTION public.lineage_vouched_tenant() RETURNS text
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1635,6 +1668,9 @@ GRANT ALL ON FUNCTION public.lineage_statistics_tables() TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_tenant_vouched(p_tenant text, p_token text) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_trace_contexts(p_tenant_id text, p_trace_id text, p_token text, p_audit jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_trace_contexts(p_tenant_id text, p_trace_id text, p_token text, p_audit jsonb) TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.lineage_vouched_tenant() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_vouched_tenant() TO lineage_app;
