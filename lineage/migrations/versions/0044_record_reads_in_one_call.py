@@ -22,7 +22,13 @@ down_revision = "0043"
 branch_labels = None
 depends_on = None
 
-FUNCTIONS = ("lineage_get_contexts", "lineage_trace_contexts")
+# The three one-call reads begin alike, in lineage_read_begin (lineage_walk_back of 0043 too).
+FUNCTIONS = (
+    "lineage_read_begin",
+    "lineage_walk_back",
+    "lineage_get_contexts",
+    "lineage_trace_contexts",
+)
 
 
 def upgrade() -> None:
@@ -30,7 +36,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    functions.create(op.get_bind(), "0043", ("lineage_walk_back",))
     op.execute(
         "DROP FUNCTION lineage_get_contexts(text, text[], text, jsonb); "
-        "DROP FUNCTION lineage_trace_contexts(text, text, text, jsonb)"
+        "DROP FUNCTION lineage_trace_contexts(text, text, text, jsonb); "
+        "DROP FUNCTION lineage_read_begin(text, text, jsonb)"
     )

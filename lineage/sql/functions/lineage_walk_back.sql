@@ -13,18 +13,8 @@ CREATE OR REPLACE FUNCTION public.lineage_walk_back(p_context_id text, p_tenant_
 AS $function$
 #variable_conflict use_column
 DECLARE
-    found_bound text := pg_catalog.current_setting('lineage.tenant_id', true);
+    found_bound text := public.lineage_read_begin(p_tenant_id, p_token, p_audit);
 BEGIN
-    IF NOT public.lineage_tenant_vouched(p_tenant_id, p_token) THEN
-        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant_id
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant_id, true);
-    IF p_audit IS NOT NULL THEN
-        PERFORM public.lineage_audit_append(
-            p_tenant_id, (p_audit ->> 'at')::timestamptz, p_audit ->> 'key_id',
-            p_audit ->> 'action', p_audit ->> 'target', p_audit -> 'detail');
-    END IF;
     RETURN QUERY
     -- statement: walk_back
     WITH RECURSIVE walk (depth, frontier, seen, found) AS (

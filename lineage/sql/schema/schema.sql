@@ -354,18 +354,8 @@ CREATE FUNCTION public.lineage_get_contexts(p_tenant_id text, p_context_ids text
     AS $_$
 #variable_conflict use_column
 DECLARE
-    found_bound text := pg_catalog.current_setting('lineage.tenant_id', true);
+    found_bound text := public.lineage_read_begin(p_tenant_id, p_token, p_audit);
 BEGIN
-    IF NOT public.lineage_tenant_vouched(p_tenant_id, p_token) THEN
-        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant_id
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant_id, true);
-    IF p_audit IS NOT NULL THEN
-        PERFORM public.lineage_audit_append(
-            p_tenant_id, (p_audit ->> 'at')::timestamptz, p_audit ->> 'key_id',
-            p_audit ->> 'action', p_audit ->> 'target', p_audit -> 'detail');
-    END IF;
     RETURN QUERY
     -- statement: get_contexts
     SELECT tenant_id, context_id, parent_ids, kind, source_uri, content_hash, transform,
@@ -642,6 +632,27 @@ BEGIN
 END
 $_$;
 
+CREATE FUNCTION public.lineage_read_begin(p_tenant_id text, p_token text, p_audit jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    found_bound text := pg_catalog.current_setting('lineage.tenant_id', true);
+BEGIN
+    IF NOT public.lineage_tenant_vouched(p_tenant_id, p_token) THEN
+        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant_id
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant_id, true);
+    IF p_audit IS NOT NULL THEN
+        PERFORM public.lineage_audit_append(
+            p_tenant_id, (p_audit ->> 'at')::timestamptz, p_audit ->> 'key_id',
+            p_audit ->> 'action', p_audit ->> 'target', p_audit -> 'detail');
+    END IF;
+    RETURN found_bound;
+END
+$$;
+
 CREATE FUNCTION public.lineage_refuse_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -862,18 +873,8 @@ CREATE FUNCTION public.lineage_trace_contexts(p_tenant_id text, p_trace_id text,
     AS $_$
 #variable_conflict use_column
 DECLARE
-    found_bound text := pg_catalog.current_setting('lineage.tenant_id', true);
+    found_bound text := public.lineage_read_begin(p_tenant_id, p_token, p_audit);
 BEGIN
-    IF NOT public.lineage_tenant_vouched(p_tenant_id, p_token) THEN
-        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant_id
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant_id, true);
-    IF p_audit IS NOT NULL THEN
-        PERFORM public.lineage_audit_append(
-            p_tenant_id, (p_audit ->> 'at')::timestamptz, p_audit ->> 'key_id',
-            p_audit ->> 'action', p_audit ->> 'target', p_audit -> 'detail');
-    END IF;
     RETURN QUERY
     -- statement: trace_contexts
     SELECT r.context_id, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
@@ -912,18 +913,8 @@ CREATE FUNCTION public.lineage_walk_back(p_context_id text, p_tenant_id text, p_
     AS $_$
 #variable_conflict use_column
 DECLARE
-    found_bound text := pg_catalog.current_setting('lineage.tenant_id', true);
+    found_bound text := public.lineage_read_begin(p_tenant_id, p_token, p_audit);
 BEGIN
-    IF NOT public.lineage_tenant_vouched(p_tenant_id, p_token) THEN
-        RAISE EXCEPTION 'tenant % is not vouched for by the token given', p_tenant_id
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant_id, true);
-    IF p_audit IS NOT NULL THEN
-        PERFORM public.lineage_audit_append(
-            p_tenant_id, (p_audit ->> 'at')::timestamptz, p_audit ->> 'key_id',
-            p_audit ->> 'action', p_audit ->> 'target', p_audit -> 'detail');
-    END IF;
     RETURN QUERY
     -- statement: walk_back
     WITH RECURSIVE walk (depth, frontier, seen, found) AS (
@@ -1653,6 +1644,8 @@ REVOKE ALL ON FUNCTION public.lineage_open_partitions_validate() FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.lineage_partitions(p_parent regclass) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lineage_partitions_shape(p_now timestamp with time zone) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.lineage_read_begin(p_tenant_id text, p_token text, p_audit jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lineage_retention_apply(p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_retention_apply(p_now timestamp with time zone) TO lineage_app;
