@@ -109,6 +109,8 @@ async def test_no_definer_function_calls_a_planted_function(
             f"lineage_walk_back('a', 'default', 20, '{token}', '{audit}')",
             f"lineage_get_contexts('default', '{{a}}', '{token}', '{audit}')",
             f"lineage_trace_contexts('default', 't', '{token}', '{audit}')",
+            f"lineage_list_contexts('default', 'any', 'any', 'any', 'any', 'any', '-infinity', "
+            f"'infinity', '-infinity', '', 10, '{token}', '{audit}')",
         ):
             await resolving_public_first(connection, f"SELECT * FROM {call}")
 

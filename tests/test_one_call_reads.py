@@ -1,11 +1,14 @@
 """A walk-back is one call of lineage_walk_back (migration 0043); a record read by id is one
-of lineage_get_contexts, a trace's records one of lineage_trace_contexts (0044): one statement,
+of lineage_get_contexts, a trace's records one of lineage_trace_contexts (0044), a page of
+records one of lineage_list_contexts (0045): one statement,
 no BEGIN or COMMIT, the answer the tenant transaction gives; the function binds the tenant its
 token vouches for, for that statement alone; the request's audit row commits with the read, and
 is still written once when the read fails."""
 
 import math
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import pytest
@@ -24,6 +27,7 @@ RIVAL = "rival"
 CALL = "FROM lineage_walk_back($1, $2, $3, $4, $5)"
 RECORD_CALL = "FROM lineage_get_contexts($1, $2, $3, $4)"
 TRACE_CALL = "FROM lineage_trace_contexts($1, $2, $3, $4)"
+LIST_CALL = "FROM lineage_list_contexts($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
 CALLER = auth.Caller(DEFAULT_TENANT, None, "read")
 
 
@@ -179,3 +183,62 @@ async def test_a_traces_records_are_one_statement_with_the_transactions_answer(
     assert found == await reads.nodes_from_rows(rows)
     assert len(found) > 3 and {node["trace_id"] for node in found} == {TRACE_ID}
     assert await reads.trace_records(database, settings, RIVAL, TRACE_ID) == []
+
+
+def page(after: tuple[datetime, str] | None = None, **filters: str) -> dict[str, Any]:
+    """list_contexts' values: every filter 'any' but those given, two records a page."""
+    earliest, latest = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+    filtered = ("kind", "source_uri", "trace_id", "produced_by", "session_id")
+    return {
+        **dict.fromkeys(filtered, "any"),
+        **filters,
+        "since": earliest,
+        "until": latest,
+        "after_created_at": after[0] if after else earliest,
+        "after_context_id": after[1] if after else "",
+        "page_size": 2,
+    }
+
+
+async def test_a_page_of_records_is_one_statement_with_the_transactions_answer(
+    sent: tuple[Database, list[str]], settings: Settings
+) -> None:
+    database, queries = sent
+    pages: list[list[dict[str, Any]]] = []
+    after = None
+    while not pages or len(pages[-1]) == 2:
+        queries.clear()
+        found = await reads.list_contexts(
+            database, settings, tenant_id=DEFAULT_TENANT, **page(after, trace_id=TRACE_ID)
+        )
+        assert len(queries) == 1 and LIST_CALL in queries[0]
+        async with database.tenant(DEFAULT_TENANT) as tx:
+            rows = await tx.fetch("list_contexts", **page(after, trace_id=TRACE_ID))
+        assert found == await reads.nodes_from_rows(rows)
+        pages.append(found)
+        if found:
+            after = (rows[-1]["created_at"], rows[-1]["context_id"])
+    listed = [node for found in pages for node in found]
+    traced = await reads.trace_records(database, settings, DEFAULT_TENANT, TRACE_ID)
+    assert [node["context_id"] for node in listed] == [node["context_id"] for node in traced]
+    assert len(pages) > 2
+    rival = await reads.list_contexts(database, settings, tenant_id=RIVAL, **page())
+    assert rival == []
+
+
+async def test_a_page_is_planned_for_its_filters_and_audited_in_its_one_statement(
+    sent: tuple[Database, list[str]], settings: Settings, owner: asyncpg.Connection
+) -> None:
+    # A generic plan keeps every 'any' filter and reads each record of the tenant through it.
+    config = await owner.fetchval(
+        "SELECT proconfig FROM pg_proc WHERE proname = 'lineage_list_contexts'"
+    )
+    assert "plan_cache_mode=force_custom_plan" in config
+    database, queries = sent
+    async with audit.ride_along(database, CALLER, "list_contexts", ANSWER_ID):
+        [node] = await reads.list_contexts(
+            database, settings, tenant_id=DEFAULT_TENANT, **page(kind="answer")
+        )
+    assert len(queries) == 1 and LIST_CALL in queries[0]
+    assert node["context_id"] == ANSWER_ID
+    assert await audit_rows(database) == [("list_contexts", ANSWER_ID)]

@@ -57,12 +57,13 @@ async def run(
     return await nodes_from_rows(await _fetch(database, settings, name, values))
 
 
-# The named reads that a function answers in one call, the tenant bound in it (migrations 0043,
-# 0044): the function's statement is the query's (lineage.db.named_sql.fill_statements).
+# The named reads that a function answers in one call, the tenant bound in it (migrations
+# 0043-0045): the function's statement is the query's (lineage.db.named_sql.fill_statements).
 ONE_CALL = {
     "walk_back": "lineage_walk_back",
     "get_contexts": "lineage_get_contexts",
     "trace_contexts": "lineage_trace_contexts",
+    "list_contexts": "lineage_list_contexts",
 }
 
 

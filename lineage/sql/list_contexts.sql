@@ -4,7 +4,9 @@
 -- session_id matches attributes.session_id (agent steps); since/until take '-infinity' and
 -- 'infinity'. The next page
 -- starts after the last row's (created_at, context_id): pass them as after_created_at and
--- after_context_id ('-infinity' and '' for the first page).
+-- after_context_id ('-infinity' and '' for the first page). The table is named with its
+-- schema: lineage_list_contexts runs this statement as the owner with only pg_catalog on its
+-- path.
 --   psql -v tenant_id=default -v kind=answer -v source_uri=any -v trace_id=any \
 --        -v produced_by=any -v session_id=any -v since=-infinity -v until=infinity \
 --        -v after_created_at=-infinity -v after_context_id= -v page_size=100 \
@@ -12,7 +14,7 @@
 SELECT r.context_id, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
        r.attributes
-FROM provenance AS r
+FROM public.provenance AS r
 WHERE r.tenant_id = :'tenant_id'
   AND (:'kind' IN ('any', 'all') OR r.kind = :'kind')
   AND (:'source_uri' = 'any' OR r.source_uri = :'source_uri')
