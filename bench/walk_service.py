@@ -3,7 +3,9 @@ rows made nodes), through the service as before migration 0043 (its own tenant t
 beside the same statement in an open transaction and the tutorial SQL, interleaved answer by
 answer, on a database `python -m bench` loaded (its bench_picks); then a record read by id the
 same ways (records.record_node: one call of lineage_get_contexts since migration 0044, beside
-the primary-key probe the tutorial runs):
+the primary-key probe the tutorial runs), and a page of 100 answers after each
+(reads.list_contexts: one call of lineage_list_contexts since 0045, beside the tutorial's
+keyset page):
 
     python -m bench.walk_service --url postgresql://postgres@127.0.0.1:5432/lineage_bench_classic_public_classic_provenance
 
@@ -16,6 +18,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -25,15 +28,30 @@ from bench.database import saved_picks
 from bench.run import TENANT
 from lineage import db
 from lineage.db.database import Database
-from lineage.services import records, walks
+from lineage.services import reads, records, walks
 from lineage.settings import Settings
 
 # The record by id as a user of the tutorial table reads it.
 TUTORIAL_RECORD = "SELECT * FROM provenance WHERE tenant_id = $1 AND context_id = $2"
+# A page of 100 answers after one, oldest first, as a user of the tutorial table lists them.
+TUTORIAL_PAGE = """SELECT * FROM provenance
+WHERE tenant_id = $1 AND kind = 'answer' AND (created_at, context_id) > ($2, $3)
+ORDER BY created_at, context_id LIMIT 100"""
+PAGE = {"kind": "answer", "since": datetime.min.replace(tzinfo=UTC), "page_size": 100}
+PAGE |= {"until": datetime.max.replace(tzinfo=UTC)}
+PAGE |= dict.fromkeys(("source_uri", "trace_id", "produced_by", "session_id"), "any")
 
 
 def walk_statement(connection: Any, answer: str) -> Awaitable[Any]:
     return db.fetch(connection, "walk_back", tenant_id=TENANT, context_id=answer, max_depth=20)
+
+
+def page_after(
+    database: Database, settings: Settings, created: dict[str, datetime], answer: str
+) -> Awaitable[Any]:
+    """reads.list_contexts' page of 100 answers after this one."""
+    after = {"after_created_at": created[answer], "after_context_id": answer}
+    return reads.list_contexts(database, settings, tenant_id=TENANT, **PAGE, **after)
 
 
 async def main(url: str, answers: int) -> None:
@@ -71,7 +89,30 @@ async def main(url: str, answers: int) -> None:
                     before, settings, TENANT, answer
                 ),
             }
-            for title, sides in (("walk-back", walk_sides), ("record by id", record_sides)):
+            created = dict(
+                await tutorial.fetch(
+                    "SELECT context_id, created_at FROM provenance "
+                    "WHERE tenant_id = $1 AND context_id = ANY ($2)",
+                    TENANT,
+                    sampled,
+                )
+            )
+            page_sides: dict[str, Callable[[str], Awaitable[Any]]] = {
+                "tutorial SQL": lambda answer: tutorial.fetch(
+                    TUTORIAL_PAGE, TENANT, created[answer], answer
+                ),
+                "service (reads.list_contexts, one call)": partial(
+                    page_after, database, settings, created
+                ),
+                "service in its own transaction (before 0045)": partial(
+                    page_after, before, settings, created
+                ),
+            }
+            for title, sides in (
+                ("walk-back", walk_sides),
+                ("record by id", record_sides),
+                ("page of 100 answers", page_sides),
+            ):
                 samples = await interleaved(sides, sampled)
                 p50 = {name: statistics.median(runs) * 1000 for name, runs in samples.items()}
                 print(f"{title}, p50 of {len(sampled)} answers:")
