@@ -17,6 +17,7 @@ from lineage import Derivation, db, derive_many
 from lineage.core import DEFAULT_TENANT
 from lineage.core.errors import NotFound, WalkTimeout
 from lineage.db.database import Database
+from lineage.db.named_sql import QUERIES
 from lineage.services import audit, auth, reads, records, walks
 from lineage.services.demo import ANSWER_ID, TRACE_ID, load_incident
 from lineage.settings import Settings
@@ -242,3 +243,17 @@ async def test_a_page_is_planned_for_its_filters_and_audited_in_its_one_statemen
     assert len(queries) == 1 and LIST_CALL in queries[0]
     assert node["context_id"] == ANSWER_ID
     assert await audit_rows(database) == [("list_contexts", ANSWER_ID)]
+
+
+async def test_each_function_takes_its_statements_parameters_in_their_order(
+    owner: asyncpg.Connection,
+) -> None:
+    # The statement inside reads them by position ($n in order of first use in the file): a
+    # reordered file would hand the function's since to its until, with no type to object.
+    for name, function in reads.ONE_CALL.items():
+        names = await owner.fetchval(
+            "SELECT proargnames FROM pg_proc WHERE proname = $1 AND proargmodes IS NOT NULL",
+            function,
+        )
+        taken = [n.removeprefix("p_") for n in names[: len(QUERIES[name].parameters) + 2]]
+        assert taken == [*QUERIES[name].parameters, "token", "audit"], function

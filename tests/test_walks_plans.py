@@ -2,14 +2,16 @@
 a level, each record read once, no sort for a document's radius."""
 
 import dataclasses
+import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import pytest
 
 from lineage import db
-from lineage.core.derive import derive_many
+from lineage.core.derive import Derivation, derive_many
 from lineage.db.named_sql import QUERIES, SQL_DIR
 from lineage.services import walks
 from lineage.store.postgres import PostgresStore
@@ -362,3 +364,34 @@ def test_no_descendant_walk_scans_parent_ids_with_any() -> None:
         "stale_sources.sql", "claim_verdicts.sql", "suspicious_hops.sql", "statement_verdicts.sql",
         "verdict_history.sql",
     }  # fmt: skip
+
+
+async def test_a_page_since_a_time_starts_its_index_range_there(
+    store: PostgresStore, owner: asyncpg.Connection
+) -> None:
+    """since and the cursor are one lower bound: with two, the range began at the cursor's (the
+    first page's, the start of time) and read every earlier record of the tenant."""
+    await derive_many(
+        store,
+        [Derivation([], f"old {n}", "document", source_uri=f"s3://old/{n}") for n in range(3000)],
+    )
+    [late] = await derive_many(store, [Derivation([], "late", "document", source_uri="s3://late")])
+    since = await owner.fetchval(
+        "SELECT created_at FROM provenance WHERE context_id = $1", late.context_id
+    )
+    query = QUERIES["list_contexts"]
+    values: dict[str, object] = dict.fromkeys(
+        ("kind", "source_uri", "trace_id", "produced_by"), "any"
+    )
+    values |= {"tenant_id": "default", "session_id": "any", "page_size": 100}
+    values |= {"since": since, "until": datetime.max.replace(tzinfo=UTC)}
+    values |= {"after_created_at": datetime.min.replace(tzinfo=UTC), "after_context_id": ""}
+    rows = await owner.fetch(query.sql, *query.arguments(values))
+    assert [row["context_id"] for row in rows] == [late.context_id]
+    text = await owner.fetchval(
+        f"EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) {query.sql}",
+        *query.arguments(values),
+    )
+    [scan] = [n for n in plan_nodes(json.loads(text)[0]["Plan"]) if n["Node Type"] in INDEX_READS]
+    blocks = scan["Shared Hit Blocks"] + scan["Shared Read Blocks"]
+    assert blocks <= 6, scan

@@ -21,8 +21,14 @@ WHERE r.tenant_id = :'tenant_id'
   AND (:'trace_id' = 'any' OR r.trace_id = :'trace_id')
   AND (:'produced_by' = 'any' OR r.produced_by = :'produced_by')
   AND (:'session_id' = 'any' OR r.attributes ->> 'session_id' = :'session_id')
-  AND r.created_at >= :'since'::timestamptz AND r.created_at < :'until'::timestamptz
+  -- The window [since, until) and the cursor, with one lower bound for the index range: the
+  -- later of since and the cursor ((since, '') bounds as created_at >= since does: no id is
+  -- empty). With two, the range began at the cursor's, and a first page since a late time
+  -- read every earlier record of the tenant.
+  AND :'since'::timestamptz < :'until'::timestamptz AND r.created_at < :'until'::timestamptz
   AND (r.created_at, r.context_id)
-      > (:'after_created_at'::timestamptz, :'after_context_id'::text)
+      > (greatest(:'after_created_at'::timestamptz, :'since'::timestamptz),
+         CASE WHEN :'after_created_at'::timestamptz >= :'since'::timestamptz
+              THEN :'after_context_id'::text ELSE '' END)
 ORDER BY r.created_at, r.context_id
 LIMIT :page_size;

@@ -28,9 +28,11 @@ BEGIN
       AND ($4 = 'any' OR r.trace_id = $4)
       AND ($5 = 'any' OR r.produced_by = $5)
       AND ($6 = 'any' OR r.attributes ->> 'session_id' = $6)
-      AND r.created_at >= $7::timestamptz AND r.created_at < $8::timestamptz
+      AND $7::timestamptz < $8::timestamptz AND r.created_at < $8::timestamptz
       AND (r.created_at, r.context_id)
-          > ($9::timestamptz, $10::text)
+          > (greatest($9::timestamptz, $7::timestamptz),
+             CASE WHEN $9::timestamptz >= $7::timestamptz
+                  THEN $10::text ELSE '' END)
     ORDER BY r.created_at, r.context_id
     LIMIT $11
     -- end statement: list_contexts
