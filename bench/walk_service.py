@@ -5,7 +5,7 @@ answer, on a database `python -m bench` loaded (its bench_picks); then a record 
 same ways (records.record_node: one call of lineage_get_contexts since migration 0044, beside
 the primary-key probe the tutorial runs), and a page of 100 answers after each
 (reads.list_contexts: one call of lineage_list_contexts since 0045, beside the tutorial's
-keyset page):
+keyset page), and the first page of 100 answers since each one's time:
 
     python -m bench.walk_service --url postgresql://postgres@127.0.0.1:5432/lineage_bench_classic_public_classic_provenance
 
@@ -37,6 +37,10 @@ TUTORIAL_RECORD = "SELECT * FROM provenance WHERE tenant_id = $1 AND context_id 
 TUTORIAL_PAGE = """SELECT * FROM provenance
 WHERE tenant_id = $1 AND kind = 'answer' AND (created_at, context_id) > ($2, $3)
 ORDER BY created_at, context_id LIMIT 100"""
+# The first page of 100 answers from one's time on, as the tutorial's user lists them.
+TUTORIAL_SINCE = """SELECT * FROM provenance
+WHERE tenant_id = $1 AND kind = 'answer' AND created_at >= $2
+ORDER BY created_at, context_id LIMIT 100"""
 PAGE = {"kind": "answer", "since": datetime.min.replace(tzinfo=UTC), "page_size": 100}
 PAGE |= {"until": datetime.max.replace(tzinfo=UTC)}
 PAGE |= dict.fromkeys(("source_uri", "trace_id", "produced_by", "session_id"), "any")
@@ -52,6 +56,14 @@ def page_after(
     """reads.list_contexts' page of 100 answers after this one."""
     after = {"after_created_at": created[answer], "after_context_id": answer}
     return reads.list_contexts(database, settings, tenant_id=TENANT, **PAGE, **after)
+
+
+def page_since(
+    database: Database, settings: Settings, created: dict[str, datetime], answer: str
+) -> Awaitable[Any]:
+    """reads.list_contexts' first page of 100 answers since this one's time."""
+    first = {"since": created[answer], "after_created_at": PAGE["since"], "after_context_id": ""}
+    return reads.list_contexts(database, settings, tenant_id=TENANT, **(PAGE | first))
 
 
 async def main(url: str, answers: int) -> None:
@@ -108,10 +120,19 @@ async def main(url: str, answers: int) -> None:
                     page_after, before, settings, created
                 ),
             }
+            since_sides: dict[str, Callable[[str], Awaitable[Any]]] = {
+                "tutorial SQL": lambda answer: tutorial.fetch(
+                    TUTORIAL_SINCE, TENANT, created[answer]
+                ),
+                "service (reads.list_contexts, one call)": partial(
+                    page_since, database, settings, created
+                ),
+            }
             for title, sides in (
                 ("walk-back", walk_sides),
                 ("record by id", record_sides),
                 ("page of 100 answers", page_sides),
+                ("first page of 100 answers since one's time", since_sides),
             ):
                 samples = await interleaved(sides, sampled)
                 p50 = {name: statistics.median(runs) * 1000 for name, runs in samples.items()}
