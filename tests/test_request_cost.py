@@ -164,3 +164,28 @@ async def test_a_record_is_sent_as_its_model_documents_it(
     checked = models.CheckedRecord.model_validate(body)
     assert json.loads(checked.model_dump_json(exclude_unset=True)) == body
     assert ("signature" in body) == verify
+
+
+async def test_a_page_of_records_is_sent_as_its_model_documents_it(
+    http: httpx.AsyncClient, database: Database
+) -> None:
+    token, _ = await auth.create_key(database, TENANT, "admin")
+    headers = {"Authorization": f"Bearer {token}"}
+    made = []
+    for number in range(3):
+        document = {"kind": "document", "text": f"policy {number}", "source_uri": "s3://p.md"}
+        made.append((await http.post("/v1/contexts", json=document, headers=headers)).json())
+    listed, cursor = [], None
+    while True:
+        params: dict[str, str | int] = {"kind": "document", "limit": 2}
+        if cursor:
+            params["cursor"] = cursor
+        page = await http.get("/v1/contexts", params=params, headers=headers)
+        assert page.status_code == 200
+        body = page.json()
+        checked = models.RecordPage.model_validate(body)
+        assert json.loads(checked.model_dump_json(exclude_unset=True)) == body
+        listed += [record["context_id"] for record in body["records"]]
+        if (cursor := body["next"]) is None:
+            break
+    assert listed == [record["context_id"] for record in made]
