@@ -79,6 +79,33 @@ async def partitions_of(owner: asyncpg.Connection, month: str) -> list[str]:
     return [name for name in names if await owner.fetchval("SELECT to_regclass($1)", name)]
 
 
+# Each partition's replica identity: a unique index ('i'), whole rows ('f'), or the primary key
+# ('d' with one); 'n', or 'd' without a key, stops a Citus shard move by logical replication.
+REPLICA_IDENTITIES = """
+SELECT c.relname, c.relreplident::text AS relreplident,
+       EXISTS (SELECT 1 FROM pg_index AS x WHERE x.indrelid = c.oid AND x.indisprimary) AS keyed
+FROM pg_inherits AS h JOIN pg_class AS c ON c.oid = h.inhrelid
+WHERE h.inhparent = ANY ($1::regclass[])
+ORDER BY c.relname
+"""
+
+
+async def test_every_partition_has_a_replica_identity_a_shard_move_can_use(
+    database: Database, owner_database: Database, owner: asyncpg.Connection
+) -> None:
+    """The open partitions, and a month's made by an append under a retention policy."""
+    await retention.set_policy(owner_database, 12)
+    await append(database, OLD_RECORDS)
+    partitions = await owner.fetch(REPLICA_IDENTITIES, list(PARTITIONED))
+    assert {row["relname"] for row in partitions} >= set(await partitions_of(owner, OLD_MONTH))
+    unusable = [
+        row["relname"]
+        for row in partitions
+        if not (row["relreplident"] in ("i", "f") or (row["relreplident"] == "d" and row["keyed"]))
+    ]
+    assert unusable == [], [tuple(row) for row in partitions]
+
+
 async def test_an_expired_month_goes_whole_and_what_outlives_it_stays(
     database: Database,
     owner_database: Database,

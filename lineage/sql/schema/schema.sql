@@ -280,7 +280,7 @@ BEGIN
                        p_name || '_id', p_name);
         EXECUTE format('ALTER TABLE public.%I REPLICA IDENTITY USING INDEX %I',
                        p_name, p_name || '_id');
-    ELSIF p_parent = 'invalidation_postings' THEN
+    ELSIF p_parent IN ('invalidation_postings', 'provenance_children') THEN
         EXECUTE format('ALTER TABLE public.%I REPLICA IDENTITY FULL', p_name);
     END IF;
     EXECUTE format('REVOKE UPDATE, TRUNCATE ON public.%I FROM PUBLIC, %I', p_name, current_user);
@@ -1221,6 +1221,8 @@ CREATE TABLE public.provenance_children_p_open (
     kind text NOT NULL
 );
 
+ALTER TABLE ONLY public.provenance_children_p_open REPLICA IDENTITY FULL;
+
 CREATE TABLE public.provenance_p_open (
     tenant_id text NOT NULL,
     context_id text NOT NULL,
@@ -1390,12 +1392,6 @@ ALTER TABLE ONLY public.log_nodes
 ALTER TABLE ONLY public.operator_audit
     ADD CONSTRAINT operator_audit_pkey PRIMARY KEY (audit_id);
 
-ALTER TABLE ONLY public.provenance_children
-    ADD CONSTRAINT provenance_children_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at) INCLUDE (kind);
-
-ALTER TABLE ONLY public.provenance_children_p_open
-    ADD CONSTRAINT provenance_children_p_open_pkey PRIMARY KEY (tenant_id, parent_id, context_id, created_at) INCLUDE (kind);
-
 ALTER TABLE ONLY public.retention_policy
     ADD CONSTRAINT retention_policy_pkey PRIMARY KEY (only_row);
 
@@ -1434,6 +1430,10 @@ CREATE INDEX api_keys_tenant ON public.api_keys USING btree (tenant_id, created_
 CREATE INDEX invalidation_postings_key ON ONLY public.invalidation_postings USING btree (tenant_id, key, kind, depth);
 
 CREATE INDEX invalidation_postings_p_open_tenant_id_key_kind_depth_idx ON public.invalidation_postings_p_open USING btree (tenant_id, key, kind, depth);
+
+CREATE INDEX provenance_children_parent ON ONLY public.provenance_children USING btree (tenant_id, parent_id);
+
+CREATE INDEX provenance_children_p_open_tenant_id_parent_id_idx ON public.provenance_children_p_open USING btree (tenant_id, parent_id);
 
 CREATE INDEX provenance_content_hash ON ONLY public.provenance USING hash (content_hash);
 
@@ -1481,7 +1481,7 @@ CREATE INDEX provenance_p_open_tenant_id_transform_version_idx ON public.provena
 
 ALTER INDEX public.invalidation_postings_key ATTACH PARTITION public.invalidation_postings_p_open_tenant_id_key_kind_depth_idx;
 
-ALTER INDEX public.provenance_children_pkey ATTACH PARTITION public.provenance_children_p_open_pkey;
+ALTER INDEX public.provenance_children_parent ATTACH PARTITION public.provenance_children_p_open_tenant_id_parent_id_idx;
 
 ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p_open_content_hash_idx;
 
