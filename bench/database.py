@@ -39,7 +39,7 @@ LOADED_TABLES = ("provenance", "root_sources", "invalidation_postings")
 # month, at most 1,000 ids, in id order.
 APPENDED = 100
 INVALIDATION_POSTINGS = f"""
-INSERT INTO invalidation_postings (tenant_id, key, kind, depth, created_at, context_ids)
+INSERT INTO invalidation_postings (tenant_id, {{column}}, kind, depth, created_at, context_ids)
 SELECT $1, g.key, g.kind, g.depth, min(g.created_at),
        array_agg(g.context_id ORDER BY g.context_id)
 FROM (SELECT {{key}} AS key, r.kind, up.depth, r.created_at, r.context_id, r.append,
@@ -194,6 +194,8 @@ class Layout:
     rooted: bool
     # Both kept by number, each key named once in invalidation_keys (migration 0038).
     numbered: bool
+    # The postings name their key by that number too (migration 0047).
+    posting_numbers: bool
 
     @property
     def columns(self) -> list[str]:
@@ -220,16 +222,24 @@ async def layout_of(connection: asyncpg.Connection) -> Layout:
         ),
         rooted=await has_column(connection, "provenance", "root_sources"),
         numbered=await connection.fetchval("SELECT to_regclass('invalidation_keys') IS NOT NULL"),
+        posting_numbers=await has_column(connection, "invalidation_postings", "key_no"),
     )
 
 
 def postings_sql(layout: Layout) -> str:
     """The postings INSERT: by invalidation key, and by root source where the schema keeps
-    the sources on the records (migration 0036), the keys named by number since 0038."""
+    the sources on the records (migration 0036), the keys named by number since 0038 and
+    listed by number since 0047."""
+    if layout.posting_numbers:
+        return INVALIDATION_POSTINGS.format(
+            column="key_no", key="up.entry", entries=NUMBERED_KEYS, named=""
+        )
     if layout.numbered:
-        return INVALIDATION_POSTINGS.format(key="named.key", entries=NUMBERED_KEYS, named=NAMED)
+        return INVALIDATION_POSTINGS.format(
+            column="key", key="named.key", entries=NUMBERED_KEYS, named=NAMED
+        )
     entries = f"{UPSTREAM_KEYS} UNION ALL {SOURCE_KEYS}" if layout.rooted else UPSTREAM_KEYS
-    return INVALIDATION_POSTINGS.format(key="up.entry", entries=entries, named="")
+    return INVALIDATION_POSTINGS.format(column="key", key="up.entry", entries=entries, named="")
 
 
 async def copy_batch(

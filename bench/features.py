@@ -205,12 +205,15 @@ async def _auth(report: Report, plan: "Plan", url: str, tenant: str) -> None:
 DOCUMENT_POSTINGS = """
 SELECT count(*) AS rows, coalesce(sum(cardinality(context_ids)), 0) AS ids,
        coalesce(sum(cardinality(context_ids)) FILTER (WHERE kind = 'answer'), 0) AS answers
-FROM invalidation_postings WHERE tenant_id = $1 AND key = 'source:' || $2
+FROM invalidation_postings
+WHERE tenant_id = $1
+  AND key_no = (SELECT key_no FROM invalidation_keys WHERE tenant_id = $1 AND key = 'source:' || $2)
 """
 POSTINGS_BYTES = """
-SELECT coalesce(sum(pg_column_size(ip.*)) FILTER (WHERE ip.key LIKE 'source:%'), 0) AS sources,
+SELECT coalesce(sum(pg_column_size(ip.*)) FILTER (WHERE k.key LIKE 'source:%'), 0) AS sources,
        coalesce(sum(pg_column_size(ip.*)), 0) AS all_keys
 FROM invalidation_postings AS ip
+JOIN invalidation_keys AS k ON k.tenant_id = ip.tenant_id AND k.key_no = ip.key_no
 """
 RECORD_ARRAYS_BYTES = """
 SELECT coalesce(sum(pg_column_size(root_sources) + pg_column_size(root_depths)), 0)

@@ -36,6 +36,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 TENANT = "default"
+# Whether the postings name their key by its number in invalidation_keys (migration 0047).
+NUMBERED_POSTINGS = (
+    "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'invalidation_postings'::regclass "
+    "AND attname = 'key_no' AND NOT attisdropped)"
+)
 
 # --- the worker: one variant's appends, in a process importing `lineage` from its checkout -----
 
@@ -178,6 +183,10 @@ async def _copy_every_row(url: str, records: int, namespace: str, batch: int) ->
         for row, roots in generated:
             sources, depths = arrays(roots)
             provenance_rows.append((*row, numbers.of(SOURCE_KEY + s for s in sources), depths))
+        key_column = "key"
+        if await owner.fetchval(NUMBERED_POSTINGS):  # by the key's number (migration 0047)
+            key_column = "key_no"
+            postings = [(t, *numbers.of([key]), *rest) for t, key, *rest in postings]
         started = time.perf_counter()
         async with owner.transaction():
             await owner.copy_records_to_table(
@@ -199,7 +208,7 @@ async def _copy_every_row(url: str, records: int, namespace: str, batch: int) ->
             await owner.copy_records_to_table(
                 "invalidation_postings",
                 records=postings,
-                columns=("tenant_id", "key", "kind", "depth", "created_at", "context_ids"),
+                columns=("tenant_id", key_column, "kind", "depth", "created_at", "context_ids"),
             )
         wall = time.perf_counter() - started
     finally:
@@ -322,6 +331,10 @@ SOURCE_POSTINGS = (
     "       coalesce(sum(pg_column_size(ip.*)), 0) "
     "FROM invalidation_postings AS ip"
 )
+# Since migration 0047 the postings name their key by number.
+NUMBERED_SOURCE_POSTINGS = SOURCE_POSTINGS.replace("key LIKE", "k.key LIKE") + (
+    " JOIN invalidation_keys AS k ON k.tenant_id = ip.tenant_id AND k.key_no = ip.key_no"
+)
 RECORD_ARRAYS = (
     "SELECT coalesce(sum(pg_column_size(root_sources) + pg_column_size(root_depths)), 0) "
     "FROM provenance"
@@ -341,7 +354,9 @@ async def _root_sources_stored(url: str) -> dict[str, int]:
                 "root_sources rows": await owner.fetchval(SIDE_TABLE_ROWS),
                 "root_sources bytes (with indexes)": await table_bytes(owner, "root_sources"),
             }
-        rows, source_bytes, all_bytes = await owner.fetchrow(SOURCE_POSTINGS)
+        numbered = await owner.fetchval(NUMBERED_POSTINGS)
+        query = NUMBERED_SOURCE_POSTINGS if numbered else SOURCE_POSTINGS
+        rows, source_bytes, all_bytes = await owner.fetchrow(query)
         postings_bytes = await table_bytes(owner, "invalidation_postings")
         return {
             "'source:' postings rows": rows,

@@ -313,9 +313,10 @@ JOIN invalidation_keys AS k ON k.tenant_id = p.tenant_id AND k.key_no = r.key_no
 ORDER BY 1, 2
 """
 POSTED_ROOTS = """
-SELECT posting.context_id, ip.key, ip.depth
+SELECT posting.context_id, k.key, ip.depth
 FROM invalidation_postings AS ip CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
-WHERE ip.key LIKE 'source:%'
+JOIN invalidation_keys AS k ON k.tenant_id = ip.tenant_id AND k.key_no = ip.key_no
+WHERE k.key LIKE 'source:%'
 ORDER BY 1, 2
 """
 NUMBERED = "SELECT min(key_no), max(key_no) = count(*) FROM invalidation_keys GROUP BY tenant_id"

@@ -115,10 +115,11 @@ async def root_sources_of(owner: asyncpg.Connection, tenant_id: str) -> list[tup
         tenant_id,
     )
     posted = await owner.fetch(
-        "SELECT posting.context_id, substr(ip.key, length('source:') + 1), ip.depth "
+        "SELECT posting.context_id, substr(k.key, length('source:') + 1), ip.depth "
         "FROM invalidation_postings AS ip "
         "CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id) "
-        "WHERE ip.tenant_id = $1 AND ip.key LIKE 'source:%' ORDER BY 1, 2",
+        "JOIN invalidation_keys AS k ON k.tenant_id = ip.tenant_id AND k.key_no = ip.key_no "
+        "WHERE ip.tenant_id = $1 AND k.key LIKE 'source:%' ORDER BY 1, 2",
         tenant_id,
     )
     assert [tuple(row) for row in posted] == [tuple(row) for row in kept]

@@ -233,7 +233,11 @@ async def test_an_expired_month_takes_its_invalidation_postings_with_it(
     await append(database, [OLD_RECORDS[0], record("chunk_old", "chunk", OLD, **chunked)])
     await append(database, [record("answer_new", "answer", NOW, parent_ids=["chunk_old"])])
     await owner.execute("SELECT set_config('lineage.tenant_id', 'default', false)")
-    listed = "SELECT key, kind, depth, context_ids FROM invalidation_postings ORDER BY depth, key"
+    listed = (
+        "SELECT k.key, ip.kind, ip.depth, ip.context_ids FROM invalidation_postings AS ip "
+        "JOIN invalidation_keys AS k ON k.tenant_id = ip.tenant_id AND k.key_no = ip.key_no "
+        "ORDER BY ip.depth, k.key"
+    )
     old_month = f"invalidation_postings_p{OLD_MONTH}"
     assert await owner.fetchval(f"SELECT count(*) FROM {old_month}") == 3
     assert [tuple(row) for row in await owner.fetch(listed)] == [

@@ -142,10 +142,11 @@ JOIN invalidation_keys AS k ON k.tenant_id = p.tenant_id AND k.key_no = r.key_no
 ORDER BY 1, 2, 3
 """
 POSTED_ROOTS = """
-SELECT ip.tenant_id, posting.context_id, substr(ip.key, length('source:') + 1) AS source_uri,
+SELECT ip.tenant_id, posting.context_id, substr(k.key, length('source:') + 1) AS source_uri,
        ip.depth, ip.kind
 FROM invalidation_postings AS ip CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
-WHERE ip.key LIKE 'source:%'
+JOIN invalidation_keys AS k ON k.tenant_id = ip.tenant_id AND k.key_no = ip.key_no
+WHERE k.key LIKE 'source:%'
 ORDER BY 1, 2, 3
 """
 
@@ -240,7 +241,8 @@ async def test_a_key_with_more_than_a_thousand_new_records_is_posted_in_rows_of_
     await store.append([doc, *chunks])
     rows = await owner.fetch(
         "SELECT context_ids FROM invalidation_postings "
-        "WHERE key = 'source:s3://big.md' AND kind = 'chunk' AND depth = 1 "
+        "WHERE key_no = (SELECT key_no FROM invalidation_keys WHERE key = 'source:s3://big.md') "
+        "AND kind = 'chunk' AND depth = 1 "
         "ORDER BY context_ids[1]"
     )
     posted = [list(row["context_ids"]) for row in rows]

@@ -270,10 +270,14 @@ async def other_postings(owner: asyncpg.Connection, prefix: str) -> None:
     async with owner.transaction():
         await owner.execute("SET LOCAL lineage.tenant_id = 'default'")
         await owner.execute(
-            "INSERT INTO invalidation_postings (tenant_id, key, kind, depth, created_at, "
-            "context_ids) SELECT 'default', $1 || 'other_' || n, 'answer', 1, now(), "
-            "ARRAY['fan_ans_0'] FROM generate_series(1, 20000) AS n",
+            "INSERT INTO invalidation_keys (tenant_id, key_no, key) "
+            "SELECT 'default', 100000 + n, $1 || 'other_' || n FROM generate_series(1, 20000) AS n",
             prefix,
+        )
+        await owner.execute(
+            "INSERT INTO invalidation_postings (tenant_id, key_no, kind, depth, created_at, "
+            "context_ids) SELECT 'default', 100000 + n, 'answer', 1, now(), "
+            "ARRAY['fan_ans_0'] FROM generate_series(1, 20000) AS n"
         )
 
 
@@ -291,7 +295,7 @@ async def test_a_document_radius_is_one_range_of_the_postings_by_source(
     plan = await explain_as_app(pool, name, max_depth=20, **values)
     postings = [n for n in plan if n.get("Relation Name") == "invalidation_postings_p_open"]
     assert postings and all("Index" in n["Node Type"] for n in postings), postings
-    assert all("(key = " in n["Index Cond"] for n in postings), postings
+    assert all("(key_no = " in n["Index Cond"] for n in postings), postings
     assert sum(n["Actual Rows"] for n in postings) < FAN_ANSWERS  # rows of ids, not an id a row
     assert not seq_scans_of_the_records(plan)
     sorts = [n for n in plan if n["Node Type"] in {"Sort", "Incremental Sort"}]

@@ -7,6 +7,11 @@
 --        -v max_depth=20 -f sql/blast_radius_ids_by_source.sql
 WITH RECURSIVE
 -- include: source_radius
+posting_key AS MATERIALIZED (
+    -- The number the tenant's postings know the source by (invalidation_keys).
+    SELECT k.key_no FROM invalidation_keys AS k
+    WHERE k.tenant_id = :'tenant_id' AND k.key = 'source:' || :'source_uri'
+),
 start AS MATERIALIZED (
     -- Every record with the source, and whether it is a root with its postings.
     SELECT s.context_id, s.kind, s.parent_ids = '{}' AND s.root_sources IS NOT NULL AS root
@@ -60,14 +65,14 @@ radius AS (
             -- probe past the listed range, evaluated once.
             EXISTS (SELECT 1 FROM invalidation_postings AS deeper
                     WHERE deeper.tenant_id = :'tenant_id'
-                      AND deeper.key = 'source:' || :'source_uri'
+                      AND deeper.key_no = (SELECT key_no FROM posting_key)
                       AND (deeper.kind = :'kind' OR :'kind' = 'all'
                            OR (:'kind' = 'any' AND deeper.kind NOT IN ('verdict', 'tombstone')))
                       AND deeper.depth > :max_depth) AS truncated
      FROM invalidation_postings AS ip
      CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
      WHERE (SELECT yes FROM roots_only)
-       AND ip.tenant_id = :'tenant_id' AND ip.key = 'source:' || :'source_uri'
+       AND ip.tenant_id = :'tenant_id' AND ip.key_no = (SELECT key_no FROM posting_key)
        AND (ip.kind = :'kind' OR :'kind' = 'all'
             OR (:'kind' = 'any' AND ip.kind NOT IN ('verdict', 'tombstone')))
        AND ip.depth <= :max_depth

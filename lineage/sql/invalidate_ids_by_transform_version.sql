@@ -10,11 +10,16 @@ WITH RECURSIVE complete AS MATERIALIZED (
                        WHERE u.tenant_id = :'tenant_id' AND u.upstream_keys IS NULL) AS yes
   -- end include: postings_complete
 ),
+posting_key AS MATERIALIZED (
+    -- The number the tenant's postings know the version by (invalidation_keys).
+    SELECT k.key_no FROM invalidation_keys AS k
+    WHERE k.tenant_id = :'tenant_id' AND k.key = 'transform_version:' || :'transform_version'
+),
 posted AS MATERIALIZED (
     SELECT posting.context_id, ip.kind, ip.depth
     FROM invalidation_postings AS ip
     CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
-    WHERE ip.key = 'transform_version:' || :'transform_version'
+    WHERE ip.key_no = (SELECT key_no FROM posting_key)
   -- include: posting_probe
       AND (SELECT yes FROM complete)
       AND ip.tenant_id = :'tenant_id'
@@ -26,7 +31,7 @@ deeper AS MATERIALIZED (
     -- Whether postings of the kinds asked for lie past :max_depth: one probe of their b-tree,
     -- not a scan of the answer's rows.
     SELECT EXISTS (SELECT 1 FROM invalidation_postings AS ip
-                   WHERE ip.key = 'transform_version:' || :'transform_version'
+                   WHERE ip.key_no = (SELECT key_no FROM posting_key)
   -- include: posting_probe
       AND (SELECT yes FROM complete)
       AND ip.tenant_id = :'tenant_id'

@@ -130,12 +130,13 @@ BEGIN
     WHERE all_new OR r.context_id = ANY (new_ids);
 
     -- The new records' postings, by invalidation key and by root source ('source:' and its
-    -- source_uri), a row per key, kind, depth and month of at most 1,000 ids in id order: a
-    -- month's rows lie in its records' partition, so retention drops them alike. Each group is
-    -- aggregated once and sliced, with no numbering of its rows.
-    INSERT INTO public.invalidation_postings (tenant_id, key, kind, depth, created_at,
+    -- source_uri), each key by its number, a row per key, kind, depth and month of at most
+    -- 1,000 ids in id order: a month's rows lie in its records' partition, so retention drops
+    -- them alike. Each group is aggregated once and sliced, with no numbering of its rows.
+    INSERT INTO public.invalidation_postings (tenant_id, key_no, kind, depth, created_at,
                                               context_ids)
-    SELECT p_tenant, g.key, g.kind, g.depth, g.created_at, g.context_ids[s.first:s.first + 999]
+    SELECT p_tenant, (numbers ->> g.key)::integer, g.kind, g.depth, g.created_at,
+           g.context_ids[s.first:s.first + 999]
     FROM (SELECT up.key, r.kind, up.depth, min(r.created_at) AS created_at,
                  array_agg(r.context_id ORDER BY r.context_id) AS context_ids
           FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,

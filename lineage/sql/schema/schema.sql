@@ -167,12 +167,13 @@ BEGIN
     WHERE all_new OR r.context_id = ANY (new_ids);
 
     -- The new records' postings, by invalidation key and by root source ('source:' and its
-    -- source_uri), a row per key, kind, depth and month of at most 1,000 ids in id order: a
-    -- month's rows lie in its records' partition, so retention drops them alike. Each group is
-    -- aggregated once and sliced, with no numbering of its rows.
-    INSERT INTO public.invalidation_postings (tenant_id, key, kind, depth, created_at,
+    -- source_uri), each key by its number, a row per key, kind, depth and month of at most
+    -- 1,000 ids in id order: a month's rows lie in its records' partition, so retention drops
+    -- them alike. Each group is aggregated once and sliced, with no numbering of its rows.
+    INSERT INTO public.invalidation_postings (tenant_id, key_no, kind, depth, created_at,
                                               context_ids)
-    SELECT p_tenant, g.key, g.kind, g.depth, g.created_at, g.context_ids[s.first:s.first + 999]
+    SELECT p_tenant, (numbers ->> g.key)::integer, g.kind, g.depth, g.created_at,
+           g.context_ids[s.first:s.first + 999]
     FROM (SELECT up.key, r.kind, up.depth, min(r.created_at) AS created_at,
                  array_agg(r.context_id ORDER BY r.context_id) AS context_ids
           FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
@@ -1093,11 +1094,11 @@ ALTER TABLE ONLY public.invalidation_keys FORCE ROW LEVEL SECURITY;
 
 CREATE TABLE public.invalidation_postings (
     tenant_id text NOT NULL,
-    key text NOT NULL,
     kind text NOT NULL,
     depth integer NOT NULL,
     created_at timestamp with time zone NOT NULL,
-    context_ids text[] NOT NULL
+    context_ids text[] NOT NULL,
+    key_no integer NOT NULL
 )
 PARTITION BY RANGE (created_at);
 
@@ -1105,11 +1106,11 @@ ALTER TABLE ONLY public.invalidation_postings FORCE ROW LEVEL SECURITY;
 
 CREATE TABLE public.invalidation_postings_p_open (
     tenant_id text NOT NULL,
-    key text NOT NULL,
     kind text NOT NULL,
     depth integer NOT NULL,
     created_at timestamp with time zone NOT NULL,
-    context_ids text[] NOT NULL
+    context_ids text[] NOT NULL,
+    key_no integer NOT NULL
 );
 
 ALTER TABLE ONLY public.invalidation_postings_p_open REPLICA IDENTITY FULL;
@@ -1427,9 +1428,9 @@ ALTER TABLE ONLY public.transform_versions
 
 CREATE INDEX api_keys_tenant ON public.api_keys USING btree (tenant_id, created_at);
 
-CREATE INDEX invalidation_postings_key ON ONLY public.invalidation_postings USING btree (tenant_id, key, kind, depth);
+CREATE INDEX invalidation_postings_key ON ONLY public.invalidation_postings USING btree (tenant_id, key_no, kind, depth);
 
-CREATE INDEX invalidation_postings_p_open_tenant_id_key_kind_depth_idx ON public.invalidation_postings_p_open USING btree (tenant_id, key, kind, depth);
+CREATE INDEX invalidation_postings_p_open_tenant_id_key_no_kind_depth_idx ON public.invalidation_postings_p_open USING btree (tenant_id, key_no, kind, depth);
 
 CREATE INDEX provenance_children_parent ON ONLY public.provenance_children USING btree (tenant_id, parent_id);
 
@@ -1479,7 +1480,7 @@ CREATE INDEX provenance_transform_version ON ONLY public.provenance USING btree 
 
 CREATE INDEX provenance_p_open_tenant_id_transform_version_idx ON public.provenance_p_open USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
 
-ALTER INDEX public.invalidation_postings_key ATTACH PARTITION public.invalidation_postings_p_open_tenant_id_key_kind_depth_idx;
+ALTER INDEX public.invalidation_postings_key ATTACH PARTITION public.invalidation_postings_p_open_tenant_id_key_no_kind_depth_idx;
 
 ALTER INDEX public.provenance_children_parent ATTACH PARTITION public.provenance_children_p_open_tenant_id_parent_id_idx;
 
