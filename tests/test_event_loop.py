@@ -173,6 +173,7 @@ async def test_the_prov_export_is_written_in_a_worker_process(
     await load_incident(store)
     monkeypatch.setattr(prov, "written_from_json", written_in_a_worker_process)
     monkeypatch.setattr(reads, "node_from_row", refuse_to_decode)
+    monkeypatch.setattr(reads, "nodes_from_rows", refuse_to_decode)
     answer = await client.get("/v1/contexts/answer_1/prov")
     assert answer.status_code == 200, answer.text
     assert "answer_1" in answer.text
@@ -203,6 +204,22 @@ async def test_a_long_read_gives_the_loop_turns_while_its_rows_become_nodes(
     assert [node["context_id"] for node in nodes] == list(range(1, 2001))
     assert isinstance(nodes[0]["created_at"], str)
     assert turns - before >= len(rows) // reads.ROWS_PER_TURN - 1
+
+
+async def test_nodes_are_their_rows_as_node_from_row_makes_each(pool: asyncpg.Pool) -> None:
+    """The list looks at its columns' types once: a column null in its first rows (a record not
+    expired, a parent not a composite) is still converted where it holds a value."""
+    async with pool.acquire() as connection:
+        rows = await connection.fetch(
+            "SELECT g AS context_id, CASE WHEN g > 1500 THEN now() END AS expired_at, "
+            "CASE WHEN g % 2 = 0 THEN ROW(g, 'x') END AS pair, ARRAY[g] AS ids "
+            "FROM generate_series(1, 2000) AS g"
+        )
+    nodes = await reads.nodes_from_rows(rows)
+    assert nodes == [reads.node_from_row(row) for row in rows]
+    assert nodes[0]["expired_at"] is None and isinstance(nodes[-1]["expired_at"], str)
+    assert nodes[0]["pair"] is None and nodes[1]["pair"] == [2, "x"]
+    assert nodes[1]["ids"] == [2]
 
 
 def alive(pid: int) -> bool:

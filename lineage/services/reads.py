@@ -3,7 +3,7 @@ settings: the statement timeout, and a WalkTimeout that says which setting to ra
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import Any
@@ -20,12 +20,30 @@ from lineage.settings import Settings
 
 
 def node_from_row(row: asyncpg.Record) -> dict[str, Any]:
-    node = dict(row)
-    for key, value in node.items():
+    """A row as JSON-ready values: timestamps as text, composite values as lists."""
+    return _node(row, _conversions([row]))
+
+
+def _conversions(rows: list[asyncpg.Record]) -> list[tuple[str, Callable[[Any], Any]]]:
+    """The columns of `rows` to convert, each with its conversion: a column has one type, so
+    its first value that is not null decides."""
+    conversions: list[tuple[str, Callable[[Any], Any]]] = []
+    for index, key in enumerate(rows[0].keys() if rows else ()):
+        value = next((row[index] for row in rows if row[index] is not None), None)
         if isinstance(value, datetime):
-            node[key] = format_timestamp(value)
+            conversions.append((key, format_timestamp))
         elif isinstance(value, tuple):
-            node[key] = list(value)
+            conversions.append((key, list))
+    return conversions
+
+
+def _node(
+    row: asyncpg.Record, conversions: list[tuple[str, Callable[[Any], Any]]]
+) -> dict[str, Any]:
+    node = dict(row)
+    for key, convert in conversions:
+        if node[key] is not None:
+            node[key] = convert(node[key])
     return node
 
 
@@ -33,13 +51,15 @@ ROWS_PER_TURN = 256
 
 
 async def nodes_from_rows(rows: list[asyncpg.Record]) -> list[dict[str, Any]]:
-    """node_from_row of each row, giving the event loop a turn every ROWS_PER_TURN rows: a
+    """node_from_row of each row, its columns' types looked at once for all of them (a list of
+    35,000 ids took 65 ms row by row), giving the event loop a turn every ROWS_PER_TURN rows: a
     walk of thousands held it for tens of milliseconds, and other tenants' requests waited."""
+    conversions = _conversions(rows)
     nodes: list[dict[str, Any]] = []
     for start in range(0, len(rows), ROWS_PER_TURN):
         if start:
             await asyncio.sleep(0)
-        nodes.extend(node_from_row(row) for row in rows[start : start + ROWS_PER_TURN])
+        nodes.extend(_node(row, conversions) for row in rows[start : start + ROWS_PER_TURN])
     return nodes
 
 
