@@ -36,11 +36,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 TENANT = "default"
-# Whether the postings name their key by its number in invalidation_keys (migration 0047).
-NUMBERED_POSTINGS = (
-    "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'invalidation_postings'::regclass "
-    "AND attname = 'key_no' AND NOT attisdropped)"
-)
 
 # --- the worker: one variant's appends, in a process importing `lineage` from its checkout -----
 
@@ -162,7 +157,7 @@ async def _copy_every_row(url: str, records: int, namespace: str, batch: int) ->
     import asyncpg
 
     from bench.dag import COLUMNS, Generator
-    from bench.database import KeyNumbers, arrays, source_postings
+    from bench.database import KeyNumbers, arrays, has_column, source_postings
     from lineage.services.root_sources import SOURCE_KEY
 
     generated = list(Generator(records, TENANT, seed=namespace, namespace=namespace).rows())
@@ -184,7 +179,7 @@ async def _copy_every_row(url: str, records: int, namespace: str, batch: int) ->
             sources, depths = arrays(roots)
             provenance_rows.append((*row, numbers.of(SOURCE_KEY + s for s in sources), depths))
         key_column = "key"
-        if await owner.fetchval(NUMBERED_POSTINGS):  # by the key's number (migration 0047)
+        if await has_column(owner, "invalidation_postings", "key_no"):  # migration 0047
             key_column = "key_no"
             postings = [(t, *numbers.of([key]), *rest) for t, key, *rest in postings]
         started = time.perf_counter()
@@ -345,6 +340,7 @@ async def _root_sources_stored(url: str) -> dict[str, int]:
     """What the database holds for root sources, in whichever layout its schema has."""
     import asyncpg
 
+    from bench.database import has_column
     from bench.features import table_bytes
 
     owner = await asyncpg.connect(url)
@@ -354,7 +350,7 @@ async def _root_sources_stored(url: str) -> dict[str, int]:
                 "root_sources rows": await owner.fetchval(SIDE_TABLE_ROWS),
                 "root_sources bytes (with indexes)": await table_bytes(owner, "root_sources"),
             }
-        numbered = await owner.fetchval(NUMBERED_POSTINGS)
+        numbered = await has_column(owner, "invalidation_postings", "key_no")
         query = NUMBERED_SOURCE_POSTINGS if numbered else SOURCE_POSTINGS
         rows, source_bytes, all_bytes = await owner.fetchrow(query)
         postings_bytes = await table_bytes(owner, "invalidation_postings")
