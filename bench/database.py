@@ -3,6 +3,7 @@ then filled by COPY as the table owner (secondary indexes dropped for the load, 
 
 import itertools
 import json
+import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -39,9 +40,8 @@ LOADED_TABLES = ("provenance", "root_sources", "invalidation_postings")
 # month, at most 1,000 ids, in id order.
 APPENDED = 100
 INVALIDATION_POSTINGS = f"""
-INSERT INTO invalidation_postings (tenant_id, {{column}}, kind, depth, created_at, context_ids)
-SELECT $1, g.key, g.kind, g.depth, min(g.created_at),
-       array_agg(g.context_id ORDER BY g.context_id)
+INSERT INTO invalidation_postings (tenant_id, {{column}}, kind, depth, created_at, {{ids}})
+SELECT $1, g.key, g.kind, g.depth, min(g.created_at), {{aggregates}}
 FROM (SELECT {{key}} AS key, r.kind, up.depth, r.created_at, r.context_id, r.append,
              date_trunc('month', r.created_at, 'UTC') AS month
       FROM (SELECT p.*, (row_number() OVER (ORDER BY p.created_at, p.context_id) - 1)
@@ -61,6 +61,19 @@ NUMBERED_KEYS = (
     "SELECT * FROM unnest(r.upstream_keys, r.upstream_depths) "
     "UNION ALL SELECT * FROM unnest(r.root_sources, r.root_depths)"
 )
+# The ids as text, or since migration 0048 those that are UUIDs as uuid (lineage_append's test).
+TEXT_IDS = {"ids": "context_ids", "aggregates": "array_agg(g.context_id ORDER BY g.context_id)"}
+UUID_PATTERN = "'^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'"
+UUID_IDS = {
+    "ids": "context_uuids, context_ids",
+    "aggregates": (
+        "array_agg(g.context_id::uuid ORDER BY g.context_id) "
+        f"FILTER (WHERE g.context_id ~ {UUID_PATTERN}), "
+        "array_agg(g.context_id ORDER BY g.context_id) "
+        f"FILTER (WHERE g.context_id !~ {UUID_PATTERN})"
+    ),
+}
+UUID_ID = re.compile(UUID_PATTERN.strip("'^$"))
 NAMED = " JOIN invalidation_keys AS named ON named.tenant_id = $1 AND named.key_no = up.entry"
 POSTED_AT_MOST = 1000  # ids a postings row holds
 
@@ -86,6 +99,13 @@ def source_postings(tenant_id: str, rows: Iterable[tuple[Row, Roots]]) -> list[R
             created_at = min(moment for _, moment in chunk)
             postings.append((tenant_id, key, kind, depth, created_at, [i for i, _ in chunk]))
     return postings
+
+
+def split_uuid_ids(ids: list[str]) -> tuple[list[str] | None, list[str] | None]:
+    """A postings row's ids as migration 0048 keeps them: those that are UUIDs, the others."""
+    uuids = [i for i in ids if UUID_ID.fullmatch(i)]
+    others = [i for i in ids if not UUID_ID.fullmatch(i)]
+    return uuids or None, others or None
 
 
 class Postings:
@@ -196,6 +216,8 @@ class Layout:
     numbered: bool
     # The postings name their key by that number too (migration 0047).
     posting_numbers: bool
+    # The postings keep ids that are UUIDs as uuid (migration 0048).
+    posting_uuids: bool = False
 
     @property
     def columns(self) -> list[str]:
@@ -223,23 +245,27 @@ async def layout_of(connection: asyncpg.Connection) -> Layout:
         rooted=await has_column(connection, "provenance", "root_sources"),
         numbered=await connection.fetchval("SELECT to_regclass('invalidation_keys') IS NOT NULL"),
         posting_numbers=await has_column(connection, "invalidation_postings", "key_no"),
+        posting_uuids=await has_column(connection, "invalidation_postings", "context_uuids"),
     )
 
 
 def postings_sql(layout: Layout) -> str:
     """The postings INSERT: by invalidation key, and by root source where the schema keeps
     the sources on the records (migration 0036), the keys named by number since 0038 and
-    listed by number since 0047."""
+    listed by number since 0047, UUIDs as uuid since 0048."""
+    ids = UUID_IDS if layout.posting_uuids else TEXT_IDS
     if layout.posting_numbers:
         return INVALIDATION_POSTINGS.format(
-            column="key_no", key="up.entry", entries=NUMBERED_KEYS, named=""
+            column="key_no", key="up.entry", entries=NUMBERED_KEYS, named="", **ids
         )
     if layout.numbered:
         return INVALIDATION_POSTINGS.format(
-            column="key", key="named.key", entries=NUMBERED_KEYS, named=NAMED
+            column="key", key="named.key", entries=NUMBERED_KEYS, named=NAMED, **ids
         )
     entries = f"{UPSTREAM_KEYS} UNION ALL {SOURCE_KEYS}" if layout.rooted else UPSTREAM_KEYS
-    return INVALIDATION_POSTINGS.format(column="key", key="up.entry", entries=entries, named="")
+    return INVALIDATION_POSTINGS.format(
+        column="key", key="up.entry", entries=entries, named="", **ids
+    )
 
 
 async def copy_batch(

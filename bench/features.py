@@ -203,11 +203,14 @@ async def _auth(report: Report, plan: "Plan", url: str, tenant: str) -> None:
 # Root sources as stored (migration 0036): the postings under 'source:' and the source_uri,
 # rows of up to 1,000 ids, and each record's own arrays, which a child's append carries down.
 DOCUMENT_POSTINGS = """
-SELECT count(*) AS rows, coalesce(sum(cardinality(context_ids)), 0) AS ids,
-       coalesce(sum(cardinality(context_ids)) FILTER (WHERE kind = 'answer'), 0) AS answers
-FROM invalidation_postings
-WHERE tenant_id = $1
-  AND key_no = (SELECT key_no FROM invalidation_keys WHERE tenant_id = $1 AND key = 'source:' || $2)
+SELECT count(*) AS rows, coalesce(sum(ids), 0) AS ids,
+       coalesce(sum(ids) FILTER (WHERE kind = 'answer'), 0) AS answers
+FROM (SELECT kind,
+             coalesce(cardinality(context_uuids), 0) + coalesce(cardinality(context_ids), 0) AS ids
+      FROM invalidation_postings
+      WHERE tenant_id = $1
+        AND key_no = (SELECT key_no FROM invalidation_keys
+                      WHERE tenant_id = $1 AND key = 'source:' || $2)) AS rows
 """
 POSTINGS_BYTES = """
 SELECT coalesce(sum(pg_column_size(ip.*)) FILTER (WHERE k.key LIKE 'source:%'), 0) AS sources,

@@ -157,7 +157,7 @@ async def _copy_every_row(url: str, records: int, namespace: str, batch: int) ->
     import asyncpg
 
     from bench.dag import COLUMNS, Generator
-    from bench.database import KeyNumbers, arrays, has_column, source_postings
+    from bench.database import KeyNumbers, arrays, has_column, source_postings, split_uuid_ids
     from lineage.services.root_sources import SOURCE_KEY
 
     generated = list(Generator(records, TENANT, seed=namespace, namespace=namespace).rows())
@@ -182,6 +182,10 @@ async def _copy_every_row(url: str, records: int, namespace: str, batch: int) ->
         if await has_column(owner, "invalidation_postings", "key_no"):  # migration 0047
             key_column = "key_no"
             postings = [(t, *numbers.of([key]), *rest) for t, key, *rest in postings]
+        id_columns: tuple[str, ...] = ("context_ids",)
+        if await has_column(owner, "invalidation_postings", "context_uuids"):  # migration 0048
+            id_columns = ("context_uuids", "context_ids")
+            postings = [(*rest, *split_uuid_ids(ids)) for *rest, ids in postings]
         started = time.perf_counter()
         async with owner.transaction():
             await owner.copy_records_to_table(
@@ -203,7 +207,7 @@ async def _copy_every_row(url: str, records: int, namespace: str, batch: int) ->
             await owner.copy_records_to_table(
                 "invalidation_postings",
                 records=postings,
-                columns=("tenant_id", key_column, "kind", "depth", "created_at", "context_ids"),
+                columns=("tenant_id", key_column, "kind", "depth", "created_at", *id_columns),
             )
         wall = time.perf_counter() - started
     finally:

@@ -314,7 +314,8 @@ ORDER BY 1, 2
 """
 POSTED_ROOTS = """
 SELECT posting.context_id, k.key, ip.depth
-FROM invalidation_postings AS ip CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
+FROM invalidation_postings AS ip
+CROSS JOIN LATERAL unnest(ip.context_uuids::text[] || ip.context_ids) AS posting (context_id)
 JOIN invalidation_keys AS k ON k.tenant_id = ip.tenant_id AND k.key_no = ip.key_no
 WHERE k.key LIKE 'source:%'
 ORDER BY 1, 2

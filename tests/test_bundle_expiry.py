@@ -117,7 +117,8 @@ async def root_sources_of(owner: asyncpg.Connection, tenant_id: str) -> list[tup
     posted = await owner.fetch(
         "SELECT posting.context_id, substr(k.key, length('source:') + 1), ip.depth "
         "FROM invalidation_postings AS ip "
-        "CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id) "
+        "CROSS JOIN LATERAL unnest(ip.context_uuids::text[] || ip.context_ids) "
+        "AS posting (context_id) "
         "JOIN invalidation_keys AS k ON k.tenant_id = ip.tenant_id AND k.key_no = ip.key_no "
         "WHERE ip.tenant_id = $1 AND k.key LIKE 'source:%' ORDER BY 1, 2",
         tenant_id,

@@ -8,6 +8,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from lineage.core.record import NewContext
 from lineage.db.migrate import downgrade, migrate
 from lineage.db.schema_dump import REGENERATE, SCHEMA_FILE, dump
 from lineage.services.demo import load_incident
@@ -87,5 +88,48 @@ async def test_the_edges_rewritten_with_kinds_match_what_appends_write(
     assert {row["kind"] for row in appended} >= {"chunk", "answer"}
     downgrade(database_url, "0025")
     assert "kind" not in dict((await owner.fetch(query))[0])
+    migrate(database_url)
+    assert [dict(row) for row in await owner.fetch(query)] == appended
+
+
+async def test_the_postings_split_by_0048_match_what_appends_write(
+    database_url: str, store: PostgresStore, owner: asyncpg.Connection
+) -> None:
+    """Migration 0048 moves each postings id that is a UUID to context_uuids: the rows appends
+    write; and its downgrade lists every id as text again."""
+    doc = NewContext(
+        context_id="3f2504e0-4f89-11d3-9a0c-0305e82c3301", kind="document",
+        source_uri="s3://m.md", content_hash="sha256:" + "0" * 64,
+    )  # fmt: skip
+    chunk_ids = [
+        "c1",
+        "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+        "6BA7B811-9DAD-11D1-80B4-00C04FD430C8",
+    ]
+    await store.append(
+        [doc]
+        + [
+            NewContext(
+                context_id=c,
+                parent_ids=[doc.context_id],
+                kind="chunk",
+                transform="chunker",
+                transform_version="chunker@1",
+                content_hash=f"sha256:{n:064x}",
+            )
+            for n, c in enumerate(chunk_ids)
+        ]
+    )
+    query = (
+        "SELECT key_no, kind, depth, context_uuids::text[] AS uuids, context_ids "
+        "FROM invalidation_postings ORDER BY key_no, kind, depth"
+    )
+    appended = [dict(row) for row in await owner.fetch(query)]
+    assert {"3f2504e0-4f89-11d3-9a0c-0305e82c3301"} in [set(r["uuids"] or []) for r in appended]
+    downgrade(database_url, "0047")
+    texts = await owner.fetch("SELECT context_ids FROM invalidation_postings")
+    assert sorted(i for row in texts for i in row["context_ids"]) == sorted(
+        i for row in appended for i in (row["uuids"] or []) + (row["context_ids"] or [])
+    )
     migrate(database_url)
     assert [dict(row) for row in await owner.fetch(query)] == appended

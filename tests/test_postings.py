@@ -3,6 +3,7 @@ invalidation by postings answers exactly what the walk down the edges answers (r
 depths, order, truncated), on a random DAG of chunker versions and index snapshots."""
 
 import random
+import uuid
 from typing import Any
 
 import asyncpg
@@ -68,7 +69,8 @@ def test_keys_that_hold_commas_quotes_and_braces_are_quoted_for_postgresql() -> 
 
 def random_dag(seed: int, size: int) -> list[Derivation]:
     """Documents, then records of random parents among earlier ones, with a few chunker versions
-    and index snapshots spread over them."""
+    and index snapshots spread over them; a record's id is plain text, a UUID (which the
+    postings keep as uuid, migration 0048) or a UUID in capitals (kept as text)."""
     rng = random.Random(seed)
     items = [
         Derivation([], f"doc {i}", "document", source_uri=f"s3://d{i}.md", context_id=f"d{i}")
@@ -76,6 +78,8 @@ def random_dag(seed: int, size: int) -> list[Derivation]:
     ]
     ids = [item.context_id for item in items]
     for number in range(size):
+        form = str(uuid.UUID(int=rng.getrandbits(128)))
+        context_id = rng.choice((f"r{number}", form, form.upper()))
         parents = rng.sample(ids, k=min(len(ids), rng.choice((1, 1, 2, 3))))
         kind = rng.choice(("chunk", "summary", "answer", "claim"))
         version = rng.choice((None, None, "1", "2"))
@@ -86,10 +90,10 @@ def random_dag(seed: int, size: int) -> list[Derivation]:
             transform="chunker" if version else None,
             version=version,
             index_snapshot=rng.choice((None, None, None, "idx_a", "idx_b")),
-            context_id=f"r{number}",
+            context_id=context_id,
         )
         items.append(item)
-        ids.append(f"r{number}")
+        ids.append(context_id)
     return items
 
 

@@ -40,12 +40,20 @@ ORDER BY b.depth, r.context_id
 """
 SOURCES = ("s3://a.md", "s3://b.md", "s3://c.md")
 Node = tuple[list[int], int | None, str]  # parents (earlier nodes), source index, kind
+# A node's id: plain text, a UUID (the postings keep it as uuid, migration 0048), or a UUID in
+# capitals (kept as text).
+ID_FORMS = (
+    lambda index: f"n{index}",
+    lambda index: str(uuid.UUID(int=index + 1)),
+    lambda index: str(uuid.UUID(int=index + 1)).upper(),
+)
 
 
 @st.composite
-def dags(draw: st.DrawFn) -> tuple[list[Node], list[int]]:
+def dags(draw: st.DrawFn) -> tuple[list[Node], list[int], list[int]]:
     """Nodes whose parents come earlier; roots take one of few sources (revisions); a derived
-    node sometimes carries a source too, which sends that source to the walk."""
+    node sometimes carries a source too, which sends that source to the walk. With the form of
+    each node's id (ID_FORMS)."""
     nodes: list[Node] = []
     for index in range(draw(st.integers(1, 18))):
         parents = (
@@ -58,18 +66,23 @@ def dags(draw: st.DrawFn) -> tuple[list[Node], list[int]]:
             source, kind = draw(st.integers(0, 2)), "document"
         nodes.append((parents, source, kind))
     cuts = sorted(draw(st.lists(st.integers(1, len(nodes)), max_size=3, unique=True)))
-    return nodes, cuts
+    forms = draw(
+        st.lists(st.integers(0, len(ID_FORMS) - 1), min_size=len(nodes), max_size=len(nodes))
+    )
+    return nodes, cuts, forms
 
 
 async def append_dag(
-    database: Database, owner: asyncpg.Connection, nodes: list[Node], cuts: list[int]
-) -> str:
+    database: Database, owner: asyncpg.Connection, nodes: list[Node], cuts: list[int],
+    forms: list[int],
+) -> str:  # fmt: skip
     tenant = f"t{uuid.uuid4().hex[:12]}"
     await db.fetch(owner, "tenant_create", tenant_id=tenant)
+    ids = [ID_FORMS[form](index) for index, form in enumerate(forms)]
     records = [
         NewContext(
-            context_id=f"n{index}",
-            parent_ids=[f"n{p}" for p in parents],
+            context_id=ids[index],
+            parent_ids=[ids[p] for p in parents],
             kind=kind,
             source_uri=None if source is None else SOURCES[source],
             content_hash="sha256:" + f"{index:064x}",
@@ -124,7 +137,7 @@ async def check_against_the_walk(
 async def test_blast_radius_by_source_matches_the_walk(
     database: Database,
     owner: asyncpg.Connection,
-    dag: tuple[list[Node], list[int]],
+    dag: tuple[list[Node], list[int], list[int]],
     max_depth: int,
     kind: str,
 ) -> None:
@@ -144,7 +157,8 @@ ORDER BY 1, 2, 3
 POSTED_ROOTS = """
 SELECT ip.tenant_id, posting.context_id, substr(k.key, length('source:') + 1) AS source_uri,
        ip.depth, ip.kind
-FROM invalidation_postings AS ip CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
+FROM invalidation_postings AS ip
+CROSS JOIN LATERAL unnest(ip.context_uuids::text[] || ip.context_ids) AS posting (context_id)
 JOIN invalidation_keys AS k ON k.tenant_id = ip.tenant_id AND k.key_no = ip.key_no
 WHERE k.key LIKE 'source:%'
 ORDER BY 1, 2, 3
@@ -248,3 +262,46 @@ async def test_a_key_with_more_than_a_thousand_new_records_is_posted_in_rows_of_
     posted = [list(row["context_ids"]) for row in rows]
     assert [len(ids) for ids in posted] == [1000, 1000, 500]
     assert [i for ids in posted for i in ids] == sorted(c.context_id for c in chunks)
+
+
+async def test_ids_that_are_uuids_are_posted_as_uuids_and_read_back_as_given(
+    store: PostgresStore, owner: asyncpg.Connection
+) -> None:
+    """Migration 0048: of one append's 2,500 chunks with UUID ids and 1,200 with other ids, the
+    UUIDs are posted as uuid, the others as text, each form in rows of at most 1,000 in id
+    order, every id in exactly one; and the blast radius lists every id as it was given."""
+    doc = NewContext(
+        context_id=str(uuid.uuid4()), kind="document", source_uri="s3://mixed.md",
+        content_hash="sha256:" + "0" * 64,
+    )  # fmt: skip
+    uuids = sorted(str(uuid.uuid4()) for _ in range(2500))
+    # Not posted as uuid: a UUID in capitals or without hyphens would print back otherwise.
+    others = sorted([f"chunk_{n}" for n in range(1198)] + [uuids[0].upper(), uuid.uuid4().hex])
+    chunks = [
+        NewContext(
+            context_id=context_id,
+            parent_ids=[doc.context_id],
+            kind="chunk",
+            content_hash=f"sha256:{n:064x}",
+        )
+        for n, context_id in enumerate(uuids + others)
+    ]
+    await store.append([doc, *chunks])
+    rows = await owner.fetch(
+        "SELECT context_uuids::text[] AS uuids, context_ids FROM invalidation_postings "
+        "WHERE key_no = (SELECT key_no FROM invalidation_keys WHERE key = 'source:s3://mixed.md') "
+        "AND kind = 'chunk' AND depth = 1 ORDER BY context_uuids[1]"
+    )
+    assert [(len(r["uuids"] or []), len(r["context_ids"] or [])) for r in rows] == [
+        (1000, 1000), (1000, 200), (500, 0),
+    ]  # fmt: skip
+    assert [i for r in rows for i in r["uuids"] or []] == uuids
+    in_id_order = await owner.fetchval(
+        "SELECT array_agg(i ORDER BY i) FROM unnest($1::text[]) AS i", others
+    )
+    assert [i for r in rows for i in r["context_ids"] or []] == in_id_order
+    listed = await reads.run(
+        store.database, Settings(), "blast_radius_ids_by_source",
+        tenant_id="default", source_uri="s3://mixed.md", kind="chunk", max_depth=20,
+    )  # fmt: skip
+    assert sorted(row["context_id"] for row in listed) == sorted(uuids + others)

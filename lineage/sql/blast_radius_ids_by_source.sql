@@ -70,7 +70,7 @@ radius AS (
                            OR (:'kind' = 'any' AND deeper.kind NOT IN ('verdict', 'tombstone')))
                       AND deeper.depth > :max_depth) AS truncated
      FROM invalidation_postings AS ip
-     CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
+     CROSS JOIN LATERAL unnest(ip.context_uuids::text[] || ip.context_ids) AS posting (context_id)
      WHERE (SELECT yes FROM roots_only)
        AND ip.tenant_id = :'tenant_id' AND ip.key_no = (SELECT key_no FROM posting_key)
        AND (ip.kind = :'kind' OR :'kind' = 'all'

@@ -18,7 +18,7 @@ posting_key AS MATERIALIZED (
 posted AS MATERIALIZED (
     SELECT posting.context_id, ip.kind, ip.depth
     FROM invalidation_postings AS ip
-    CROSS JOIN LATERAL unnest(ip.context_ids) AS posting (context_id)
+    CROSS JOIN LATERAL unnest(ip.context_uuids::text[] || ip.context_ids) AS posting (context_id)
     WHERE ip.key_no = (SELECT key_no FROM posting_key)
   -- include: posting_probe
       AND (SELECT yes FROM complete)

@@ -131,18 +131,29 @@ BEGIN
 
     -- The new records' postings, by invalidation key and by root source ('source:' and its
     -- source_uri), each key by its number, a row per key, kind, depth and month of at most
-    -- 1,000 ids in id order: a month's rows lie in its records' partition, so retention drops
-    -- them alike. Each group is aggregated once and sliced, with no numbering of its rows.
+    -- 1,000 ids of each form in id order: a month's rows lie in its records' partition, so
+    -- retention drops them alike. An id that is a UUID as uuid prints it (lowercase,
+    -- hyphenated) is kept in 16 bytes (context_uuids), any other as text; an empty list is null.
+    -- Each group is aggregated once and sliced, with no numbering of its rows.
     INSERT INTO public.invalidation_postings (tenant_id, key_no, kind, depth, created_at,
-                                              context_ids)
+                                              context_uuids, context_ids)
     SELECT p_tenant, (numbers ->> g.key)::integer, g.kind, g.depth, g.created_at,
-           g.context_ids[s.first:s.first + 999]
+           nullif(g.context_uuids[s.first:s.first + 999], '{}'),
+           nullif(g.context_ids[s.first:s.first + 999], '{}')
     FROM (SELECT up.key, r.kind, up.depth, min(r.created_at) AS created_at,
-                 array_agg(r.context_id ORDER BY r.context_id) AS context_ids
-          FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
-                      p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists)
-               AS r (context_id, kind, created_at, upstream_keys, upstream_depths,
-                     root_sources, root_depths)
+                 array_agg(r.context_id::uuid ORDER BY r.context_id) FILTER (WHERE r.is_uuid)
+                     AS context_uuids,
+                 array_agg(r.context_id ORDER BY r.context_id) FILTER (WHERE NOT r.is_uuid)
+                     AS context_ids
+          FROM (SELECT r.*,
+                       r.context_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                           AS is_uuid
+                FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
+                            p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists)
+                     AS r (context_id, kind, created_at, upstream_keys, upstream_depths,
+                           root_sources, root_depths)
+                WHERE all_new OR r.context_id = ANY (new_ids)
+                OFFSET 0) AS r  -- each id's form found once, not once per key
                CROSS JOIN LATERAL (
                    SELECT * FROM unnest(r.upstream_keys::text[], r.upstream_depths::integer[])
                  UNION ALL
@@ -150,9 +161,10 @@ BEGIN
                    FROM unnest(r.root_sources::text[], r.root_depths::integer[])
                         AS root (uri, depth)
                ) AS up (key, depth)
-          WHERE all_new OR r.context_id = ANY (new_ids)
           GROUP BY up.key, r.kind, up.depth, date_trunc('month', r.created_at, 'UTC')) AS g
-         CROSS JOIN LATERAL generate_series(1, cardinality(g.context_ids), 1000) AS s (first);
+         CROSS JOIN LATERAL generate_series(
+             1, greatest(cardinality(g.context_uuids), cardinality(g.context_ids)), 1000)
+             AS s (first);
 
     INSERT INTO public.transform_versions (tenant_id, transform, transform_version, version_key,
                                            first_seen)
