@@ -3,13 +3,15 @@ mapping the numbers back to ids costs a read, on a database `python -m bench` lo
 
     python -m bench.postings_numbers --url postgresql://postgres@127.0.0.1:5432/lineage_bench_10000000
 
-The number is the record's stream position (`events`, unique in its tenant, given by the
-append), so the candidate needs no new column or index: a read maps positions back to ids
-through the events' primary key. For the keys timed (the source with the most answers, the
-transform version and the index snapshot with the most answers) the candidate's rows are built
-beside the postings, each row's ids replaced by their positions, with the postings' b-tree;
-the bytes are reckoned over every postings row. Each read runs as the superuser with JIT off,
-the sides interleaved, the second of two passes timed, and both sides must list the same rows.
+The number is the record's place in the tenant's stream (created_at, then id), numbered in a
+scratch table keyed by it, as `events` keys each appended record's stream position: a read maps
+the numbers back to ids by a probe of that key. (A loaded database has no events for the records
+the load wrote, so the bench numbers them itself.) For the keys timed (the source with the most
+answers, the transform version and the index snapshot with the most answers) the candidate's
+rows are built beside the postings, each row's ids replaced by their positions, with the
+postings' b-tree; the bytes are reckoned over every postings row. Each read runs as the
+superuser with JIT off, the sides in turn, a warm-up pass and then the median of `--passes`,
+and both sides must list the same rows.
 """
 
 import argparse
@@ -44,10 +46,10 @@ WHERE ip.tenant_id = $1 AND ip.kind = 'answer'
 GROUP BY 1, 2, 3
 ORDER BY 1, 4 DESC
 """
-# Each id's position, found once by a hash of the tenant's events (they have no index by id).
-POSITIONS = """
+NUMBERS = """
 CREATE TEMP TABLE bench_positions AS
-SELECT e.context_id, e.position FROM events AS e WHERE e.tenant_id = $1
+SELECT p.context_id, row_number() OVER (ORDER BY p.created_at, p.context_id) AS position
+FROM provenance AS p WHERE p.tenant_id = $1
 """
 BUILD = f"""
 CREATE TABLE bench_postings_numbers AS
@@ -69,23 +71,23 @@ IDS = {
         SELECT e.context_id, ip.kind, ip.depth
         FROM bench_postings_numbers AS ip
         CROSS JOIN LATERAL unnest(ip.positions) AS n (position)
-        CROSS JOIN LATERAL (SELECT e.context_id FROM events AS e
-                            WHERE e.tenant_id = $1 AND e.position = n.position OFFSET 0) AS e
+        CROSS JOIN LATERAL (SELECT e.context_id FROM bench_positions AS e
+                            WHERE e.position = n.position OFFSET 0) AS e
         WHERE ip.tenant_id = $1 AND ip.key_no = $2 AND ip.kind = 'answer' AND ip.depth <= 20
         ORDER BY ip.depth, e.context_id""",
     "numbers, mapped, in stream order": """
         SELECT e.context_id, ip.kind, ip.depth
         FROM bench_postings_numbers AS ip
         CROSS JOIN LATERAL unnest(ip.positions) AS n (position)
-        CROSS JOIN LATERAL (SELECT e.context_id FROM events AS e
-                            WHERE e.tenant_id = $1 AND e.position = n.position OFFSET 0) AS e
+        CROSS JOIN LATERAL (SELECT e.context_id FROM bench_positions AS e
+                            WHERE e.position = n.position OFFSET 0) AS e
         WHERE ip.tenant_id = $1 AND ip.key_no = $2 AND ip.kind = 'answer' AND ip.depth <= 20
         ORDER BY ip.depth, n.position""",
     "numbers, joined as the planner likes, in id order": """
         SELECT e.context_id, ip.kind, ip.depth
         FROM bench_postings_numbers AS ip
         CROSS JOIN LATERAL unnest(ip.positions) AS n (position)
-        JOIN events AS e ON e.tenant_id = $1 AND e.position = n.position
+        JOIN bench_positions AS e ON e.position = n.position
         WHERE ip.tenant_id = $1 AND ip.key_no = $2 AND ip.kind = 'answer' AND ip.depth <= 20
         ORDER BY ip.depth, e.context_id""",
 }
@@ -125,7 +127,8 @@ async def main(url: str, passes: int) -> None:
     keys = await connection.fetch(KEYS, TENANT)
     await connection.execute("DROP TABLE IF EXISTS bench_postings_numbers")
     began = time.perf_counter()
-    await connection.execute(POSITIONS, TENANT)
+    await connection.execute(NUMBERS, TENANT)
+    await connection.execute("ALTER TABLE bench_positions ADD PRIMARY KEY (position)")
     await connection.execute("CREATE INDEX ON bench_positions (context_id)")
     await connection.execute("ANALYZE bench_positions")
     await connection.execute(BUILD, TENANT, [row["key_no"] for row in keys])
