@@ -60,36 +60,31 @@ SELECT ip.tenant_id, ip.key_no, ip.kind, ip.depth, ip.created_at,
 FROM invalidation_postings AS ip WHERE ip.tenant_id = $1 AND ip.key_no = ANY ($2::int[])
 """
 INDEX = "CREATE INDEX ON bench_postings_numbers (tenant_id, key_no, kind, depth)"
+# The answers under a key: the ids as stored, or the numbers mapped back to ids ({mapped}).
+ANSWERS = """
+        SELECT {id}, ip.kind, ip.depth
+        FROM {table} AS ip
+        CROSS JOIN LATERAL unnest({ids}) AS n (value)
+        {mapped}
+        WHERE ip.tenant_id = $1 AND ip.key_no = $2 AND ip.kind = 'answer' AND ip.depth <= 20
+        ORDER BY ip.depth, {order}"""
+PROBED = """CROSS JOIN LATERAL (SELECT e.context_id FROM bench_positions AS e
+                            WHERE e.position = n.value OFFSET 0) AS e"""
+JOINED = "JOIN bench_positions AS e ON e.position = n.value"
+NUMBERS_READ = {"id": "e.context_id", "table": "bench_postings_numbers", "ids": "ip.positions"}
 IDS = {
-    "ids (as stored)": f"""
-        SELECT posting.context_id, ip.kind, ip.depth
-        FROM invalidation_postings AS ip
-        CROSS JOIN LATERAL unnest({IDS_OF}) AS posting (context_id)
-        WHERE ip.tenant_id = $1 AND ip.key_no = $2 AND ip.kind = 'answer' AND ip.depth <= 20
-        ORDER BY ip.depth, posting.context_id""",
-    "numbers, mapped, in id order": """
-        SELECT e.context_id, ip.kind, ip.depth
-        FROM bench_postings_numbers AS ip
-        CROSS JOIN LATERAL unnest(ip.positions) AS n (position)
-        CROSS JOIN LATERAL (SELECT e.context_id FROM bench_positions AS e
-                            WHERE e.position = n.position OFFSET 0) AS e
-        WHERE ip.tenant_id = $1 AND ip.key_no = $2 AND ip.kind = 'answer' AND ip.depth <= 20
-        ORDER BY ip.depth, e.context_id""",
-    "numbers, mapped, in stream order": """
-        SELECT e.context_id, ip.kind, ip.depth
-        FROM bench_postings_numbers AS ip
-        CROSS JOIN LATERAL unnest(ip.positions) AS n (position)
-        CROSS JOIN LATERAL (SELECT e.context_id FROM bench_positions AS e
-                            WHERE e.position = n.position OFFSET 0) AS e
-        WHERE ip.tenant_id = $1 AND ip.key_no = $2 AND ip.kind = 'answer' AND ip.depth <= 20
-        ORDER BY ip.depth, n.position""",
-    "numbers, joined as the planner likes, in id order": """
-        SELECT e.context_id, ip.kind, ip.depth
-        FROM bench_postings_numbers AS ip
-        CROSS JOIN LATERAL unnest(ip.positions) AS n (position)
-        JOIN bench_positions AS e ON e.position = n.position
-        WHERE ip.tenant_id = $1 AND ip.key_no = $2 AND ip.kind = 'answer' AND ip.depth <= 20
-        ORDER BY ip.depth, e.context_id""",
+    "ids (as stored)": ANSWERS.format(
+        id="n.value", table="invalidation_postings", ids=IDS_OF, mapped="", order="n.value"
+    ),
+    "numbers, mapped, in id order": ANSWERS.format(
+        **NUMBERS_READ, mapped=PROBED, order="e.context_id"
+    ),
+    "numbers, mapped, in stream order": ANSWERS.format(
+        **NUMBERS_READ, mapped=PROBED, order="n.value"
+    ),
+    "numbers, joined as the planner likes, in id order": ANSWERS.format(
+        **NUMBERS_READ, mapped=JOINED, order="e.context_id"
+    ),
 }
 
 
