@@ -103,8 +103,10 @@ def source_postings(tenant_id: str, rows: Iterable[tuple[Row, Roots]]) -> list[R
 
 def split_uuid_ids(ids: list[str]) -> tuple[list[str] | None, list[str] | None]:
     """A postings row's ids as migration 0048 keeps them: those that are UUIDs, the others."""
-    uuids = [i for i in ids if UUID_ID.fullmatch(i)]
-    others = [i for i in ids if not UUID_ID.fullmatch(i)]
+    uuids: list[str] = []
+    others: list[str] = []
+    for each in ids:
+        (uuids if UUID_ID.fullmatch(each) else others).append(each)
     return uuids or None, others or None
 
 
@@ -217,7 +219,7 @@ class Layout:
     # The postings name their key by that number too (migration 0047).
     posting_numbers: bool
     # The postings keep ids that are UUIDs as uuid (migration 0048).
-    posting_uuids: bool = False
+    posting_uuids: bool
 
     @property
     def columns(self) -> list[str]:
