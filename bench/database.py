@@ -76,6 +76,7 @@ UUID_IDS = {
 UUID_ID = re.compile(UUID_PATTERN.strip("'^$"))
 NAMED = " JOIN invalidation_keys AS named ON named.tenant_id = $1 AND named.key_no = up.entry"
 POSTED_AT_MOST = 1000  # ids a postings row holds
+MERGED_KEYS = 5_000  # keys a call of lineage_postings_merge_keys merges, one transaction each
 
 
 def source_postings(tenant_id: str, rows: Iterable[tuple[Row, Roots]]) -> list[Row]:
@@ -220,6 +221,8 @@ class Layout:
     posting_numbers: bool
     # The postings keep ids that are UUIDs as uuid (migration 0048).
     posting_uuids: bool
+    # The service's background round merges a key's small postings rows (migration 0049).
+    postings_merged: bool
 
     @property
     def columns(self) -> list[str]:
@@ -248,6 +251,9 @@ async def layout_of(connection: asyncpg.Connection) -> Layout:
         numbered=await connection.fetchval("SELECT to_regclass('invalidation_keys') IS NOT NULL"),
         posting_numbers=await has_column(connection, "invalidation_postings", "key_no"),
         posting_uuids=await has_column(connection, "invalidation_postings", "context_uuids"),
+        postings_merged=await connection.fetchval(
+            "SELECT to_regproc('lineage_postings_merge_keys') IS NOT NULL"
+        ),
     )
 
 
@@ -378,6 +384,10 @@ async def copy_dag(
             # would have it (every walk's index missing from the loaded months).
             await connection.execute(index["indexdef"].replace(" ON ONLY ", " ON ", 1))
         timings["index_build_s"] = time.perf_counter() - started
+        if layout.postings_merged:
+            started = time.perf_counter()
+            await merge_postings(connection, tenant_id, progress)
+            timings["postings_merge_s"] = time.perf_counter() - started
 
         await connection.execute(
             "INSERT INTO transform_versions "
@@ -402,6 +412,30 @@ async def copy_dag(
     finally:
         await connection.close()
     return timings
+
+
+async def merge_postings(
+    connection: asyncpg.Connection, tenant_id: str, progress: Progress = unwatched
+) -> None:
+    """The postings as the service keeps them once its background round has merged each key's
+    small rows (lineage.services.postings_merge): every key of the tenant through the same
+    function, MERGED_KEYS a call; then the table rewritten without the rows merged away, as
+    the load leaves every other table (a live table reuses their space for the next appends)."""
+    keys = [
+        row["key_no"]
+        for row in await connection.fetch(
+            "SELECT key_no FROM invalidation_keys WHERE tenant_id = $1 ORDER BY key_no", tenant_id
+        )
+    ]
+    for first in range(0, len(keys), MERGED_KEYS):
+        progress("merge the postings as the background round does", first, len(keys))
+        await connection.fetch(
+            "SELECT * FROM lineage_postings_merge_keys($1, $2)",
+            tenant_id,
+            keys[first : first + MERGED_KEYS],
+        )
+    progress("merge the postings as the background round does", len(keys), len(keys))
+    await connection.execute("VACUUM FULL invalidation_postings")
 
 
 async def has_column(connection: asyncpg.Connection, table: str, column: str) -> bool:

@@ -33,6 +33,7 @@ from bench.dag import COLUMNS
 from lineage.core.record import NewContext
 from lineage.db.database import Database
 from lineage.db.migrate import migrate
+from lineage.services import postings_merge
 from lineage.settings import Settings
 from lineage.store.postgres import PostgresStore
 from lineage.verifiable_log import storage
@@ -120,7 +121,19 @@ def measured(
     return {"records": records, "wal_bytes": after_wal - before_wal, "before_stored": before_stored}
 
 
-async def append_lineage(url: str, source_url: str, batch: int) -> dict[str, Any]:
+async def merge_round(database: Database, url: str) -> None:
+    """What the service's background round does to the postings (lineage.services.
+    postings_merge), then the VACUUM autovacuum would run on the rows it deleted, so that the
+    next appends reuse their space."""
+    await postings_merge.merge_pending(database)
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute("VACUUM invalidation_postings")
+    finally:
+        await connection.close()
+
+
+async def append_lineage(url: str, source_url: str, batch: int, merge_every: int) -> dict[str, Any]:
     dag = await read_classic(source_url, TUTORIAL_TABLE, TENANT)
     proposals = [
         NewContext(**{name: row[COLUMNS.index(name)] for name in PROPOSED}) for row, _ in dag.rows
@@ -140,8 +153,14 @@ async def append_lineage(url: str, source_url: str, batch: int) -> dict[str, Any
         before_wal, before_stored = await wal_position(url), await stored_bytes(url)
         before_relations = await stored_bytes(url, RELATION_BYTES)
         started = time.perf_counter()
+        merged_at = 1
         for start in range(1, len(proposals), batch):
             await store.append(proposals[start : start + batch])
+            if merge_every and start + batch - merged_at >= merge_every:
+                await merge_round(database, url)
+                merged_at = start + batch
+        if merge_every:
+            await merge_round(database, url)
         seconds = time.perf_counter() - started
         appended_wal = await wal_position(url)
         await storage.checkpoint(owner, settings, TENANT)
@@ -156,7 +175,7 @@ async def append_lineage(url: str, source_url: str, batch: int) -> dict[str, Any
     return result
 
 
-async def run(records: int, batch: int) -> dict[str, Any]:
+async def run(records: int, batch: int, merge_every: int) -> dict[str, Any]:
     server = PrivatePostgres(bin_dir=PG15_BIN)
     server.start()
     try:
@@ -171,7 +190,7 @@ async def run(records: int, batch: int) -> dict[str, Any]:
         migrate(lineage_url)
         tutorial = await copy_tutorial(tutorial_url, records)
         tutorial_grown = grown(tutorial["before_stored"], await stored_bytes(tutorial_url))
-        appended = await append_lineage(lineage_url, tutorial_url, batch)
+        appended = await append_lineage(lineage_url, tutorial_url, batch, merge_every)
         lineage_grown = grown(appended["before_stored"], await stored_bytes(lineage_url))
         lineage_relations = grown(
             appended["before_relations"], await stored_bytes(lineage_url, RELATION_BYTES)
@@ -206,6 +225,7 @@ async def run(records: int, batch: int) -> dict[str, Any]:
     return {
         "records": {"tutorial": tutorial_n, "lineage": lineage_n},
         "batch": batch,
+        "merge_every": merge_every,
         "load_average": [round(value, 2) for value in os.getloadavg()],
         **per,
         "lineage_over_tutorial": {
@@ -233,5 +253,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--batch", type=int, default=1000, help="records an append")
+    parser.add_argument(
+        "--merge-every",
+        type=int,
+        default=0,
+        help="records appended between the background round's postings merges (0: none)",
+    )
     arguments = parser.parse_args()
-    print(json.dumps(asyncio.run(run(arguments.records, arguments.batch)), indent=2))
+    print(
+        json.dumps(
+            asyncio.run(run(arguments.records, arguments.batch, arguments.merge_every)), indent=2
+        )
+    )

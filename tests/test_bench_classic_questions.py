@@ -52,7 +52,7 @@ def test_each_question_is_timed_beside_the_tutorial_on_the_same_answers() -> Non
 
 
 def test_the_write_bench_reports_bytes_and_rates_for_both_sides() -> None:
-    report = asyncio.run(write_bytes.run(RECORDS, 500))
+    report = asyncio.run(write_bytes.run(RECORDS, 500, merge_every=RECORDS // 2))
     # The tutorial's DAG ends on a whole answer; the append's first record sets up the tenant.
     assert report["records"]["lineage"] == report["records"]["tutorial"] - 1 >= RECORDS
     for side in ("tutorial_copy", "lineage_append"):

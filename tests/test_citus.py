@@ -36,10 +36,12 @@ GENERATED = 1500  # records per tenant, besides the demo in each
 WRITES = re.compile(r"\b(INSERT|UPDATE|DELETE)\b")
 # Not reads of one tenant: every tenant's queue, the server version, a key before its tenant is
 # known, tenant deletion, text capture, appends and log steps (writes, through their functions;
-# tests/test_citus_writes.py plans the append), an advisory lock (no table).
+# tests/test_citus_writes.py plans the append), an advisory lock (no table), the postings' merge
+# (every tenant's counters; a write, distributed like the append).
 NOT_A_TENANT_READ = {
     "log_pending_tenants", "server_version", "key_lookup", "tenant_delete", "trace_span_lock",
     "claim_capture_text", "bundle_import_texts", "append_records", "log_lock_head", "log_advance",
+    "postings_pending_tenants", "postings_merge",
 }  # fmt: skip
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)

@@ -24,7 +24,7 @@ from lineage.db.distribute import distribute, isolate
 from lineage.db.errors import is_outage
 from lineage.db.migrate import migrate
 from lineage.db.named_sql import QUERIES
-from lineage.services import auth
+from lineage.services import auth, postings_merge
 from lineage.services.appends import append_records
 from lineage.settings import Settings
 from tests.citus_cluster import CitusCluster, citus_cluster, tenant_port
@@ -128,6 +128,40 @@ async def test_an_append_is_one_router_call_on_its_tenants_worker(
     assert f"port={worker_port(url, tenant)}" in plan, plan
     for distributed_step in ("intermediate result", "Subplan", "pull to coordinator"):
         assert distributed_step.lower() not in plan.lower(), plan
+
+
+async def test_the_postings_merge_is_one_router_call_and_merges(citus: CitusCluster) -> None:
+    """The background round's merge of a tenant's small postings rows (migration 0049) runs on
+    the tenant's worker alone, like the append, and leaves the rows merged."""
+    url, [tenant, other] = prepared(citus, 2)
+    async with database_at(url) as database:
+        for name in (tenant, other):
+            await logged_append(database, name, documents("doc", 1))
+            for batch in range(12):
+                await logged_append(database, name, [
+                    NewContext(context_id=f"c_{batch}_{n}", kind="chunk", parent_ids=["doc_0"],
+                               content_hash=f"sha256:{batch * 100 + n + 1:064x}")
+                    for n in range(5)
+                ])  # fmt: skip
+        owner = await asyncpg.connect(url)
+        try:
+            plan = "\n".join(row[0] for row in await owner.fetch(
+                "EXPLAIN (VERBOSE) SELECT * FROM lineage_postings_merge($1, 100)", tenant
+            ))  # fmt: skip
+            assert "Task Count: 1" in plan, plan
+            assert f"port={worker_port(url, tenant)}" in plan, plan
+            done = await postings_merge.merge_pending(database)
+            assert {name: merged.records for name, merged in done.items()} == {
+                tenant: 61,
+                other: 61,
+            }
+            rows = await owner.fetch(
+                "SELECT tenant_id, count(*) AS rows FROM invalidation_postings "
+                "WHERE kind = 'chunk' GROUP BY tenant_id"
+            )
+            assert {row["tenant_id"]: row["rows"] for row in rows} == {tenant: 1, other: 1}
+        finally:
+            await owner.close()
 
 
 @pytest.fixture(scope="module")

@@ -101,6 +101,7 @@ WRITE_VALUES: dict[str, dict[str, Any]] = {
         "root_hash": bytes(32),
     },
     "log_nodes": {"levels": [0], "node_indexes": [0]},
+    "postings_merge": {"records": 100},
     "log_checkpoints": {"after": 0, "limit": 10},
     "log_save_checkpoint": {
         "tree_size": 0,

@@ -55,6 +55,7 @@ DELEGATED = {
     "lineage_append": "p_tenant",
     "lineage_log_lock": "p_tenant",
     "lineage_log_advance": "p_tenant",
+    "lineage_postings_merge": "p_tenant",
 }
 REFERENCE_TABLES = ("api_keys",)
 # The triggers migrations made that Citus cannot keep; any other trigger stops distribute.

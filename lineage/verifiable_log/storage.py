@@ -73,7 +73,7 @@ from lineage.core.errors import (
 )
 from lineage.core.record import ContextRecord
 from lineage.db.database import Database, Transaction
-from lineage.services import statistics
+from lineage.services import postings_merge, statistics
 from lineage.services.records import record_from_row
 from lineage.settings import Settings
 from lineage.verifiable_log import merkle
@@ -467,7 +467,8 @@ async def latest_checkpoint(database: Database, tenant_id: str) -> SignedCheckpo
 async def run_once(database: Database, settings: Settings) -> None:
     """One background round: the tenant tables' statistics refreshed if a tenant outgrew them
     (first, so that sequencing a grown tenant's backlog plans on them), then every tenant with
-    queued records is sequenced and checkpointed."""
+    queued records is sequenced and checkpointed, then the new records' small postings rows
+    merged (lineage.services.postings_merge)."""
     await statistics.follow_growth_safely(database)
     async with database.connection() as connection:
         tenants = [row["tenant_id"] for row in await db.fetch(connection, "log_pending_tenants")]
@@ -479,6 +480,7 @@ async def run_once(database: Database, settings: Settings) -> None:
         except (LineageError, asyncpg.PostgresError, OSError):
             # Degrade open: the records are safe in the queue; the next round retries.
             log.exception("verifiable log of tenant %s: sequencing or signing failed", tenant_id)
+    await postings_merge.merge_pending_safely(database)
 
 
 @asynccontextmanager

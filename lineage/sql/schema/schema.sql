@@ -680,6 +680,134 @@ BEGIN
 END
 $_$;
 
+CREATE FUNCTION public.lineage_postings_merge(p_tenant text, p_records integer) RETURNS TABLE(records bigint, rows_merged bigint, rows_written bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    merged_through bigint;
+    through bigint;
+    touched integer[];
+    merged record;
+BEGIN
+    IF p_records IS NULL OR p_records < 1 THEN
+        RAISE EXCEPTION 'p_records must be a positive number of records, not %', p_records
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtextextended('postings_merge/' || p_tenant, 0)) THEN
+        RETURN QUERY SELECT 0::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant, true);
+    merged_through := coalesce((SELECT c.last_value FROM public.tenant_counters AS c
+                                WHERE c.tenant_id = p_tenant AND c.counter = 'postings_merged'),
+                               0);
+    through := (SELECT least(c.last_value, merged_through + p_records)
+                FROM public.tenant_counters AS c
+                WHERE c.tenant_id = p_tenant AND c.counter = 'events');
+    IF through IS NULL OR through <= merged_through THEN
+        RETURN QUERY SELECT 0::bigint, 0::bigint, 0::bigint;
+        RETURN;
+    END IF;
+
+    -- The keys the records are posted under: their upstream keys and root sources, by number.
+    SELECT coalesce(array_agg(DISTINCT k.key_no), '{}') INTO touched
+    FROM public.events AS e
+    CROSS JOIN LATERAL (SELECT p.upstream_keys, p.root_sources FROM public.provenance AS p
+                        WHERE p.tenant_id = p_tenant AND p.context_id = e.context_id
+                        OFFSET 0) AS p
+    CROSS JOIN LATERAL unnest(coalesce(p.upstream_keys, '{}') || coalesce(p.root_sources, '{}'))
+        AS k (key_no)
+    WHERE e.tenant_id = p_tenant AND e.position > merged_through AND e.position <= through;
+    SELECT * INTO merged FROM public.lineage_postings_merge_keys(p_tenant, touched);
+
+    INSERT INTO public.tenant_counters AS c (tenant_id, counter, last_value)
+    VALUES (p_tenant, 'postings_merged', through)
+    ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = excluded.last_value;
+    RETURN QUERY SELECT through - merged_through, merged.rows_merged, merged.rows_written;
+END
+$$;
+
+CREATE FUNCTION public.lineage_postings_merge_keys(p_tenant text, p_keys integer[]) RETURNS TABLE(rows_merged bigint, rows_written bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    g record;
+    gone bigint;
+    first_at timestamptz;
+    uuids uuid[];
+    ids text[];
+    deleted bigint := 0;
+    written bigint := 0;
+    added bigint;
+BEGIN
+    -- Taken again by lineage_postings_merge's own session, which holds it already.
+    IF NOT pg_try_advisory_xact_lock(hashtextextended('postings_merge/' || p_tenant, 0)) THEN
+        RETURN QUERY SELECT NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+    PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant, true);
+    FOR g IN
+        -- A group's month as a range of created_at (UTC months, as partitions and appends
+        -- have them), so the DELETE compares plain values (Citus takes no STABLE function of a
+        -- column in a write).
+        SELECT s.key_no, s.kind, s.depth, s.month AT TIME ZONE 'UTC' AS first,
+               (s.month + interval '1 month') AT TIME ZONE 'UTC' AS past
+        FROM unnest(p_keys) AS k (key_no)
+        CROSS JOIN LATERAL (
+            SELECT ip.key_no, ip.kind, ip.depth,
+                   date_trunc('month', ip.created_at AT TIME ZONE 'UTC') AS month
+            FROM public.invalidation_postings AS ip
+            WHERE ip.tenant_id = p_tenant AND ip.key_no = k.key_no
+              AND coalesce(cardinality(ip.context_uuids), 0)
+                  + coalesce(cardinality(ip.context_ids), 0) < 100
+            OFFSET 0) AS s
+        GROUP BY s.key_no, s.kind, s.depth, s.month
+        HAVING count(*) >= 8
+    LOOP
+        WITH merged AS (
+            DELETE FROM public.invalidation_postings AS ip
+            WHERE ip.tenant_id = p_tenant AND ip.key_no = g.key_no AND ip.kind = g.kind
+              AND ip.depth = g.depth AND ip.created_at >= g.first AND ip.created_at < g.past
+              AND coalesce(cardinality(ip.context_uuids), 0)
+                  + coalesce(cardinality(ip.context_ids), 0) < 100
+            RETURNING ip.created_at, ip.context_uuids, ip.context_ids
+        )
+        SELECT (SELECT count(*) FROM merged), (SELECT min(m.created_at) FROM merged AS m),
+               (SELECT array_agg(u.id ORDER BY u.id::text)
+                FROM merged AS m CROSS JOIN LATERAL unnest(m.context_uuids) AS u (id)),
+               (SELECT array_agg(t.id ORDER BY t.id)
+                FROM merged AS m CROSS JOIN LATERAL unnest(m.context_ids) AS t (id))
+        INTO gone, first_at, uuids, ids;
+        CONTINUE WHEN gone = 0;
+        INSERT INTO public.invalidation_postings (tenant_id, key_no, kind, depth, created_at,
+                                                  context_uuids, context_ids)
+        SELECT p_tenant, g.key_no, g.kind, g.depth, first_at,
+               nullif(uuids[s.first:s.first + 999], '{}'), nullif(ids[s.first:s.first + 999], '{}')
+        FROM generate_series(1, greatest(cardinality(uuids), cardinality(ids)), 1000) AS s (first);
+        GET DIAGNOSTICS added = ROW_COUNT;
+        deleted := deleted + gone;
+        written := written + added;
+    END LOOP;
+    RETURN QUERY SELECT deleted, written;
+END
+$$;
+
+CREATE FUNCTION public.lineage_postings_pending() RETURNS SETOF text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT c.tenant_id
+    FROM public.tenant_counters AS c
+    LEFT JOIN public.tenant_counters AS m
+           ON m.tenant_id = c.tenant_id AND m.counter = 'postings_merged'
+    WHERE c.counter = 'events' AND c.last_value > coalesce(m.last_value, 0);
+END
+$$;
+
 CREATE FUNCTION public.lineage_read_begin(p_tenant_id text, p_token text, p_audit jsonb) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1297,7 +1425,7 @@ CREATE TABLE public.tenant_counters (
     tenant_id text NOT NULL,
     counter text NOT NULL,
     last_value bigint NOT NULL,
-    CONSTRAINT tenant_counters_counter_check CHECK ((counter = ANY (ARRAY['events'::text, 'audit'::text]))),
+    CONSTRAINT tenant_counters_counter_check CHECK ((counter = ANY (ARRAY['events'::text, 'audit'::text, 'postings_merged'::text]))),
     CONSTRAINT tenant_counters_last_value_check CHECK ((last_value >= 0))
 );
 
@@ -1697,6 +1825,15 @@ REVOKE ALL ON FUNCTION public.lineage_open_partitions_validate() FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.lineage_partitions(p_parent regclass) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lineage_partitions_shape(p_now timestamp with time zone) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.lineage_postings_merge(p_tenant text, p_records integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_postings_merge(p_tenant text, p_records integer) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_postings_merge_keys(p_tenant text, p_keys integer[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_postings_merge_keys(p_tenant text, p_keys integer[]) TO lineage_app;
+
+REVOKE ALL ON FUNCTION public.lineage_postings_pending() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_postings_pending() TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.lineage_read_begin(p_tenant_id text, p_token text, p_audit jsonb) FROM PUBLIC;
 
