@@ -10,10 +10,11 @@ bench.write_bytes appends them. The database is then copied (CREATE DATABASE ...
 copy's postings merged by the service's own round (lineage.services.postings_merge), then
 vacuumed as autovacuum would; the merge's seconds and WAL are those two steps'. The bytes are
 each side's after VACUUM FULL: the steady state, in which a live table's next appends reuse the
-space of the rows merged away; both sides are then analyzed, as the service's round does. The reads are the service's named queries, as the application
-role, for the source with the most records under it (blast_radius_ids_by_source) and the
-transform version with the most (invalidate_ids_by_transform_version): a warm-up, then the
-median of `--passes`, the two databases in turn, both listing the same rows.
+space of the rows merged away; both sides are then analyzed, as the service's round does. The
+reads are the service's named queries, as the application role, for the source with the most
+records under it (blast_radius_ids_by_source) and the transform version with the most
+(invalidate_ids_by_transform_version): a warm-up, then the median of `--passes`, the two
+databases in turn, both listing the same rows.
 """
 
 import argparse
