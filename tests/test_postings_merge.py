@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 
 from lineage.core.derive import Derivation, derive_many
 from lineage.db.database import Database
@@ -178,17 +179,24 @@ async def test_an_append_while_a_merge_runs_loses_nothing_and_a_second_merge_giv
     assert sorted(ids) == sorted(str(item.context_id) for item in chunks("busy", range(230)))
 
 
-async def test_the_background_round_merges(
+def merged_rows(rows: str) -> float:
+    return REGISTRY.get_sample_value("lineage_postings_rows_total", {"rows": rows}) or 0.0
+
+
+async def test_the_background_round_merges_and_counts_the_rows(
     store: PostgresStore, database: Database, owner: asyncpg.Connection
 ) -> None:
     await derive_many(store, [Derivation([], "doc", "document", source_uri="s3://bg.md",
                                          context_id="bg")])  # fmt: skip
     for first in range(0, 100, 5):
         await derive_many(store, chunks("bg", range(first, first + 5)))
+    merged, written = merged_rows("merged"), merged_rows("written")
     await storage.run_once(database, Settings(auth="none"))
     rows = [row for row in await postings(owner)
             if row["key"] == "source:s3://bg.md" and row["kind"] == "chunk"]  # fmt: skip
     assert len(rows) == 1 and len(rows[0]["uuids"]) + len(rows[0]["ids"]) == 100
+    assert merged_rows("merged") - merged == 20
+    assert merged_rows("written") - written == 1
 
 
 async def test_a_merge_asked_for_no_records_is_refused(database: Database) -> None:

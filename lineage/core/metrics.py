@@ -80,6 +80,12 @@ WORK_REFUSED = Counter(
     "(LINEAGE_MAX_HEAVY_PER_*, LINEAGE_MAX_EVENT_STREAMS_PER_*).",
     ["work", "limit"],
 )
+POSTINGS_MERGED = Counter(
+    "lineage_postings_rows",
+    "Invalidation postings rows the background round merged (rows=merged: small rows deleted; "
+    "rows=written: rows of up to 1,000 ids written in their place).",
+    ["rows"],
+)
 EVENT_STREAMS = Gauge(
     "lineage_event_streams", "Live event streams open now.", multiprocess_mode="livesum"
 )
@@ -101,6 +107,11 @@ def count_degraded(reason: str, amount: int = 1) -> None:
 
 def count_checkpoint_refused() -> None:
     CHECKPOINTS_REFUSED.inc()
+
+
+def count_postings_merged(merged: int, written: int) -> None:
+    POSTINGS_MERGED.labels("merged").inc(merged)
+    POSTINGS_MERGED.labels("written").inc(written)
 
 
 def set_log_queued(tenant_id: str, queued: int) -> None:

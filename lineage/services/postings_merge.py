@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from lineage import db
+from lineage.core import metrics
 from lineage.db.database import Database
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ async def merge_pending(database: Database) -> dict[str, Merged]:
         for row in await db.fetch(connection, "postings_pending_tenants"):
             tenant_id = row["tenant_id"]
             done[tenant_id] = merged = await merge_tenant(connection, tenant_id)
+            metrics.count_postings_merged(merged.rows_merged, merged.rows_written)
             if merged.rows_merged:
                 log.info(
                     "postings of tenant %s: %d small rows merged into %d (%d records passed)",
