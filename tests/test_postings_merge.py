@@ -45,6 +45,13 @@ def listed(rows: list[dict[str, Any]]) -> list[tuple[str, str, int, str]]:
     )
 
 
+async def document(store: PostgresStore, name: str) -> None:
+    """A document `name` whose source is s3://<name>.md."""
+    await derive_many(
+        store, [Derivation([], "doc", "document", source_uri=f"s3://{name}.md", context_id=name)]
+    )
+
+
 def chunks(document: str, numbers: range) -> list[Derivation]:
     """Chunks of one document; every other id a UUID (kept as uuid), the rest text."""
     return [
@@ -103,8 +110,7 @@ async def test_merged_postings_answer_what_the_appended_rows_answered(
 async def test_a_key_posted_in_many_appends_ends_in_rows_of_a_thousand_in_id_order(
     store: PostgresStore, database: Database, owner: asyncpg.Connection
 ) -> None:
-    await derive_many(store, [Derivation([], "doc", "document", source_uri="s3://hot.md",
-                                         context_id="hot")])  # fmt: skip
+    await document(store, "hot")
     for first in range(0, 2500, 10):
         await derive_many(store, chunks("hot", range(first, first + 10)))
     hot = [row for row in await postings(owner) if row["key"] == "source:s3://hot.md"]
@@ -131,8 +137,7 @@ async def test_a_key_posted_in_many_appends_ends_in_rows_of_a_thousand_in_id_ord
 async def test_fewer_than_eight_small_rows_wait_and_a_row_of_a_hundred_ids_stays(
     store: PostgresStore, database: Database, owner: asyncpg.Connection
 ) -> None:
-    await derive_many(store, [Derivation([], "doc", "document", source_uri="s3://few.md",
-                                         context_id="few")])  # fmt: skip
+    await document(store, "few")
 
     async def chunk_rows() -> list[int]:
         return sorted(len(row["uuids"]) + len(row["ids"]) for row in await postings(owner)
@@ -151,8 +156,7 @@ async def test_fewer_than_eight_small_rows_wait_and_a_row_of_a_hundred_ids_stays
 async def test_an_append_while_a_merge_runs_loses_nothing_and_a_second_merge_gives_way(
     store: PostgresStore, database: Database, database_url: str, owner: asyncpg.Connection
 ) -> None:
-    await derive_many(store, [Derivation([], "doc", "document", source_uri="s3://busy.md",
-                                         context_id="busy")])  # fmt: skip
+    await document(store, "busy")
     for first in range(0, 200, 10):
         await derive_many(store, chunks("busy", range(first, first + 10)))
     merging = await asyncpg.connect(database_url)
@@ -186,8 +190,7 @@ def merged_rows(rows: str) -> float:
 async def test_the_background_round_merges_and_counts_the_rows(
     store: PostgresStore, database: Database, owner: asyncpg.Connection
 ) -> None:
-    await derive_many(store, [Derivation([], "doc", "document", source_uri="s3://bg.md",
-                                         context_id="bg")])  # fmt: skip
+    await document(store, "bg")
     for first in range(0, 100, 5):
         await derive_many(store, chunks("bg", range(first, first + 5)))
     merged, written = merged_rows("merged"), merged_rows("written")
