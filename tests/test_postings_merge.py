@@ -52,6 +52,12 @@ async def document(store: PostgresStore, name: str) -> None:
     )
 
 
+async def chunk_rows(owner: asyncpg.Connection, name: str) -> list[dict[str, Any]]:
+    """The postings rows that list chunks under document `name`'s source."""
+    return [row for row in await postings(owner)
+            if row["key"] == f"source:s3://{name}.md" and row["kind"] == "chunk"]  # fmt: skip
+
+
 def chunks(document: str, numbers: range) -> list[Derivation]:
     """Chunks of one document; every other id a UUID (kept as uuid), the rest text."""
     return [
@@ -113,23 +119,21 @@ async def test_a_key_posted_in_many_appends_ends_in_rows_of_a_thousand_in_id_ord
     await document(store, "hot")
     for first in range(0, 2500, 10):
         await derive_many(store, chunks("hot", range(first, first + 10)))
-    hot = [row for row in await postings(owner) if row["key"] == "source:s3://hot.md"]
-    assert len([row for row in hot if row["kind"] == "chunk"]) == 250
+    hot = await chunk_rows(owner, "hot")
+    assert len(hot) == 250
 
     await postings_merge.merge_pending(database)
 
-    merged = [row for row in await postings(owner) if row["key"] == "source:s3://hot.md"]
-    chunk_rows = sorted((row for row in merged if row["kind"] == "chunk"),
-                        key=lambda row: row["uuids"][:1] + row["ids"][:1])  # fmt: skip
-    assert [(len(row["uuids"]), len(row["ids"])) for row in chunk_rows] == [
+    merged = sorted(await chunk_rows(owner, "hot"),
+                    key=lambda row: row["uuids"][:1] + row["ids"][:1])  # fmt: skip
+    assert [(len(row["uuids"]), len(row["ids"])) for row in merged] == [
         (1000, 1000), (250, 250)
     ]  # fmt: skip
-    for row in chunk_rows:
+    for row in merged:
         assert row["uuids"] == sorted(row["uuids"]) and row["ids"] == sorted(row["ids"])
     assert listed(merged) == listed(hot)
     # The month partition the rows lie in is the one the records' lie in.
-    first = min(row["created_at"] for row in hot if row["kind"] == "chunk")
-    assert {row["created_at"] for row in chunk_rows} == {first}
+    assert {row["created_at"] for row in merged} == {min(row["created_at"] for row in hot)}
     # Caught up: the counter is at the events, and the next round has nothing to do.
     assert await postings_merge.merge_pending(database) == {}
 
@@ -139,18 +143,17 @@ async def test_fewer_than_eight_small_rows_wait_and_a_row_of_a_hundred_ids_stays
 ) -> None:
     await document(store, "few")
 
-    async def chunk_rows() -> list[int]:
-        return sorted(len(row["uuids"]) + len(row["ids"]) for row in await postings(owner)
-                      if row["key"] == "source:s3://few.md" and row["kind"] == "chunk")  # fmt: skip
+    async def sizes() -> list[int]:
+        return sorted(len(row["uuids"]) + len(row["ids"]) for row in await chunk_rows(owner, "few"))
 
     await derive_many(store, chunks("few", range(1000, 1100)))
     for first in range(0, 7):
         await derive_many(store, chunks("few", range(first, first + 1)))
     await postings_merge.merge_pending(database)
-    assert await chunk_rows() == [1] * 7 + [100]
+    assert await sizes() == [1] * 7 + [100]
     await derive_many(store, chunks("few", range(7, 8)))
     await postings_merge.merge_pending(database)
-    assert await chunk_rows() == [8, 100]
+    assert await sizes() == [8, 100]
 
 
 async def test_an_append_while_a_merge_runs_loses_nothing_and_a_second_merge_gives_way(
@@ -177,9 +180,7 @@ async def test_an_append_while_a_merge_runs_loses_nothing_and_a_second_merge_giv
     finally:
         await merging.close()
     await postings_merge.merge_pending(database)
-    rows = [row for row in await postings(owner)
-            if row["key"] == "source:s3://busy.md" and row["kind"] == "chunk"]  # fmt: skip
-    ids = [context_id for row in rows for context_id in row["uuids"] + row["ids"]]
+    ids = [i for row in await chunk_rows(owner, "busy") for i in row["uuids"] + row["ids"]]
     assert sorted(ids) == sorted(str(item.context_id) for item in chunks("busy", range(230)))
 
 
@@ -195,8 +196,7 @@ async def test_the_background_round_merges_and_counts_the_rows(
         await derive_many(store, chunks("bg", range(first, first + 5)))
     merged, written = merged_rows("merged"), merged_rows("written")
     await storage.run_once(database, Settings(auth="none"))
-    rows = [row for row in await postings(owner)
-            if row["key"] == "source:s3://bg.md" and row["kind"] == "chunk"]  # fmt: skip
+    rows = await chunk_rows(owner, "bg")
     assert len(rows) == 1 and len(rows[0]["uuids"]) + len(rows[0]["ids"]) == 100
     assert merged_rows("merged") - merged == 20
     assert merged_rows("written") - written == 1
