@@ -74,6 +74,20 @@ UUID_IDS = {
     ),
 }
 UUID_ID = re.compile(UUID_PATTERN.strip("'^$"))
+# The parent edges descendant walks probe, as lineage_append writes them.
+EDGES = (
+    "INSERT INTO provenance_children (tenant_id, parent_id, context_id{columns}) "
+    "SELECT p.tenant_id, parent.id, p.context_id{columns} FROM provenance AS p "
+    "CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id) WHERE p.tenant_id = $1"
+)
+EDGES_KEYED = f"""
+INSERT INTO provenance_children (tenant_id, parent_key, context_uuid, context_id, created_at, kind)
+SELECT p.tenant_id, md5(parent.id)::uuid,
+       CASE WHEN p.context_id ~ {UUID_PATTERN} THEN p.context_id::uuid END,
+       CASE WHEN p.context_id !~ {UUID_PATTERN} THEN p.context_id END, p.created_at, p.kind
+FROM provenance AS p CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id)
+WHERE p.tenant_id = $1
+"""
 NAMED = " JOIN invalidation_keys AS named ON named.tenant_id = $1 AND named.key_no = up.entry"
 POSTED_AT_MOST = 1000  # ids a postings row holds
 MERGED_KEYS = 5_000  # keys a call of lineage_postings_merge_keys merges, one transaction each
@@ -223,6 +237,8 @@ class Layout:
     posting_uuids: bool
     # The service's background round merges a key's small postings rows (migration 0049).
     postings_merged: bool
+    # The edges keep the parent as md5 of its id, a child that is a UUID as uuid (0050).
+    edge_keys: bool
 
     @property
     def columns(self) -> list[str]:
@@ -243,6 +259,7 @@ async def layout_of(connection: asyncpg.Connection) -> Layout:
             "SELECT to_regproc('lineage_add_partitions') IS NOT NULL"
         ),
         edge_kinds=await has_column(connection, "provenance_children", "kind"),
+        edge_keys=await has_column(connection, "provenance_children", "parent_key"),
         posted=await has_column(connection, "provenance", "upstream_keys"),
         posting_rows=await connection.fetchval(
             "SELECT to_regclass('invalidation_postings') IS NOT NULL"
@@ -366,12 +383,8 @@ async def copy_dag(
             await copy_batch(connection, batch, layout, postings, numbers)
             copied += len(batch)
         progress("generate and copy the DAG", copied, records)
-        # The parent edges descendant walks probe, as lineage_append writes them.
         await connection.execute(
-            f"INSERT INTO provenance_children (tenant_id, parent_id, context_id{edge_columns}) "
-            f"SELECT p.tenant_id, parent.id, p.context_id{edge_columns} FROM provenance AS p "
-            "CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id) WHERE p.tenant_id = $1",
-            tenant_id,
+            (EDGES_KEYED if layout.edge_keys else EDGES.format(columns=edge_columns)), tenant_id
         )
         if layout.posting_rows:
             await connection.execute(postings_sql(layout), tenant_id)

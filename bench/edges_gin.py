@@ -20,10 +20,15 @@ from bench.run import TENANT
 from lineage.db.named_sql import QUERIES
 
 PROBE = re.compile(
-    r"FROM provenance_children AS x\s+WHERE x\.tenant_id = (\$\d+) AND x\.parent_id = parent\.id"
+    r"coalesce\(x\.context_uuid::text, x\.context_id\)(.*?)FROM provenance_children AS x\s+"
+    r"WHERE x\.tenant_id = (\$\d+) AND x\.parent_key = md5\(parent\.id\)::uuid",
+    re.DOTALL,
 )
 # The same probe through the records' parent_ids, by the GIN index when the planner takes it.
-GIN_PROBE = r"FROM provenance AS x WHERE x.tenant_id = \1 AND x.parent_ids @> ARRAY[parent.id]"
+GIN_PROBE = (
+    r"x.context_id\1FROM provenance AS x "
+    r"WHERE x.tenant_id = \2 AND x.parent_ids @> ARRAY[parent.id]"
+)
 INDEXES = {
     "GIN (parent_ids)": "CREATE INDEX bench_parents ON provenance USING gin (parent_ids)",
     "GIN (tenant_id, parent_ids), btree_gin": (

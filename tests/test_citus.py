@@ -357,9 +357,12 @@ def test_a_distributed_database_upgrades_its_edges_and_root_sources(citus: Citus
             "WHERE d.distribution_argument_index IS NOT NULL ORDER BY 1"
         ).fetchall()
     assert delegated == [("lineage_append",), ("lineage_log_advance",), ("lineage_log_lock",)]
-    edges = "SELECT tenant_id, parent_id, context_id, kind FROM provenance_children"
+    edges = (
+        "SELECT tenant_id, parent_key, coalesce(context_uuid::text, context_id), kind "
+        "FROM provenance_children"
+    )
     records = (
-        "SELECT p.tenant_id, parent.id, p.context_id, p.kind FROM provenance AS p "
+        "SELECT p.tenant_id, md5(parent.id)::uuid, p.context_id, p.kind FROM provenance AS p "
         "CROSS JOIN LATERAL unnest(p.parent_ids) AS parent (id)"
     )
     with psycopg.connect(url) as coordinator:

@@ -2,7 +2,9 @@
 newest revision downgrades cleanly and upgrades again."""
 
 import difflib
+import hashlib
 import subprocess
+import uuid
 from pathlib import Path
 
 import asyncpg
@@ -83,11 +85,58 @@ async def test_the_edges_rewritten_with_kinds_match_what_appends_write(
 ) -> None:
     """Migration 0026 writes every edge anew with its child's kind: the rows appends write."""
     await load_incident(store)
-    query = "SELECT * FROM provenance_children ORDER BY tenant_id, parent_id, context_id"
+    query = (
+        "SELECT * FROM provenance_children ORDER BY tenant_id, parent_key, context_uuid, context_id"
+    )
     appended = [dict(row) for row in await owner.fetch(query)]
     assert {row["kind"] for row in appended} >= {"chunk", "answer"}
     downgrade(database_url, "0025")
-    assert "kind" not in dict((await owner.fetch(query))[0])
+    assert "kind" not in dict((await owner.fetch("SELECT * FROM provenance_children"))[0])
+    migrate(database_url)
+    assert [dict(row) for row in await owner.fetch(query)] == appended
+
+
+async def test_the_edges_keyed_by_0050_match_what_appends_write(
+    database_url: str, store: PostgresStore, owner: asyncpg.Connection
+) -> None:
+    """Migration 0050 keys each edge by md5 of its parent and keeps a child that is a UUID as
+    uuid: the rows appends write; its downgrade writes every edge as text again."""
+    doc = NewContext(
+        context_id="3f2504e0-4f89-11d3-9a0c-0305e82c3301", kind="document",
+        source_uri="s3://m.md", content_hash="sha256:" + "0" * 64,
+    )  # fmt: skip
+    chunk_ids = [
+        "c1",
+        "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+        "6BA7B811-9DAD-11D1-80B4-00C04FD430C8",
+    ]
+    chunks = [
+        NewContext(
+            context_id=c, parent_ids=[doc.context_id], kind="chunk",
+            content_hash=f"sha256:{n:064x}",
+        )
+        for n, c in enumerate(chunk_ids)
+    ]  # fmt: skip
+    answer = NewContext(
+        context_id="a1", parent_ids=chunk_ids, kind="answer", content_hash="sha256:" + "1" * 64
+    )
+    await store.append([doc, *chunks, answer])
+    query = (
+        "SELECT parent_key, context_uuid, context_id, kind FROM provenance_children "
+        "ORDER BY parent_key, context_uuid, context_id"
+    )
+    appended = [dict(row) for row in await owner.fetch(query)]
+    by_child = {str(r["context_uuid"] or r["context_id"]): r for r in appended}
+    assert by_child["6ba7b810-9dad-11d1-80b4-00c04fd430c8"]["context_id"] is None
+    assert by_child["6BA7B811-9DAD-11D1-80B4-00C04FD430C8"]["context_uuid"] is None
+    assert {str(r["parent_key"]) for r in appended if r["kind"] == "chunk"} == {
+        str(uuid.UUID(hashlib.md5(doc.context_id.encode()).hexdigest()))
+    }
+    downgrade(database_url, "0049")
+    texts = await owner.fetch("SELECT parent_id, context_id FROM provenance_children")
+    assert sorted((r["parent_id"], r["context_id"]) for r in texts) == sorted(
+        [(doc.context_id, c) for c in chunk_ids] + [(c, "a1") for c in chunk_ids]
+    )
     migrate(database_url)
     assert [dict(row) for row in await owner.fetch(query)] == appended
 

@@ -227,8 +227,9 @@ async def load_wide(owner: asyncpg.Connection) -> None:
         SELECT 'default', 'wide_sink', array_agg('wide_mid_' || m ORDER BY m), 'answer',
                'sha256:' || repeat('1', 64), now()
         FROM generate_series(0, {WIDE // 1000 - 1}) AS m;
-        INSERT INTO provenance_children (tenant_id, parent_id, context_id, created_at, kind)
-        SELECT tenant_id, unnest(parent_ids), context_id, created_at, kind FROM provenance;
+        INSERT INTO provenance_children (tenant_id, parent_key, context_id, created_at, kind)
+        SELECT tenant_id, md5(unnest(parent_ids))::uuid, context_id, created_at, kind
+        FROM provenance;
         """
     )
 

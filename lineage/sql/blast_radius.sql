@@ -1,7 +1,7 @@
 -- name: blast_radius
 -- Every descendant of the contexts in :context_ids (an array literal: '{ctx_a,ctx_b}') once,
 -- at its minimal depth (the starts are depth 0). Walks down the tenant's edge table
--- provenance_children by primary key. :kind is a kind, 'any' (every kind but the bookkeeping
+-- provenance_children by parent. :kind is a kind, 'any' (every kind but the bookkeeping
 -- verdict and tombstone) or 'all'. :max_depth is inclusive; `truncated` is true when
 -- descendants lie beyond it; `expired` when a record it reached was dropped by retention. Each
 -- step expands only the frontier and drops what was seen, so diamonds cost their nodes, not
@@ -32,11 +32,14 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
             -- Downward: children of the frontier, one probe of the tenant's edges per id
             -- (kept so whatever the statistics: a new tenant's rows look few until ANALYZE,
             -- and a join over the frontier then became a scan of every edge of the tenant).
+            -- Each parent's edge key made apart (OFFSET 0): a cast is not leakproof, so in
+            -- the probe row security would keep it out of the index condition.
             SELECT e.context_id, e.kind
-            FROM unnest(w.frontier) AS parent (id)
+            FROM (SELECT md5(id)::uuid FROM unnest(w.frontier) AS id OFFSET 0) AS parent (key)
             CROSS JOIN LATERAL (
-                SELECT x.context_id, x.kind FROM provenance_children AS x
-                WHERE x.tenant_id = :'tenant_id' AND x.parent_id = parent.id
+                SELECT coalesce(x.context_uuid::text, x.context_id) AS context_id, x.kind
+                FROM provenance_children AS x
+                WHERE x.tenant_id = :'tenant_id' AND x.parent_key = parent.key
                 OFFSET 0
             ) AS e
             EXCEPT

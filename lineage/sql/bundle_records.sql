@@ -19,6 +19,9 @@ SELECT l.leaf_index, l.hash AS leaf_hash, l.context_id AS leaf_context_id,
        coalesce(kept.children > 0, false) AS has_kept_children,
        coalesce(inherited.roots, '{}') AS inherited_roots
 FROM log_leaves AS l
+-- The leaf's edge key made apart (OFFSET 0): a cast is not leakproof, so in a probe row
+-- security would keep it out of the index condition.
+CROSS JOIN LATERAL (SELECT md5(l.context_id)::uuid OFFSET 0) AS edge (key)
 LEFT JOIN LATERAL (
     SELECT false AS expired, p.key_id, p.signature, p.tenant_id, p.context_id, p.parent_ids,
            p.kind, p.source_uri, p.content_hash, p.transform, p.transform_version,
@@ -38,7 +41,8 @@ LEFT JOIN LATERAL (
 LEFT JOIN LATERAL (
     SELECT count(*) AS children
     FROM provenance_children AS c
-    WHERE c.tenant_id = :'tenant_id' AND c.parent_id = l.context_id AND coalesce(r.expired, true)
+    WHERE c.tenant_id = :'tenant_id' AND c.parent_key = edge.key
+      AND coalesce(r.expired, true)
 ) AS kept ON true
 -- Over the kept children that hold their roots (a tombstone holds its source only hashed).
 LEFT JOIN LATERAL (
@@ -53,9 +57,10 @@ LEFT JOIN LATERAL (
         FROM (SELECT child.root_sources, child.root_depths, count(*) OVER () AS rooted
               FROM provenance_children AS c
               JOIN provenance AS child
-                  ON child.tenant_id = c.tenant_id AND child.context_id = c.context_id
+                  ON child.tenant_id = c.tenant_id
+                 AND child.context_id = coalesce(c.context_uuid::text, c.context_id)
                  AND child.created_at = c.created_at  -- the child's month partition alone
-              WHERE c.tenant_id = :'tenant_id' AND c.parent_id = l.context_id
+              WHERE c.tenant_id = :'tenant_id' AND c.parent_key = edge.key
                 AND kept.children > 0 AND child.root_sources IS NOT NULL) AS kids
         CROSS JOIN LATERAL unnest(kids.root_sources, kids.root_depths) AS rs (source_no, depth)
         GROUP BY rs.source_no

@@ -118,9 +118,11 @@ claim_verdict AS (
            v.parent_ids[1] AS claim_id, v.attributes ->> 'judge' AS judge,
            v.attributes ->> 'verdict' AS verdict, v.attributes ->> 'reason' AS reason
     FROM provenance_children AS e
-    JOIN provenance AS v ON v.tenant_id = :'tenant_id' AND v.context_id = e.context_id
+    JOIN provenance AS v
+        ON v.tenant_id = :'tenant_id'
+       AND v.context_id = coalesce(e.context_uuid::text, e.context_id)
     WHERE e.tenant_id = :'tenant_id'
-      AND e.parent_id IN (SELECT context_id FROM hop WHERE kind = 'claim')
+      AND e.parent_key IN (SELECT md5(context_id)::uuid FROM hop WHERE kind = 'claim' OFFSET 0)
       AND v.kind = 'verdict' AND cardinality(v.parent_ids) = 1
       AND v.attributes ->> 'check' = 'claim'
       -- include: judged_verdict

@@ -7,8 +7,12 @@ SELECT v.context_id, v.parent_ids[1] AS subject_id, v.attributes ->> 'check' AS 
        v.attributes ->> 'judge_version' AS judge_version, v.attributes ->> 'verdict' AS verdict,
        v.attributes ->> 'reason' AS reason, v.created_at
 FROM provenance_children AS e
-JOIN provenance AS v ON v.tenant_id = :'tenant_id' AND v.context_id = e.context_id
-WHERE e.tenant_id = :'tenant_id' AND e.parent_id = ANY (:'context_ids'::text[])
+JOIN provenance AS v
+    ON v.tenant_id = :'tenant_id'
+   AND v.context_id = coalesce(e.context_uuid::text, e.context_id)
+WHERE e.tenant_id = :'tenant_id'
+  AND e.parent_key = ANY (ARRAY(SELECT md5(id)::uuid
+                                FROM unnest(:'context_ids'::text[]) AS id))
   AND v.kind = 'verdict'
   AND cardinality(v.parent_ids) = 1
   AND v.attributes ->> 'check' IN ('claim', 'statement')

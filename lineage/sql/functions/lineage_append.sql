@@ -122,12 +122,22 @@ BEGIN
     -- The common case: no id was stored before, so no row is compared with every new id.
     all_new := cardinality(new_ids) = cardinality(p_context_ids);
 
-    INSERT INTO public.provenance_children (tenant_id, parent_id, context_id, created_at, kind)
-    SELECT p_tenant, parent.id, r.context_id, r.created_at, r.kind
-    FROM unnest(p_context_ids, p_parent_id_lists, p_created_ats, p_kinds)
-         AS r (context_id, parent_ids, created_at, kind)
-         CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id)
-    WHERE all_new OR r.context_id = ANY (new_ids);
+    -- An edge in 16 bytes an id (migration 0050): the parent by md5 of its id, looked up and
+    -- never printed; the child as uuid when its id prints back as a uuid, else as text.
+    INSERT INTO public.provenance_children (tenant_id, parent_key, context_uuid, context_id,
+                                            created_at, kind)
+    SELECT p_tenant, md5(parent.id)::uuid,
+           CASE WHEN r.is_uuid THEN r.context_id::uuid END,
+           CASE WHEN NOT r.is_uuid THEN r.context_id END,
+           r.created_at, r.kind
+    FROM (SELECT r.*,
+                 r.context_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                     AS is_uuid
+          FROM unnest(p_context_ids, p_parent_id_lists, p_created_ats, p_kinds)
+               AS r (context_id, parent_ids, created_at, kind)
+          WHERE all_new OR r.context_id = ANY (new_ids)
+          OFFSET 0) AS r  -- each id's form found once, not once per parent
+         CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id);
 
     -- The new records' postings, by invalidation key and by root source ('source:' and its
     -- source_uri), each key by its number, a row per key, kind, depth and month of at most

@@ -159,12 +159,22 @@ BEGIN
     -- The common case: no id was stored before, so no row is compared with every new id.
     all_new := cardinality(new_ids) = cardinality(p_context_ids);
 
-    INSERT INTO public.provenance_children (tenant_id, parent_id, context_id, created_at, kind)
-    SELECT p_tenant, parent.id, r.context_id, r.created_at, r.kind
-    FROM unnest(p_context_ids, p_parent_id_lists, p_created_ats, p_kinds)
-         AS r (context_id, parent_ids, created_at, kind)
-         CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id)
-    WHERE all_new OR r.context_id = ANY (new_ids);
+    -- An edge in 16 bytes an id (migration 0050): the parent by md5 of its id, looked up and
+    -- never printed; the child as uuid when its id prints back as a uuid, else as text.
+    INSERT INTO public.provenance_children (tenant_id, parent_key, context_uuid, context_id,
+                                            created_at, kind)
+    SELECT p_tenant, md5(parent.id)::uuid,
+           CASE WHEN r.is_uuid THEN r.context_id::uuid END,
+           CASE WHEN NOT r.is_uuid THEN r.context_id END,
+           r.created_at, r.kind
+    FROM (SELECT r.*,
+                 r.context_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                     AS is_uuid
+          FROM unnest(p_context_ids, p_parent_id_lists, p_created_ats, p_kinds)
+               AS r (context_id, parent_ids, created_at, kind)
+          WHERE all_new OR r.context_id = ANY (new_ids)
+          OFFSET 0) AS r  -- each id's form found once, not once per parent
+         CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id);
 
     -- The new records' postings, by invalidation key and by root source ('source:' and its
     -- source_uri), each key by its number, a row per key, kind, depth and month of at most
@@ -1347,10 +1357,12 @@ ALTER TABLE ONLY public.provenance FORCE ROW LEVEL SECURITY;
 
 CREATE TABLE public.provenance_children (
     tenant_id text NOT NULL,
-    parent_id text NOT NULL,
-    context_id text NOT NULL,
+    context_id text,
     created_at timestamp with time zone NOT NULL,
-    kind text NOT NULL
+    kind text NOT NULL,
+    parent_key uuid NOT NULL,
+    context_uuid uuid,
+    CONSTRAINT provenance_children_id CHECK (((context_uuid IS NULL) <> (context_id IS NULL)))
 )
 PARTITION BY RANGE (created_at);
 
@@ -1358,10 +1370,12 @@ ALTER TABLE ONLY public.provenance_children FORCE ROW LEVEL SECURITY;
 
 CREATE TABLE public.provenance_children_p_open (
     tenant_id text NOT NULL,
-    parent_id text NOT NULL,
-    context_id text NOT NULL,
+    context_id text,
     created_at timestamp with time zone NOT NULL,
-    kind text NOT NULL
+    kind text NOT NULL,
+    parent_key uuid NOT NULL,
+    context_uuid uuid,
+    CONSTRAINT provenance_children_id CHECK (((context_uuid IS NULL) <> (context_id IS NULL)))
 );
 
 ALTER TABLE ONLY public.provenance_children_p_open REPLICA IDENTITY FULL;
@@ -1574,9 +1588,9 @@ CREATE INDEX invalidation_postings_key ON ONLY public.invalidation_postings USIN
 
 CREATE INDEX invalidation_postings_p_open_tenant_id_key_no_kind_depth_idx ON public.invalidation_postings_p_open USING btree (tenant_id, key_no, kind, depth);
 
-CREATE INDEX provenance_children_parent ON ONLY public.provenance_children USING btree (tenant_id, parent_id);
+CREATE INDEX provenance_children_parent ON ONLY public.provenance_children USING btree (tenant_id, parent_key);
 
-CREATE INDEX provenance_children_p_open_tenant_id_parent_id_idx ON public.provenance_children_p_open USING btree (tenant_id, parent_id);
+CREATE INDEX provenance_children_p_open_tenant_id_parent_key_idx ON public.provenance_children_p_open USING btree (tenant_id, parent_key);
 
 CREATE INDEX provenance_content_hash ON ONLY public.provenance USING hash (content_hash);
 
@@ -1624,7 +1638,7 @@ CREATE INDEX provenance_p_open_tenant_id_transform_version_idx ON public.provena
 
 ALTER INDEX public.invalidation_postings_key ATTACH PARTITION public.invalidation_postings_p_open_tenant_id_key_no_kind_depth_idx;
 
-ALTER INDEX public.provenance_children_parent ATTACH PARTITION public.provenance_children_p_open_tenant_id_parent_id_idx;
+ALTER INDEX public.provenance_children_parent ATTACH PARTITION public.provenance_children_p_open_tenant_id_parent_key_idx;
 
 ALTER INDEX public.provenance_content_hash ATTACH PARTITION public.provenance_p_open_content_hash_idx;
 
