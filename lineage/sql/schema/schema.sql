@@ -1628,10 +1628,6 @@ CREATE INDEX provenance_trace_id ON ONLY public.provenance USING btree (tenant_i
 
 CREATE INDEX provenance_p_open_tenant_id_trace_id_idx ON public.provenance_p_open USING btree (tenant_id, trace_id) WHERE (trace_id IS NOT NULL);
 
-CREATE INDEX provenance_transform ON ONLY public.provenance USING btree (tenant_id, transform, transform_version);
-
-CREATE INDEX provenance_p_open_tenant_id_transform_transform_version_idx ON public.provenance_p_open USING btree (tenant_id, transform, transform_version);
-
 CREATE INDEX provenance_transform_version ON ONLY public.provenance USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
 
 CREATE INDEX provenance_p_open_tenant_id_transform_version_idx ON public.provenance_p_open USING btree (tenant_id, transform_version) WHERE (transform_version IS NOT NULL);
@@ -1655,8 +1651,6 @@ ALTER INDEX public.provenance_produced_by ATTACH PARTITION public.provenance_p_o
 ALTER INDEX public.provenance_source_uri ATTACH PARTITION public.provenance_p_open_tenant_id_source_uri_created_at_idx;
 
 ALTER INDEX public.provenance_trace_id ATTACH PARTITION public.provenance_p_open_tenant_id_trace_id_idx;
-
-ALTER INDEX public.provenance_transform ATTACH PARTITION public.provenance_p_open_tenant_id_transform_transform_version_idx;
 
 ALTER INDEX public.provenance_transform_version ATTACH PARTITION public.provenance_p_open_tenant_id_transform_version_idx;
 
