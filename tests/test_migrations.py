@@ -96,20 +96,25 @@ async def test_the_edges_rewritten_with_kinds_match_what_appends_write(
     assert [dict(row) for row in await owner.fetch(query)] == appended
 
 
+# A document whose id is a UUID, and chunk ids of each form: text, a UUID as uuid prints it, and
+# a UUID in capitals (kept as text: it would not print back as it came).
+UUID_DOCUMENT = NewContext(
+    context_id="3f2504e0-4f89-11d3-9a0c-0305e82c3301", kind="document",
+    source_uri="s3://m.md", content_hash="sha256:" + "0" * 64,
+)  # fmt: skip
+MIXED_CHUNK_IDS = [
+    "c1",
+    "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+    "6BA7B811-9DAD-11D1-80B4-00C04FD430C8",
+]
+
+
 async def test_the_edges_keyed_by_0050_match_what_appends_write(
     database_url: str, store: PostgresStore, owner: asyncpg.Connection
 ) -> None:
     """Migration 0050 keys each edge by md5 of its parent and keeps a child that is a UUID as
     uuid: the rows appends write; its downgrade writes every edge as text again."""
-    doc = NewContext(
-        context_id="3f2504e0-4f89-11d3-9a0c-0305e82c3301", kind="document",
-        source_uri="s3://m.md", content_hash="sha256:" + "0" * 64,
-    )  # fmt: skip
-    chunk_ids = [
-        "c1",
-        "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
-        "6BA7B811-9DAD-11D1-80B4-00C04FD430C8",
-    ]
+    doc, chunk_ids = UUID_DOCUMENT, MIXED_CHUNK_IDS
     chunks = [
         NewContext(
             context_id=c, parent_ids=[doc.context_id], kind="chunk",
@@ -146,15 +151,7 @@ async def test_the_postings_split_by_0048_match_what_appends_write(
 ) -> None:
     """Migration 0048 moves each postings id that is a UUID to context_uuids: the rows appends
     write; and its downgrade lists every id as text again."""
-    doc = NewContext(
-        context_id="3f2504e0-4f89-11d3-9a0c-0305e82c3301", kind="document",
-        source_uri="s3://m.md", content_hash="sha256:" + "0" * 64,
-    )  # fmt: skip
-    chunk_ids = [
-        "c1",
-        "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
-        "6BA7B811-9DAD-11D1-80B4-00C04FD430C8",
-    ]
+    doc, chunk_ids = UUID_DOCUMENT, MIXED_CHUNK_IDS
     await store.append(
         [doc]
         + [

@@ -97,6 +97,7 @@ def test_each_walk_is_written_once() -> None:
         "postings_complete": sorted(INVALIDATIONS),
         "records_in_order": ["invalidate_by_index_snapshot", "invalidate_by_transform_version"],
         "source_radius": ["blast_radius_by_source", "blast_radius_ids_by_source"],
+        "verdicts_on": ["claim_verdicts", "statement_verdicts", "verdict_history"],
         "walk_down": sorted({*ASKED, *INVALIDATIONS, *EMBEDDED} - {"walk_back", "suspicious_hops"}),
         "walk_up": ["suspicious_hops", "walk_back"],
     }

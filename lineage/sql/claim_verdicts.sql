@@ -17,6 +17,7 @@ SELECT DISTINCT ON (v.parent_ids[1], v.attributes ->> 'judge')
        v.created_at,
        count(*) OVER pair AS verdicts,
        min(v.created_at) OVER pair AS first_verdict_at
+-- include: verdicts_on
 FROM provenance_children AS e
 JOIN provenance AS v
     ON v.tenant_id = :'tenant_id'
@@ -24,6 +25,7 @@ JOIN provenance AS v
 WHERE e.tenant_id = :'tenant_id'
   AND e.parent_key = ANY (ARRAY(SELECT md5(id)::uuid
                                 FROM unnest(:'context_ids'::text[]) AS id))
+-- end include: verdicts_on
   AND v.kind = 'verdict'
   AND cardinality(v.parent_ids) = 1
   AND v.attributes ->> 'check' = 'claim'

@@ -13,6 +13,7 @@ SELECT DISTINCT ON (v.parent_ids[1], v.attributes ->> 'statement', v.attributes 
        v.attributes ->> 'reason' AS reason, v.attributes -> 'merged_ids' AS merged_ids,
        v.attributes -> 'merged_sources' AS merged_sources, v.created_at,
        count(*) OVER pair AS verdicts
+-- include: verdicts_on
 FROM provenance_children AS e
 JOIN provenance AS v
     ON v.tenant_id = :'tenant_id'
@@ -20,6 +21,7 @@ JOIN provenance AS v
 WHERE e.tenant_id = :'tenant_id'
   AND e.parent_key = ANY (ARRAY(SELECT md5(id)::uuid
                                 FROM unnest(:'context_ids'::text[]) AS id))
+-- end include: verdicts_on
   AND v.kind = 'verdict'
   AND cardinality(v.parent_ids) = 1
   AND v.attributes ->> 'check' = 'statement'

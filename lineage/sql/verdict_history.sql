@@ -6,6 +6,7 @@ SELECT v.context_id, v.parent_ids[1] AS subject_id, v.attributes ->> 'check' AS 
        v.attributes -> 'statement' AS statement, v.attributes ->> 'judge' AS judge,
        v.attributes ->> 'judge_version' AS judge_version, v.attributes ->> 'verdict' AS verdict,
        v.attributes ->> 'reason' AS reason, v.created_at
+-- include: verdicts_on
 FROM provenance_children AS e
 JOIN provenance AS v
     ON v.tenant_id = :'tenant_id'
@@ -13,6 +14,7 @@ JOIN provenance AS v
 WHERE e.tenant_id = :'tenant_id'
   AND e.parent_key = ANY (ARRAY(SELECT md5(id)::uuid
                                 FROM unnest(:'context_ids'::text[]) AS id))
+-- end include: verdicts_on
   AND v.kind = 'verdict'
   AND cardinality(v.parent_ids) = 1
   AND v.attributes ->> 'check' IN ('claim', 'statement')
