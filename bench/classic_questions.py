@@ -15,13 +15,17 @@ nothing appended beside), read through `reads.run` as the application role (row 
 every row made a node, as the CLI gets them), and as the service serves them over HTTP: the
 ids as its CSV download (copied out by the server), the records as its NDJSON lines (written
 by the database). The runs are interleaved, a warm-up round first; each figure is the median
-of --repeats to the last row.
+of --repeats to the last row. Then the walk down from typical starts: every answer below each of
+--starts documents and chunks picked at random (seeded), the tutorial's walk from its id beside
+lineage's blast_radius from it (records, through reads.run), start by start, the side that goes
+first alternating, the second of two passes timed: p50 and p90 of each side.
 """
 
 import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import statistics
 import time
@@ -56,6 +60,8 @@ WITH RECURSIVE down (id, kind, depth) AS (
 )
 """
 IDS = "SELECT DISTINCT id FROM down WHERE kind = 'answer'"
+WALK_FROM = "id = $1"  # the tutorial's walk from one record
+STARTS_SEED = 7
 RECORDS = "SELECT t.* FROM {table} AS t WHERE t.id IN (SELECT id FROM down WHERE kind = 'answer')"
 # Each question: where the tutorial starts (the classic table names a transform and its version
 # apart, lineage as 'transform@version'), lineage's queries (ids, records) and their argument.
@@ -68,6 +74,48 @@ QUESTIONS = (
     ("invalidation by index snapshot", "snapshot = $1", "invalidate_ids_by_index_snapshot",
      "invalidate_by_index_snapshot", "index_snapshot"),
 )  # fmt: skip
+
+
+async def walks_down(
+    tutorial: asyncpg.Connection, database: Database, settings: Settings, table: str, starts: int
+) -> dict[str, Any]:
+    """The walk down from `starts` documents and `starts` chunks, each side from the same id
+    in turn: p50 and p90 of the second pass, which must find the same answers."""
+    tutorial_ids = DESCENDANTS.format(table=table, start=WALK_FROM) + IDS
+    picker = random.Random(STARTS_SEED)
+    figures: dict[str, Any] = {}
+    for kind in ("document", "chunk"):
+        ids = [row["id"] for row in await tutorial.fetch(
+            f"SELECT id FROM {table} WHERE kind = $1 ORDER BY id LIMIT 20000", kind
+        )]  # fmt: skip
+        picked = picker.sample(ids, min(starts, len(ids)))
+        samples: dict[str, list[float]] = {"tutorial": [], "lineage": []}
+        for n, start in enumerate(picked * 2):
+            sides: list[tuple[str, Callable[[], Awaitable[list[Any]]]]] = [
+                ("tutorial", partial(tutorial.fetch, tutorial_ids, start)),
+                ("lineage", partial(
+                    reads.run, database, settings, "blast_radius", tenant_id=TENANT,
+                    context_ids=[start], kind="answer", max_depth=20,
+                )),
+            ]  # fmt: skip
+            answers = {}
+            for side, run in sides[:: -1 if n % 2 else 1]:
+                elapsed, answers[side] = await timed(run)
+                if n >= len(picked):  # the first pass warms the caches
+                    samples[side].append(elapsed)
+            if answers["tutorial"] != answers["lineage"]:
+                raise AssertionError(f"the walks from {start} found {answers}")
+        figures[kind] = {
+            "starts": len(picked),
+            **{
+                side: {
+                    "p50_ms": round(statistics.median(times), 2),
+                    "p90_ms": round(statistics.quantiles(times, n=10)[-1], 2),
+                }
+                for side, times in samples.items()
+            },
+        }
+    return figures
 
 
 async def timed(run: Callable[[], Awaitable[list[Any]]]) -> tuple[float, int]:
@@ -170,6 +218,7 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
                     ),
                 },
             }
+        walked = await walks_down(tutorial, database, settings, table, arguments.starts)
         tutorial_bytes = await tutorial.fetchval(
             f"SELECT pg_total_relation_size('{table}'::regclass)"
         )
@@ -189,6 +238,7 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
         },
         "load_average": [round(value, 2) for value in os.getloadavg()],
         "questions": figures,
+        "walks_down": walked,
     }
 
 
@@ -198,5 +248,6 @@ if __name__ == "__main__":
     parser.add_argument("--table", default="public.classic_provenance")
     parser.add_argument("--reuse", action="store_true", help="lineage's database as last loaded")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--starts", type=int, default=200, help="documents and chunks walked from")
     parser.add_argument("--timeout-ms", type=int, default=120_000)
     print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))

@@ -29,7 +29,7 @@ def test_each_question_is_timed_beside_the_tutorial_on_the_same_answers() -> Non
         url = asyncio.run(load())
         arguments = argparse.Namespace(
             classic_url=url, table="public.classic_provenance", reuse=False, repeats=1,
-            timeout_ms=60_000,
+            timeout_ms=60_000, starts=20,
         )  # fmt: skip
         report = asyncio.run(classic_questions.main(arguments))
     finally:
@@ -47,6 +47,12 @@ def test_each_question_is_timed_beside_the_tutorial_on_the_same_answers() -> Non
         assert answers["lineage records NDJSON"] == answers["tutorial records"], question
         assert all(ms > 0 for ms in figures["median_ms"].values()), question
         assert set(figures["faster"]) == set(figures["faster_as_served"]) == {"ids", "records"}
+    # The walks down from typical starts (each found the tutorial's answers, or the run stopped).
+    for kind in ("document", "chunk"):
+        walked = report["walks_down"][kind]
+        assert walked["starts"] == 20, kind
+        assert all(walked[side]["p90_ms"] >= walked[side]["p50_ms"] > 0
+                   for side in ("tutorial", "lineage")), (kind, walked)  # fmt: skip
     stored = report["stored_bytes"]
     assert stored["lineage"] > stored["tutorial"] > 0
 
