@@ -10,7 +10,9 @@ them, migration 0048) and `context_id` otherwise, the other null. A read lists t
 `coalesce(e.context_uuid::text, e.context_id)` and finds a parent's children by
 `e.parent_key = key`, the key made apart (`md5(id)::uuid` in a subquery with OFFSET 0): the
 cast is not leakproof, so in the probe itself row security would keep it out of the index
-condition and each probe would read every edge of the tenant.
+condition and each probe would read every edge of the tenant. Two ids of one tenant with the same
+md5 would share their children in a walk: collisions can be made, but only by a writer of that
+tenant, who can write any edge it likes anyway.
 
 Each edge is rewritten once (forced row security lifted for this transaction alone); VACUUM FULL
 provenance_children afterwards gives the old bytes back (README, Upgrading). The downgrade
