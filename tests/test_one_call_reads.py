@@ -1,6 +1,7 @@
 """A walk-back is one call of lineage_walk_back (migration 0043); a record read by id is one
 of lineage_get_contexts, a trace's records one of lineage_trace_contexts (0044), a page of
-records one of lineage_list_contexts (0045): one statement,
+records one of lineage_list_contexts (0045), a walk down by id one of lineage_blast_radius
+(0052): one statement,
 no BEGIN or COMMIT, the answer the tenant transaction gives; the function binds the tenant its
 token vouches for, for that statement alone; the request's audit row commits with the read, and
 is still written once when the read fails."""
@@ -28,6 +29,7 @@ RIVAL = "rival"
 CALL = "FROM lineage_walk_back($1, $2, $3, $4, $5)"
 RECORD_CALL = "FROM lineage_get_contexts($1, $2, $3, $4)"
 TRACE_CALL = "FROM lineage_trace_contexts($1, $2, $3, $4)"
+DOWN_CALL = "FROM lineage_blast_radius($1, $2, $3, $4, $5, $6)"
 LIST_CALL = "FROM lineage_list_contexts($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
 CALLER = auth.Caller(DEFAULT_TENANT, None, "read")
 
@@ -184,6 +186,33 @@ async def test_a_traces_records_are_one_statement_with_the_transactions_answer(
     assert found == await reads.nodes_from_rows(rows)
     assert len(found) > 3 and {node["trace_id"] for node in found} == {TRACE_ID}
     assert await reads.trace_records(database, settings, RIVAL, TRACE_ID) == []
+
+
+async def test_a_walk_down_is_one_statement_with_the_transactions_answer(
+    sent: tuple[Database, list[str]], settings: Settings, owner: asyncpg.Connection
+) -> None:
+    database, queries = sent
+    down = {"context_ids": ["doc_contractors_v1"], "kind": "all", "max_depth": 20}
+    found = await walks.impact_nodes(
+        database, settings, "context_ids", tenant_id=DEFAULT_TENANT, **down
+    )
+    assert len(queries) == 1 and DOWN_CALL in queries[0]
+    async with database.tenant(DEFAULT_TENANT) as tx:
+        rows = await tx.fetch("blast_radius", **down)
+    assert found == await reads.nodes_from_rows(rows)
+    assert ANSWER_ID in {node["context_id"] for node in found} and len(found) > 5
+    rival = await walks.impact_nodes(database, settings, "context_ids", tenant_id=RIVAL, **down)
+    assert rival == []
+    async with database.pool.acquire() as connection:
+        call = "SELECT count(*) FROM lineage_blast_radius(20, $1, $2, 'all', $3)"
+        rival_token = db.tenant_token(connection.vouching_key, RIVAL)
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="not vouched for"):
+            await connection.fetchval(call, ["doc_contractors_v1"], DEFAULT_TENANT, rival_token)
+    # Planned once per session: a walk's plan does not depend on the ids it starts from.
+    config = await owner.fetchval(
+        "SELECT proconfig FROM pg_proc WHERE proname = 'lineage_blast_radius'"
+    )
+    assert "plan_cache_mode=force_generic_plan" in config
 
 
 def page(after: tuple[datetime, str] | None = None, **filters: str) -> dict[str, Any]:

@@ -103,14 +103,46 @@ async def explain_as_app(pool: asyncpg.Pool, name: str, **values: Any) -> list[d
         return await _explained(connection, name, values)
 
 
+async def explain_generic_as_app(
+    pool: asyncpg.Pool, name: str, **values: Any
+) -> list[dict[str, Any]]:
+    """The plan made for any values (plan_cache_mode force_generic_plan), as a function planned
+    so runs it, as the application role."""
+    async with db.transaction(pool, values["tenant_id"]) as connection:
+        return await _explained(connection, name, values, generic=True)
+
+
+async def plan_cache_mode(owner: asyncpg.Connection, function: str | None) -> str | None:
+    """The plan_cache_mode a function sets for its statements; None where it sets none."""
+    config = await owner.fetchval("SELECT proconfig FROM pg_proc WHERE proname = $1", function)
+    modes = [s.partition("=")[2] for s in config or () if s.startswith("plan_cache_mode=")]
+    return modes[0] if modes else None
+
+
 async def _explained(
-    connection: asyncpg.Connection, name: str, values: dict[str, Any]
+    connection: asyncpg.Connection, name: str, values: dict[str, Any], generic: bool = False
 ) -> list[dict[str, Any]]:
     query = QUERIES[name]
     await connection.execute("SET LOCAL jit = off")
+    explained, arguments = query.sql, query.arguments(values)
+    if generic:
+        # EXPLAIN EXECUTE takes no parameters: each value goes as a literal of its type.
+        await connection.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        parameters = (await connection.prepare(query.sql)).get_parameters()
+        types = [
+            await connection.fetchval("SELECT format_type($1, NULL)", t.oid) for t in parameters
+        ]
+        literals = [
+            f"{await connection.fetchval(f'SELECT quote_nullable($1::{kind})', value)}::{kind}"
+            for kind, value in zip(types, arguments, strict=True)
+        ]
+        await connection.execute(f"PREPARE explained ({', '.join(types)}) AS {query.sql}")
+        explained, arguments = f"EXECUTE explained ({', '.join(literals)})", []
     text = await connection.fetchval(
-        f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) {query.sql}", *query.arguments(values)
+        f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) {explained}", *arguments
     )
+    if generic:
+        await connection.execute("DEALLOCATE explained")
     document = json.loads(text) if isinstance(text, str) else text
     return list(plan_nodes(document[0]["Plan"]))
 

@@ -38,12 +38,15 @@ def database_url(settings: Settings) -> str:
     return start_embedded(settings.data_dir)
 
 
-# Whether the reads with a function of their own (migrations 0043-0045) may run as one call
-# of it: not on Citus, whose workers learn a tenant only from SET LOCAL in a transaction block.
+# Whether the reads with a function of their own (migrations 0043-0045, 0052) may run as one
+# call of it: not on Citus, whose workers learn a tenant only from SET LOCAL in a transaction
+# block.
 ONE_CALL_READS = """
 SELECT to_regprocedure('public.lineage_walk_back(text, text, integer, text, jsonb)') IS NOT NULL
        AND to_regprocedure('public.lineage_get_contexts(text, text[], text, jsonb)') IS NOT NULL
        AND to_regprocedure('public.lineage_trace_contexts(text, text, text, jsonb)') IS NOT NULL
+       AND to_regprocedure('public.lineage_blast_radius(integer, text[], text, text, text, '
+                           'jsonb)') IS NOT NULL
        AND to_regprocedure('public.lineage_list_contexts(text, text, text, text, text, text, '
                            'timestamptz, timestamptz, timestamptz, text, bigint, text, jsonb)')
            IS NOT NULL

@@ -78,9 +78,10 @@ async def run(
 
 
 # The named reads that a function answers in one call, the tenant bound in it (migrations
-# 0043-0045): the function's statement is the query's (lineage.db.named_sql.fill_statements).
+# 0043-0045, 0052): the function's statement is the query's (named_sql.fill_statements).
 ONE_CALL = {
     "walk_back": "lineage_walk_back",
+    "blast_radius": "lineage_blast_radius",
     "get_contexts": "lineage_get_contexts",
     "trace_contexts": "lineage_trace_contexts",
     "list_contexts": "lineage_list_contexts",

@@ -5,7 +5,8 @@
 -- verdict and tombstone) or 'all'. :max_depth is inclusive; `truncated` is true when
 -- descendants lie beyond it; `expired` when a record it reached was dropped by retention. Each
 -- step expands only the frontier and drops what was seen, so diamonds cost their nodes, not
--- their paths.
+-- their paths. Tables are named with their schema: lineage_blast_radius runs this statement
+-- as the owner with only pg_catalog on its path.
 --   psql -v tenant_id=default -v context_ids='{ctx_...}' -v kind=answer -v max_depth=20 \
 --        -f sql/blast_radius.sql
 WITH RECURSIVE walk_limit (depth) AS (SELECT :max_depth::integer),
@@ -16,9 +17,9 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
     FROM (SELECT coalesce(array_agg(wanted.id), '{}') AS ids,
                  coalesce(array_agg(p.kind), '{}') AS kinds
           FROM unnest(:'context_ids'::text[]) AS wanted (id)
-          LEFT JOIN provenance AS p ON p.tenant_id = :'tenant_id' AND p.context_id = wanted.id
+          LEFT JOIN public.provenance AS p ON p.tenant_id = :'tenant_id' AND p.context_id = wanted.id
           WHERE p.context_id IS NOT NULL
-             OR EXISTS (SELECT 1 FROM log_leaves AS l
+             OR EXISTS (SELECT 1 FROM public.log_leaves AS l
                         WHERE l.tenant_id = :'tenant_id' AND l.context_id = wanted.id)) AS start
   -- include: walk_down
   UNION ALL
@@ -38,7 +39,7 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
             FROM (SELECT md5(id)::uuid FROM unnest(w.frontier) AS id OFFSET 0) AS parent (key)
             CROSS JOIN LATERAL (
                 SELECT coalesce(x.context_uuid::text, x.context_id) AS context_id, x.kind
-                FROM provenance_children AS x
+                FROM public.provenance_children AS x
                 WHERE x.tenant_id = :'tenant_id' AND x.parent_key = parent.key
                 OFFSET 0
             ) AS e
@@ -62,7 +63,7 @@ SELECT r.context_id, w.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash
 FROM walk AS w
 CROSS JOIN LATERAL unnest(w.frontier, w.kinds) AS node (id, kind)
 -- Only the records of the kind asked for are read, each once.
-JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
+JOIN public.provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
 WHERE w.depth <= :max_depth
   AND (node.kind = :'kind' OR :'kind' = 'all'
        OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))

@@ -46,7 +46,7 @@ walk (depth, frontier, kinds, seen, seen_kinds) AS (
             FROM (SELECT md5(id)::uuid FROM unnest(w.frontier) AS id OFFSET 0) AS parent (key)
             CROSS JOIN LATERAL (
                 SELECT coalesce(x.context_uuid::text, x.context_id) AS context_id, x.kind
-                FROM provenance_children AS x
+                FROM public.provenance_children AS x
                 WHERE x.tenant_id = :'tenant_id' AND x.parent_key = parent.key
                 OFFSET 0
             ) AS e

@@ -6,7 +6,8 @@
 -- to learn it (a kind is its record's for good: an id seen is an (id, kind) seen). The walk
 -- goes one level past the depth in `walk_limit (depth)`, a CTE of the query (:max_depth, or
 -- deeper where the query must know what lies below it), so that a frontier left there says
--- the answer was truncated. Takes :'tenant_id'.
+-- the answer was truncated. Tables are named with their schema, for lineage_blast_radius (only
+-- pg_catalog on its path). Takes :'tenant_id'.
   UNION ALL
     SELECT w.depth + 1, step.ids, step.kinds, w.seen || step.ids, w.seen_kinds || step.kinds
     FROM walk AS w
@@ -24,7 +25,7 @@
             FROM (SELECT md5(id)::uuid FROM unnest(w.frontier) AS id OFFSET 0) AS parent (key)
             CROSS JOIN LATERAL (
                 SELECT coalesce(x.context_uuid::text, x.context_id) AS context_id, x.kind
-                FROM provenance_children AS x
+                FROM public.provenance_children AS x
                 WHERE x.tenant_id = :'tenant_id' AND x.parent_key = parent.key
                 OFFSET 0
             ) AS e
