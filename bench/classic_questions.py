@@ -11,7 +11,8 @@ with the b-trees a user adds for these questions (source_uri, transform and vers
 snapshot), vacuumed, read as its owner with the recursive `parent_ids @>` walk. lineage's side
 is the same records loaded into a database of their own on the same server (`lineage_bench_
 questions_` and the classic database's name, as `python -m bench --classic-table` loads them,
-nothing appended beside), read through `reads.run` as the application role (row security on,
+nothing appended beside, then every record queued and sequenced into the verifiable log as
+appends leave them), read through `reads.run` as the application role (row security on,
 every row made a node, as the CLI gets them), and as the service serves them over HTTP: the
 ids as its CSV download (copied out by the server), the records as its NDJSON lines (written
 by the database). The runs are interleaved, a warm-up round first; each figure is the median
@@ -43,12 +44,31 @@ from bench.run import TENANT
 from lineage.db.database import Database
 from lineage.services import reads
 from lineage.settings import Settings
+from lineage.verifiable_log import storage
 
-# Every table and index, the tutorial's for its table alone.
-LINEAGE_BYTES = """SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class AS c
-WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND c.relname <> 'bench_picks'"""
 # The indexes a user adds to the tutorial table for these questions.
 USER_INDEXES = {"source_uri": "source_uri", "version": "transform, version", "snapshot": "snapshot"}
+# Each record an event in append order, so the verifiable log's sequencer takes it (the stream's
+# positions are the append's: one counter row a tenant).
+QUEUE_EVERY_RECORD = """
+WITH queued AS (
+    INSERT INTO events (tenant_id, position, context_id)
+    SELECT $1, row_number() OVER (ORDER BY created_at, context_id), context_id
+    FROM provenance WHERE tenant_id = $1
+    RETURNING position
+)
+INSERT INTO tenant_counters (tenant_id, counter, last_value)
+SELECT $1, 'events', max(position) FROM queued
+ON CONFLICT (tenant_id, counter) DO UPDATE SET last_value = excluded.last_value"""
+# Every table with its indexes and TOAST, a partitioned table's partitions under its name (the
+# tutorial's: its table alone).
+LINEAGE_TABLE_BYTES = """SELECT coalesce(pg_partition_root(c.oid), c.oid)::regclass::text AS name,
+       sum(pg_total_relation_size(c.oid))::bigint AS bytes
+FROM pg_class AS c
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND c.relname <> 'bench_picks'
+GROUP BY 1 ORDER BY 2 DESC"""
+LOGGED = """SELECT (SELECT count(*) FROM provenance WHERE tenant_id = $1),
+       (SELECT tree_size FROM log_heads WHERE tenant_id = $1)"""
 LINEAGE_DATABASE = "lineage_bench_questions_{}"  # and the classic table's database name
 DESCENDANTS = """
 WITH RECURSIVE down (id, kind, depth) AS (
@@ -155,7 +175,24 @@ async def lineage_database(arguments: argparse.Namespace) -> tuple[str, Picks]:
     if picks is None:
         url = await recreate(arguments.classic_url, name)
         picks, _ = await load_classic(url, arguments.classic_url, arguments.table, TENANT)
+        await log_every_record(url)
     return url, picks
+
+
+async def log_every_record(url: str) -> None:
+    """Every loaded record in the tenant's stream and its verifiable log, as appends leave them:
+    the bulk load (a COPY) queues nothing, and the log is part of what a record costs."""
+    owner = await asyncpg.connect(url)
+    try:
+        await owner.execute(QUEUE_EVERY_RECORD, TENANT)
+    finally:
+        await owner.close()
+    settings = Settings()
+    database = await Database.connect(settings, url, min_size=1, max_size=1)
+    try:
+        await storage.sequence(database, TENANT)
+    finally:
+        await database.close()
 
 
 async def main(arguments: argparse.Namespace) -> dict[str, Any]:
@@ -222,19 +259,25 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
         tutorial_bytes = await tutorial.fetchval(
             f"SELECT pg_total_relation_size('{table}'::regclass)"
         )
-        async with database.connection() as connection:
-            lineage_bytes = await connection.fetchval(LINEAGE_BYTES)
+        owner = await asyncpg.connect(lineage_url)  # row security binds the service's role
+        try:
+            by_table = {r["name"]: r["bytes"] for r in await owner.fetch(LINEAGE_TABLE_BYTES)}
+            [records, logged] = await owner.fetchrow(LOGGED, TENANT)
+        finally:
+            await owner.close()
     finally:
         await database.close()
         await tutorial.close()
     return {
         "table": arguments.table,
         "repeats": arguments.repeats,
-        # lineage's without the verifiable log's rows: the bulk load does not sequence it.
+        "records": {"lineage": records, "in_its_verifiable_log": logged},
+        # Everything lineage keeps for the records, their stream and verifiable log included.
         "stored_bytes": {
             "tutorial": tutorial_bytes,
-            "lineage": lineage_bytes,
-            "lineage_over_tutorial": round(lineage_bytes / tutorial_bytes, 2),
+            "lineage": sum(by_table.values()),
+            "lineage_over_tutorial": round(sum(by_table.values()) / tutorial_bytes, 2),
+            "lineage_by_table": by_table,
         },
         "load_average": [round(value, 2) for value in os.getloadavg()],
         "questions": figures,

@@ -54,7 +54,10 @@ def test_each_question_is_timed_beside_the_tutorial_on_the_same_answers() -> Non
         assert all(walked[side]["p90_ms"] >= walked[side]["p50_ms"] > 0
                    for side in ("tutorial", "lineage")), (kind, walked)  # fmt: skip
     stored = report["stored_bytes"]
-    assert stored["lineage"] > stored["tutorial"] > 0
+    assert stored["lineage"] == sum(stored["lineage_by_table"].values()) > stored["tutorial"] > 0
+    # Every record is in the verifiable log, as appends leave it, and counted with the rest.
+    assert report["records"]["in_its_verifiable_log"] == report["records"]["lineage"] >= RECORDS
+    assert {"log_leaves", "events", "provenance"} <= set(stored["lineage_by_table"])
 
 
 def test_the_write_bench_reports_bytes_and_rates_for_both_sides() -> None:
