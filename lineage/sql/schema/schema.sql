@@ -62,6 +62,7 @@ DECLARE
     numbers jsonb;
     new_ids text[];
     all_new boolean;
+    is_uuids boolean[];
     position_after bigint;
 BEGIN
     IF NOT public.lineage_tenant_vouched(p_tenant, p_token) THEN
@@ -158,6 +159,10 @@ BEGIN
     END IF;
     -- The common case: no id was stored before, so no row is compared with every new id.
     all_new := cardinality(new_ids) = cardinality(p_context_ids);
+    -- Each id's form, found once for the edges and the postings: a UUID as uuid prints it
+    -- (lowercase, hyphenated) is kept in 16 bytes, any other id as text.
+    is_uuids := ARRAY(SELECT id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                      FROM unnest(p_context_ids) AS id);
 
     -- An edge in 16 bytes an id (migration 0050): the parent by md5 of its id, looked up and
     -- never printed; the child as uuid when its id prints back as a uuid, else as text.
@@ -167,14 +172,10 @@ BEGIN
            CASE WHEN r.is_uuid THEN r.context_id::uuid END,
            CASE WHEN NOT r.is_uuid THEN r.context_id END,
            r.created_at, r.kind
-    FROM (SELECT r.*,
-                 r.context_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                     AS is_uuid
-          FROM unnest(p_context_ids, p_parent_id_lists, p_created_ats, p_kinds)
-               AS r (context_id, parent_ids, created_at, kind)
-          WHERE all_new OR r.context_id = ANY (new_ids)
-          OFFSET 0) AS r  -- each id's form found once, not once per parent
-         CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id);
+    FROM unnest(p_context_ids, p_parent_id_lists, p_created_ats, p_kinds, is_uuids)
+         AS r (context_id, parent_ids, created_at, kind, is_uuid)
+         CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id)
+    WHERE all_new OR r.context_id = ANY (new_ids);
 
     -- The new records' postings, by invalidation key and by root source ('source:' and its
     -- source_uri), each key by its number, a row per key, kind, depth and month of at most
@@ -192,15 +193,10 @@ BEGIN
                      AS context_uuids,
                  array_agg(r.context_id ORDER BY r.context_id) FILTER (WHERE NOT r.is_uuid)
                      AS context_ids
-          FROM (SELECT r.*,
-                       r.context_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                           AS is_uuid
-                FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
-                            p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists)
-                     AS r (context_id, kind, created_at, upstream_keys, upstream_depths,
-                           root_sources, root_depths)
-                WHERE all_new OR r.context_id = ANY (new_ids)
-                OFFSET 0) AS r  -- each id's form found once, not once per key
+          FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
+                      p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists, is_uuids)
+               AS r (context_id, kind, created_at, upstream_keys, upstream_depths, root_sources,
+                     root_depths, is_uuid)
                CROSS JOIN LATERAL (
                    SELECT * FROM unnest(r.upstream_keys::text[], r.upstream_depths::integer[])
                  UNION ALL
@@ -208,6 +204,7 @@ BEGIN
                    FROM unnest(r.root_sources::text[], r.root_depths::integer[])
                         AS root (uri, depth)
                ) AS up (key, depth)
+          WHERE all_new OR r.context_id = ANY (new_ids)
           GROUP BY up.key, r.kind, up.depth, date_trunc('month', r.created_at, 'UTC')) AS g
          CROSS JOIN LATERAL generate_series(
              1, greatest(cardinality(g.context_uuids), cardinality(g.context_ids)), 1000)
