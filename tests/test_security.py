@@ -367,6 +367,7 @@ WALKS: dict[str, dict[str, Any]] = {
     "walk_back": {"context_id": "answer_1"},
     "suspicious_hops": {"context_id": "answer_1"},
     "blast_radius": {"context_ids": ["chunk_42"], "kind": "all"},
+    "blast_radius_ids": {"context_ids": ["chunk_42"], "kind": "all"},
     "blast_radius_by_source": {"source_uri": "s3://policies/contractors.md", "kind": "all"},
     "blast_radius_ids_by_source": {"source_uri": "s3://policies/contractors.md", "kind": "all"},
     "invalidate_by_transform_version": {"transform_version": "chunker@1.4", "kind": "all"},

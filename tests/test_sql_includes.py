@@ -26,6 +26,7 @@ ASKED: dict[str, dict[str, Any]] = {
     "walk_back": {"context_id": ANSWER_ID},
     "suspicious_hops": {"context_id": ANSWER_ID},
     "blast_radius": {"context_ids": ["doc_contractors_v1"], "kind": "all"},
+    "blast_radius_ids": {"context_ids": ["doc_contractors_v1"], "kind": "all"},
     "blast_radius_by_source": {"source_uri": CONTRACTOR_POLICY, "kind": "all"},
     "blast_radius_ids_by_source": {"source_uri": CONTRACTOR_POLICY, "kind": "all"},
     "stale_sources": {"source_uri": "any", "kind": "all"},
@@ -98,6 +99,7 @@ def test_each_walk_is_written_once() -> None:
         "records_in_order": ["invalidate_by_index_snapshot", "invalidate_by_transform_version"],
         "source_radius": ["blast_radius_by_source", "blast_radius_ids_by_source"],
         "verdicts_on": ["claim_verdicts", "statement_verdicts", "verdict_history"],
+        "walk_down_from_ids": ["blast_radius", "blast_radius_ids"],
         "walk_down": sorted({*ASKED, *INVALIDATIONS, *EMBEDDED} - {"walk_back", "suspicious_hops"}),
         "walk_up": ["suspicious_hops", "walk_back"],
     }

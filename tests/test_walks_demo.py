@@ -254,3 +254,35 @@ async def test_revisions_in_one_batch_are_stale_for_freshness_and_suspicious_hop
         "context_id); compare (newer.created_at, newer.context_id) > (old.created_at, "
         "old.context_id)"
     )
+
+
+async def test_a_walk_down_by_id_lists_the_ids_of_its_records_and_downloads_them(
+    store: PostgresStore, pool: asyncpg.Pool, settings: Settings, client: httpx.AsyncClient
+) -> None:
+    # blast_radius_ids reads no record below its starts: the same rows as the records' walk.
+    await load_incident(store)
+    database = Database(pool, Settings())
+    columns = ("context_id", "kind", "depth", "truncated", "expired")
+    for starts in (["doc_contractors_v1"], ["chunk_42"], ["doc_contractors_v1", "missing"]):
+        for kind in ("answer", "any", "all"):
+            for max_depth in (20, 1):
+                values: dict[str, Any] = {"tenant_id": "default", "kind": kind}
+                values |= {"max_depth": max_depth, "context_ids": starts}
+                records = await reads.run(database, settings, "blast_radius", **values)
+                ids = await reads.run(database, settings, "blast_radius_ids", **values)
+                assert [[r[c] for c in columns] for r in ids] == [
+                    [r[c] for c in columns] for r in records
+                ], (starts, kind, max_depth)
+    response = await client.get(
+        "/v1/impact/ids", params={"context_id": "doc_contractors_v1", "kind": "all"}
+    )
+    assert response.status_code == 200, response.text
+    everything = {"tenant_id": "default", "kind": "all", "max_depth": 20}
+    records = await reads.run(
+        database, settings, "blast_radius", context_ids=["doc_contractors_v1"], **everything
+    )
+    lines = response.text.splitlines()
+    assert [line.split(",")[:3] for line in lines[1:]] == [
+        [r["context_id"], r["kind"], str(r["depth"])] for r in records
+    ]
+    assert len(records) > 5 and ANSWER_ID in {r["context_id"] for r in records}

@@ -340,6 +340,24 @@ async def test_a_document_radius_is_one_range_of_the_postings_by_source(
     assert all(r["truncated"] for r in shallow)  # the answers lie at depth 3
 
 
+async def test_the_ids_below_a_record_read_no_record_but_the_start(
+    store: PostgresStore, owner: asyncpg.Connection, pool: asyncpg.Pool
+) -> None:
+    """The ids file and listing of a walk down by id (blast_radius_ids) take each kind from the
+    edges: only the start is read from the records, where the records' walk reads every one
+    it lists."""
+    assert walks.IMPACT_ID_QUERIES["context_ids"] == "blast_radius_ids"
+    await derive_many(store, fan())
+    await owner.execute("VACUUM ANALYZE provenance, provenance_children")
+    values = {"tenant_id": "default", "context_ids": ["fan_doc"], "kind": "answer"}
+    read = {}
+    for name in ("blast_radius_ids", "blast_radius"):
+        plan = await explain_as_app(pool, name, max_depth=20, **values)
+        records = [n for n in plan if n.get("Relation Name", "").startswith("provenance_p")]
+        read[name] = sum(n["Actual Rows"] * n["Actual Loops"] for n in records)
+    assert read == {"blast_radius_ids": 1, "blast_radius": 1 + FAN_ANSWERS}
+
+
 async def test_plans_use_the_tenant_edges_down_and_the_primary_key_up(
     store: PostgresStore, owner: asyncpg.Connection
 ) -> None:

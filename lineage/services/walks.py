@@ -28,10 +28,10 @@ IMPACT_QUERIES = {
     "embedding_model": "invalidate_by_embedding_model",
     "stale": "stale_sources",
 }
-# A blast radius as ids, kinds and depths, for listings that need no record: by source_uri
-# this reads no provenance row at all.
+# A blast radius as ids, kinds and depths, for listings that need no record: no record is read
+# but those it starts from.
 IMPACT_ID_QUERIES = {
-    "context_ids": "blast_radius",
+    "context_ids": "blast_radius_ids",
     "source_uri": "blast_radius_ids_by_source",
     "transform_version": "invalidate_ids_by_transform_version",
     "index_snapshot": "invalidate_ids_by_index_snapshot",

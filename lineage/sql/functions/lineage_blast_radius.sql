@@ -24,7 +24,8 @@ BEGIN
         FROM (SELECT coalesce(array_agg(wanted.id), '{}') AS ids,
                      coalesce(array_agg(p.kind), '{}') AS kinds
               FROM unnest($2::text[]) AS wanted (id)
-              LEFT JOIN public.provenance AS p ON p.tenant_id = $3 AND p.context_id = wanted.id
+              LEFT JOIN public.provenance AS p
+                     ON p.tenant_id = $3 AND p.context_id = wanted.id
               WHERE p.context_id IS NOT NULL
                  OR EXISTS (SELECT 1 FROM public.log_leaves AS l
                             WHERE l.tenant_id = $3 AND l.context_id = wanted.id)) AS start
