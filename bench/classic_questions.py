@@ -18,8 +18,9 @@ ids as its CSV download (copied out by the server), the records as its NDJSON li
 by the database). The runs are interleaved, a warm-up round first; each figure is the median
 of --repeats to the last row. Then the walk down from typical starts: every answer below each of
 --starts documents and chunks picked at random (seeded), the tutorial's walk from its id beside
-lineage's blast_radius from it (records, through reads.run), start by start, the side that goes
-first alternating, the second of two passes timed: p50 and p90 of each side.
+lineage's blast_radius from it (records, through reads.run) and its blast_radius_ids (the ids),
+start by start, the side that goes first rotating, the second of two passes timed: p50 and p90
+of each side.
 """
 
 import argparse
@@ -96,6 +97,11 @@ QUESTIONS = (
 )  # fmt: skip
 
 
+# Each walk down timed: the tutorial's ids, lineage's records (blast_radius, one call of its
+# function) and lineage's ids (blast_radius_ids, in a tenant transaction).
+WALK_DOWN_SIDES = ("tutorial", "lineage", "lineage ids")
+
+
 async def walks_down(
     tutorial: asyncpg.Connection, database: Database, settings: Settings, table: str, starts: int
 ) -> dict[str, Any]:
@@ -109,21 +115,20 @@ async def walks_down(
             f"SELECT id FROM {table} WHERE kind = $1 ORDER BY id LIMIT 20000", kind
         )]  # fmt: skip
         picked = picker.sample(ids, min(starts, len(ids)))
-        samples: dict[str, list[float]] = {"tutorial": [], "lineage": []}
+        samples: dict[str, list[float]] = {side: [] for side in WALK_DOWN_SIDES}
         for n, start in enumerate(picked * 2):
+            down = {"tenant_id": TENANT, "context_ids": [start], "kind": "answer", "max_depth": 20}
             sides: list[tuple[str, Callable[[], Awaitable[list[Any]]]]] = [
                 ("tutorial", partial(tutorial.fetch, tutorial_ids, start)),
-                ("lineage", partial(
-                    reads.run, database, settings, "blast_radius", tenant_id=TENANT,
-                    context_ids=[start], kind="answer", max_depth=20,
-                )),
-            ]  # fmt: skip
+                ("lineage", partial(reads.run, database, settings, "blast_radius", **down)),
+                ("lineage ids", partial(reads.run, database, settings, "blast_radius_ids", **down)),
+            ]
             answers = {}
-            for side, run in sides[:: -1 if n % 2 else 1]:
+            for side, run in sides[n % len(sides) :] + sides[: n % len(sides)]:
                 elapsed, answers[side] = await timed(run)
                 if n >= len(picked):  # the first pass warms the caches
                     samples[side].append(elapsed)
-            if answers["tutorial"] != answers["lineage"]:
+            if len(set(answers.values())) > 1:
                 raise AssertionError(f"the walks from {start} found {answers}")
         figures[kind] = {
             "starts": len(picked),

@@ -52,7 +52,7 @@ def test_each_question_is_timed_beside_the_tutorial_on_the_same_answers() -> Non
         walked = report["walks_down"][kind]
         assert walked["starts"] == 20, kind
         assert all(walked[side]["p90_ms"] >= walked[side]["p50_ms"] > 0
-                   for side in ("tutorial", "lineage")), (kind, walked)  # fmt: skip
+                   for side in classic_questions.WALK_DOWN_SIDES), (kind, walked)  # fmt: skip
     stored = report["stored_bytes"]
     assert stored["lineage"] == sum(stored["lineage_by_table"].values()) > stored["tutorial"] > 0
     # Every record is in the verifiable log, as appends leave it, and counted with the rest.
