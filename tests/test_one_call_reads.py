@@ -215,6 +215,27 @@ async def test_a_walk_down_is_one_statement_with_the_transactions_answer(
     assert "plan_cache_mode=force_generic_plan" in config
 
 
+async def test_a_walk_down_by_id_in_a_transaction_is_planned_once_there(
+    sent: tuple[Database, list[str]], settings: Settings
+) -> None:
+    # The ids file and pages read in a tenant transaction: a walk down by id is planned
+    # generically there, as in lineage_blast_radius, and the setting ends with the transaction.
+    database, queries = sent
+    down = {"context_ids": ["doc_contractors_v1"], "kind": "all", "max_depth": 20}
+    found = walks.impact_ids(database, settings, "context_ids", tenant_id=DEFAULT_TENANT, **down)
+    assert ANSWER_ID in {node["context_id"] async for node in found}
+    assert [q for q in queries if "plan_cache_mode = force_generic_plan" in q]
+    queries.clear()
+    by_source = {"source_uri": "s3://policies/contractors.md", "kind": "all", "max_depth": 20}
+    found = walks.impact_ids(
+        database, settings, "source_uri", tenant_id=DEFAULT_TENANT, **by_source
+    )
+    assert ANSWER_ID in {node["context_id"] async for node in found}
+    assert queries and not [q for q in queries if "plan_cache_mode" in q]
+    async with database.pool.acquire() as connection:
+        assert await connection.fetchval("SHOW plan_cache_mode") == "auto"
+
+
 def page(after: tuple[datetime, str] | None = None, **filters: str) -> dict[str, Any]:
     """list_contexts' values: every filter 'any' but those given, two records a page."""
     earliest, latest = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)

@@ -223,14 +223,20 @@ async def _owner_vouching_key(url: str) -> bytes | None:
 
 @asynccontextmanager
 async def transaction(
-    pool: asyncpg.Pool, tenant_id: str, *, statement_timeout_ms: int | None = None
+    pool: asyncpg.Pool,
+    tenant_id: str,
+    *,
+    statement_timeout_ms: int | None = None,
+    generic_plans: bool = False,
 ) -> AsyncIterator[asyncpg.Connection]:
     """One transaction confined to one tenant.
 
     The tenant is set with SET LOCAL, local to the transaction, so a pooled connection never
     carries it into the next request; row-level security reads it (on Citus, on the workers
     too: see set_tenant_sql).
-    Walks also set their timeout and turn JIT off for this transaction alone.
+    Walks also set their timeout and turn JIT off for this transaction alone; with
+    `generic_plans`, their statements are planned once per connection, not at each run, on
+    plain PostgreSQL.
     """
     async with pool.acquire() as connection, connection.transaction():
         statements = set_tenant_sql(tenant_id, getattr(connection, "vouching_key", None))
@@ -238,6 +244,10 @@ async def transaction(
             statements += (
                 f"; SET LOCAL statement_timeout = {int(statement_timeout_ms)}; SET LOCAL jit = off"
             )
+        # Where reads run as one call: Citus cannot plan the walks generically ("could not
+        # create distributed plan").
+        if generic_plans and getattr(connection, "one_call_reads", False):
+            statements += "; SET LOCAL plan_cache_mode = force_generic_plan"
         await connection.execute(statements)
         yield connection
 

@@ -172,14 +172,21 @@ class Database:
 
     @asynccontextmanager
     async def tenant(
-        self, tenant_id: str, *, statement_timeout_ms: int | None = None
+        self,
+        tenant_id: str,
+        *,
+        statement_timeout_ms: int | None = None,
+        generic_plans: bool = False,
     ) -> AsyncIterator[Transaction]:
         """A transaction confined to `tenant_id` (see lineage.db.transaction); on the primary,
         the first of the task's for its tenant also writes the pending write (PendingWrite)."""
         pending = self._pending_write(tenant_id)
         try:
             async with db.transaction(
-                self.pool, tenant_id, statement_timeout_ms=statement_timeout_ms
+                self.pool,
+                tenant_id,
+                statement_timeout_ms=statement_timeout_ms,
+                generic_plans=generic_plans,
             ) as connection:
                 if pending is not None:
                     pending.written = True  # a transaction of the task beside this one skips it
