@@ -4,7 +4,7 @@ settings: the statement timeout, and a WalkTimeout that says which setting to ra
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
+from contextlib import AbstractAsyncContextManager, aclosing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,7 +14,7 @@ from lineage import db
 from lineage.core import DEFAULT_TENANT, metrics
 from lineage.core.errors import WalkTimeout
 from lineage.core.record import format_timestamp
-from lineage.db.database import Database
+from lineage.db.database import Database, Transaction
 from lineage.db.named_sql import QUERIES
 from lineage.settings import Settings
 
@@ -94,6 +94,17 @@ ONE_CALL = {
 GENERIC_PLANS = frozenset({"blast_radius", "blast_radius_ids"})
 
 
+def _read_transaction(
+    database: Database, settings: Settings, name: str, values: dict[str, Any]
+) -> AbstractAsyncContextManager[Transaction]:
+    """The tenant transaction the named read `name` runs in, under the walk settings."""
+    return database.tenant(
+        values.get("tenant_id", DEFAULT_TENANT),
+        statement_timeout_ms=settings.statement_timeout_ms,
+        generic_plans=name in GENERIC_PLANS,
+    )
+
+
 async def _fetch(
     database: Database, settings: Settings, name: str, values: dict[str, Any], over: str = "{}"
 ) -> list[asyncpg.Record]:
@@ -111,11 +122,7 @@ async def _fetch(
                 answered = await database.fetch_one_call(tenant_id, call, arguments, timeout_s)
                 if answered is not None:
                     return answered
-            async with database.tenant(
-                tenant_id,
-                statement_timeout_ms=settings.statement_timeout_ms,
-                generic_plans=name in GENERIC_PLANS,
-            ) as tx:
+            async with _read_transaction(database, settings, name, values) as tx:
                 rows: list[asyncpg.Record] = await tx.connection.fetch(
                     over.format(QUERIES[name].sql), *arguments
                 )
@@ -242,11 +249,7 @@ async def _cursor(
     """The rows of `sql` (the named query `name`, or a select over it) through a server-side
     cursor in the tenant's transaction, under the walk settings."""
     try:
-        async with database.tenant(
-            values.get("tenant_id", DEFAULT_TENANT),
-            statement_timeout_ms=settings.statement_timeout_ms,
-            generic_plans=name in GENERIC_PLANS,
-        ) as tx:
+        async with _read_transaction(database, settings, name, values) as tx:
             arguments = QUERIES[name].arguments(values)
             async for row in tx.connection.cursor(sql, *arguments, prefetch=1000):
                 yield row
@@ -272,11 +275,7 @@ async def copy_id_file(
 
     async def copy_out() -> None:
         try:
-            async with database.tenant(
-                values.get("tenant_id", DEFAULT_TENANT),
-                statement_timeout_ms=settings.statement_timeout_ms,
-                generic_plans=name in GENERIC_PLANS,
-            ) as tx:
+            async with _read_transaction(database, settings, name, values) as tx:
                 await tx.connection.copy_from_query(
                     ID_FILE_SELECT.format(query.sql),
                     *query.arguments(values),
