@@ -152,7 +152,7 @@ def test_a_large_export_runs_off_the_loop_and_healthz_answers_through_a_long_ans
 
 
 def written_in_a_worker_process(
-    context_id: str, records: list[bytes], tenant_id: str, output: str
+    context_id: str, records: bytes, tenant_id: str, output: str
 ) -> bytes:
     """prov.written_from_json, refusing to run in the service's own process."""
     if multiprocessing.parent_process() is None:

@@ -105,12 +105,17 @@ async def test_a_walk_reads_every_attribute_as_stored(
 
 def test_a_record_is_read_from_its_json_exactly() -> None:
     # Integers past 64 bits (stored before attributes were held to RFC 8785's), past a double.
-    big = walks.record_from_json(b'{"attributes": {"n": [123456789012345678901234567890], "k": 2}}')
-    assert big == {"attributes": {"n": [123456789012345678901234567890], "k": 2}}
+    [fine, big] = walks.records_from_json(
+        b'[{"attributes": {"k": 1}}, {"attributes": {"n": [123456789012345678901234567890]}}]'
+    )
+    assert (fine, big) == (
+        {"attributes": {"k": 1}},
+        {"attributes": {"n": [123456789012345678901234567890]}},
+    )
     assert type(big["attributes"]["n"][0]) is int
-    assert walks.record_from_json(b'{"attributes": {"m": 1e400}}') == {
-        "attributes": {"m": math.inf}
-    }
+    assert walks.records_from_json(b'[{"attributes": {"m": 1e400}}]') == [
+        {"attributes": {"m": math.inf}}
+    ]
 
 
 async def audit_rows(database: Database) -> list[tuple[str, str]]:

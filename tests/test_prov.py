@@ -160,9 +160,7 @@ async def test_max_depth_bounds_the_document(incident: str, client: httpx.AsyncC
     assert statements(document)["derived"] == {(incident, ANSWER_ID, "weekly report@1.0 beta")}
 
 
-def written_without_xml(
-    context_id: str, records: list[bytes], tenant_id: str, output: str
-) -> bytes:
+def written_without_xml(context_id: str, records: bytes, tenant_id: str, output: str) -> bytes:
     """prov.written_from_json where the prov package has no XML serialiser (as without lxml)."""
     Registry.load_serializers()
     every = Registry.serializers

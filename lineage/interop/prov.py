@@ -97,7 +97,7 @@ def written(walk: Walk, tenant_id: str, output: str) -> str:
     return serialize(prov_document(walk, tenant_id), output)
 
 
-def written_from_json(context_id: str, records: list[bytes], tenant_id: str, output: str) -> bytes:
+def written_from_json(context_id: str, records: bytes, tenant_id: str, output: str) -> bytes:
     """written() of a walk-back as the database wrote its records (walks.walk_back_json),
     decoded and encoded here: in the worker process that writes it, not on the event loop."""
     return written(walk_from_json(context_id, records), tenant_id, output).encode()

@@ -213,13 +213,23 @@ async def stream(
 # value rather than a row decoded and encoded again (5 us of its CPU a record against 17, for
 # 21k answers); kind, truncated and expired are read for the summary. row_to_json of the
 # columns, not json_build_object: 14% less time and 8% fewer bytes for 212,500 records.
-RECORD_JSON_SELECT = """SELECT r.kind, r.truncated, r.expired,
-       convert_to(row_to_json(r)::text, 'UTF8') AS record
-FROM (SELECT context_id, depth, kind, parent_ids, source_uri, content_hash, transform,
+RECORD_COLUMNS = """SELECT context_id, depth, kind, parent_ids, source_uri, content_hash, transform,
              transform_version, produced_by, index_snapshot, trace_id,
              to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
              attributes, truncated, expired
-      FROM (\n{}\n) AS node) AS r"""
+      FROM (\n{}\n) AS node"""
+RECORD_JSON_SELECT = (
+    """SELECT r.kind, r.truncated, r.expired,
+       convert_to(row_to_json(r)::text, 'UTF8') AS record
+FROM ("""
+    + RECORD_COLUMNS
+    + ") AS r"
+)
+# The same records as one JSON array in their order (null for none): one row to fetch and one
+# document to decode, 0.05 ms less than a row each for a walk-back of 21 records.
+RECORDS_JSON_ARRAY = (
+    "SELECT convert_to(json_agg(r)::text, 'UTF8') AS records FROM (" + RECORD_COLUMNS + ") AS r"
+)
 
 
 async def record_json(
@@ -233,14 +243,14 @@ async def record_json(
             yield {"kind": kind, "truncated": truncated, "expired": expired}, record
 
 
-async def fetch_record_json(
+async def fetch_records_json(
     database: Database, settings: Settings, name: str, **values: Any
-) -> list[bytes]:
-    """record_json's records in one fetch, not row by row: the driver decodes rows as they
-    arrive, and no Python loop over them runs on the event loop (for a worker process to
-    decode: walks.walk_back_json)."""
-    rows = await _fetch(database, settings, name, values, RECORD_JSON_SELECT)
-    return [row["record"] for row in rows]
+) -> bytes | None:
+    """record_json's records as one JSON array, None when there are none: no Python loop over
+    them runs on the event loop (for a worker process to decode: walks.walk_back_json)."""
+    [row] = await _fetch(database, settings, name, values, RECORDS_JSON_ARRAY)
+    records: bytes | None = row["records"]
+    return records
 
 
 async def _cursor(

@@ -136,34 +136,34 @@ async def walk_back(
 
 async def walk_back_json(
     database: Database, settings: Settings, tenant_id: str, context_id: str, max_depth: int | None
-) -> list[bytes]:
-    """The walk-back's records as the JSON the database writes (reads.fetch_record_json), for a
-    worker process to decode: a walk of thousands decoded on the event loop held it for tens of
-    milliseconds a time, and other tenants' requests waited. NotFound for an unknown record."""
+) -> bytes:
+    """The walk-back's records as the JSON array the database writes (reads.fetch_records_json),
+    for a worker process to decode: a walk of thousands decoded on the event loop held it for
+    tens of milliseconds a time, and other tenants' requests waited. NotFound for an unknown
+    record."""
     depth = check_depth(settings, max_depth)
     values = {"tenant_id": tenant_id, "context_id": context_id, "max_depth": depth}
-    records = await reads.fetch_record_json(database, settings, "walk_back", **values)
-    if not records:
+    records = await reads.fetch_records_json(database, settings, "walk_back", **values)
+    if records is None:
         raise NotFound(f"no context {context_id}")
     return records
 
 
-def walk_from_json(context_id: str, records: list[bytes]) -> Walk:
+def walk_from_json(context_id: str, records: bytes) -> Walk:
     """The Walk of walk_back_json's records."""
-    return _walk(context_id, [record_from_json(record) for record in records])
+    return _walk(context_id, records_from_json(records))
 
 
-def record_from_json(record: bytes) -> dict[str, Any]:
-    """A record's JSON as the database wrote it, read by orjson in half of json's time;
-    by json where orjson refuses it (a number past a double's range, nesting past 1,024 levels)
-    or may not have read it exactly (it reads an integer past 64 bits as a float)."""
+def records_from_json(records: bytes) -> list[dict[str, Any]]:
+    """Records as the database wrote them, a JSON array, read by orjson in half of json's
+    time; by json where orjson refuses it (a number past a double's range, nesting past 1,024
+    levels) or may not have read it exactly (it reads an integer past 64 bits as a float)."""
     try:
-        decoded: dict[str, Any] = orjson.loads(record)
+        decoded: list[dict[str, Any]] = orjson.loads(records)
     except orjson.JSONDecodeError:
-        decoded = json.loads(record)
-    else:
-        if not _exact(decoded["attributes"]):
-            decoded = json.loads(record)
+        return list(json.loads(records))
+    if not all(_exact(record["attributes"]) for record in decoded):
+        return list(json.loads(records))
     return decoded
 
 
