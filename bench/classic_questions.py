@@ -14,13 +14,13 @@ questions_` and the classic database's name, as `python -m bench --classic-table
 nothing appended beside, then every record queued and sequenced into the verifiable log as
 appends leave them), read through `reads.run` as the application role (row security on,
 every row made a node, as the CLI gets them), and as the service serves them over HTTP: the
-ids as its CSV download (copied out by the server), the records as its NDJSON lines (written
-by the database). The runs are interleaved, a warm-up round first; each figure is the median
-of --repeats to the last row. Then the walk down from typical starts: every answer below each of
---starts documents and chunks picked at random (seeded), the tutorial's walk from its id beside
-lineage's blast_radius from it (records, through reads.run) and its blast_radius_ids (the ids),
-start by start, the side that goes first rotating, the second of two passes timed: p50 and p90
-of each side.
+ids as its CSV download (copied out by the server) and as its JSON file's objects, the records
+as its NDJSON lines (both written by the database). The runs are interleaved, a warm-up round
+first; each figure is the median of --repeats to the last row. Then the walk down from typical
+starts: every answer below each of --starts documents and chunks picked at random (seeded), the
+tutorial's walk from its id beside lineage's blast_radius from it (records, through reads.run)
+and its blast_radius_ids (the ids), start by start, the side that goes first rotating, the
+second of two passes timed: p50 and p90 of each side.
 """
 
 import argparse
@@ -81,8 +81,9 @@ WITH RECURSIVE down (id, kind, depth) AS (
 )
 """
 IDS = "SELECT DISTINCT id FROM down WHERE kind = 'answer'"
-# The answers' records read by their ids alone, no walk: what any answer with records costs at
-# least, each side on its own table (lineage's as its owner, no JSON written).
+# The answers' records read by their ids alone and copied out by the server, no walk and no row
+# decoded by the client: what any answer with records costs at least, each side on its own
+# table (lineage's as its owner).
 TUTORIAL_BY_ID = "SELECT t.* FROM {table} AS t WHERE t.id = ANY ($1::text[])"
 LINEAGE_BY_ID = "SELECT p.* FROM provenance AS p WHERE p.tenant_id = $1 AND p.context_id = ANY ($2)"
 WALK_FROM = "id = $1"  # the tutorial's walk from one record
@@ -153,6 +154,17 @@ async def timed(run: Callable[[], Awaitable[list[Any]]]) -> tuple[float, int]:
     return (time.perf_counter() - started) * 1000, len(rows)
 
 
+async def copied_lines(connection: asyncpg.Connection, sql: str, *arguments: Any) -> list[bytes]:
+    """The rows of `sql` as the server copies them out (COPY ... TO STDOUT), a line each."""
+    chunks: list[bytes] = []
+
+    async def keep(chunk: bytes) -> None:
+        chunks.append(bytes(chunk))
+
+    await connection.copy_from_query(sql, *arguments, output=keep)
+    return b"".join(chunks).splitlines()
+
+
 async def id_lines(
     database: Database, settings: Settings, name: str, values: dict[str, Any]
 ) -> list[bytes]:
@@ -161,6 +173,14 @@ async def id_lines(
         [chunk async for chunk in reads.copy_id_file(database, settings, name, **values)]
     )
     return lines.splitlines()
+
+
+async def id_objects(
+    database: Database, settings: Settings, name: str, values: dict[str, Any]
+) -> list[bytes]:
+    """The ids as the service's JSON ids file has them (reads.id_json), an object each."""
+    return [made async for batch in reads.id_json(database, settings, name, **values)
+            for _, made in batch]  # fmt: skip
 
 
 async def record_lines(
@@ -240,13 +260,16 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
                 "lineage ids": partial(reads.run, database, settings, ids_query, **values),
                 "lineage records": partial(reads.run, database, settings, records_query, **values),
                 "lineage ids CSV": partial(id_lines, database, settings, ids_query, values),
+                "lineage ids JSON": partial(id_objects, database, settings, ids_query, values),
                 "lineage records NDJSON": partial(
                     record_lines, database, settings, records_query, values
                 ),
                 "tutorial records by id alone": partial(
-                    tutorial.fetch, TUTORIAL_BY_ID.format(table=table), answers
+                    copied_lines, tutorial, TUTORIAL_BY_ID.format(table=table), answers
                 ),
-                "lineage records by id alone": partial(owner.fetch, LINEAGE_BY_ID, TENANT, answers),
+                "lineage records by id alone": partial(
+                    copied_lines, owner, LINEAGE_BY_ID, TENANT, answers
+                ),
             }
             samples: dict[str, list[float]] = {name: [] for name in runs}
             rows: dict[str, int] = {}
@@ -265,6 +288,7 @@ async def main(arguments: argparse.Namespace) -> dict[str, Any]:
                 },
                 "faster_as_served": {
                     "ids": round(medians["tutorial ids"] / medians["lineage ids CSV"], 1),
+                    "ids as JSON": round(medians["tutorial ids"] / medians["lineage ids JSON"], 1),
                     "records": round(
                         medians["tutorial records"] / medians["lineage records NDJSON"], 1
                     ),

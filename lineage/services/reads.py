@@ -201,11 +201,13 @@ async def trace_records(
 async def stream(
     database: Database, settings: Settings, name: str, **values: Any
 ) -> AsyncGenerator[dict[str, Any], None]:
-    """The same, row by row through a server-side cursor, so memory stays bounded."""
+    """The same, node by node through a server-side cursor, so memory stays bounded."""
     query = QUERIES[name]
-    async with aclosing(_cursor(database, settings, name, query.sql, values)) as rows:
-        async for row in rows:
-            yield node_from_row(row)
+    async with aclosing(_cursor(database, settings, name, query.sql, values)) as batches:
+        async for rows in batches:
+            conversions = _conversions(rows)
+            for row in rows:
+                yield _node(row, conversions)
 
 
 # Each record of a radius as its JSON, written by the database: the keys of node_from_row in
@@ -238,9 +240,32 @@ async def record_json(
     """A radius's records (a query with the columns of sql/blast_radius.sql) as JSON, each
     with its kind, truncated and expired, row by row, so memory stays bounded."""
     sql = RECORD_JSON_SELECT.format(QUERIES[name].sql)
-    async with aclosing(_cursor(database, settings, name, sql, values)) as rows:
-        async for kind, truncated, expired, record in rows:
-            yield {"kind": kind, "truncated": truncated, "expired": expired}, record
+    async with aclosing(_cursor(database, settings, name, sql, values)) as batches:
+        async for rows in batches:
+            for kind, truncated, expired, record in rows:
+                yield {"kind": kind, "truncated": truncated, "expired": expired}, record
+
+
+# Each id of a radius as the JSON object of an ids file (walks.ID_FILE_COLUMNS), written by the
+# database, with its kind, truncated and expired for the file's summary.
+ID_JSON_SELECT = """SELECT i.kind, i.truncated, i.expired, convert_to(row_to_json(r)::text, 'UTF8')
+FROM (\n{}\n) AS i
+CROSS JOIN LATERAL (SELECT i.context_id, i.kind, i.depth, i.truncated) AS r"""
+
+
+async def id_json(
+    database: Database, settings: Settings, name: str, **values: Any
+) -> AsyncGenerator[list[tuple[dict[str, Any], bytes]], None]:
+    """A radius's ids (a query with the columns of sql/blast_radius_ids.sql) as the JSON the
+    database writes, each with its kind, truncated and expired, a batch at a time: made node by
+    node in Python, the JSON file of 21,386 ids took 48 ms against the CSV's 11, 15 so."""
+    sql = ID_JSON_SELECT.format(QUERIES[name].sql)
+    async with aclosing(_cursor(database, settings, name, sql, values)) as batches:
+        async for rows in batches:
+            yield [
+                ({"kind": kind, "truncated": truncated, "expired": expired}, made)
+                for kind, truncated, expired, made in rows
+            ]
 
 
 async def fetch_records_json(
@@ -253,16 +278,21 @@ async def fetch_records_json(
     return records
 
 
+# Rows a server-side cursor fetches at a time; its readers take each batch whole.
+ROWS_PER_FETCH = 1000
+
+
 async def _cursor(
     database: Database, settings: Settings, name: str, sql: str, values: dict[str, Any]
-) -> AsyncGenerator[asyncpg.Record, None]:
+) -> AsyncGenerator[list[asyncpg.Record], None]:
     """The rows of `sql` (the named query `name`, or a select over it) through a server-side
-    cursor in the tenant's transaction, under the walk settings."""
+    cursor in the tenant's transaction, under the walk settings, ROWS_PER_FETCH at a time."""
     try:
         async with _read_transaction(database, settings, name, values) as tx:
             arguments = QUERIES[name].arguments(values)
-            async for row in tx.connection.cursor(sql, *arguments, prefetch=1000):
-                yield row
+            cursor = await tx.connection.cursor(sql, *arguments)
+            while rows := await cursor.fetch(ROWS_PER_FETCH):
+                yield rows
     except asyncpg.QueryCanceledError as exc:
         raise WalkTimeout(_timeout_message(name, settings)) from exc
 

@@ -263,6 +263,14 @@ def impact_ids(
     return reads.stream(database, settings, IMPACT_ID_QUERIES[question], **values)
 
 
+def impact_id_json(
+    database: Database, settings: Settings, question: str, **values: Any
+) -> AsyncGenerator[list[tuple[dict[str, Any], bytes]], None]:
+    """An impact question's ids as the JSON objects of its ids file that the database writes,
+    with what the file's summary counts, a batch at a time (reads.id_json)."""
+    return reads.id_json(database, settings, IMPACT_ID_QUERIES[question], **values)
+
+
 def impact_id_file(
     database: Database, settings: Settings, question: str, **values: Any
 ) -> AsyncGenerator[bytes, None]:

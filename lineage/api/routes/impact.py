@@ -22,7 +22,7 @@ from lineage.api.deps import (
     ReadDb,
     exactly_one,
 )
-from lineage.api.results import Stream, chunked, impact_response, json_bytes, started
+from lineage.api.results import Stream, chunked, impact_response, started
 from lineage.api.routes.contexts import EARLIEST, LATEST
 from lineage.core import cursors
 from lineage.core.errors import BadParameter, NotFound
@@ -214,15 +214,18 @@ async def _csv_file(lines: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes,
 
 
 async def _json_file(
-    start: dict[str, Any], kind: str, nodes: AsyncGenerator[dict[str, Any], None]
+    start: dict[str, Any],
+    kind: str,
+    batches: AsyncGenerator[list[tuple[dict[str, Any], bytes]], None],
 ) -> AsyncGenerator[bytes, None]:
     tally = walks.ImpactTally()
     yield f'{{"start": {json.dumps(start)}, "kind": {json.dumps(kind)}, "records": ['.encode()
     separator = b""
-    async with aclosing(nodes):
-        async for node in nodes:
-            tally.add(node)
-            yield separator + json_bytes({key: node[key] for key in walks.ID_FILE_COLUMNS})
+    async with aclosing(batches):
+        async for batch in batches:
+            for counted, _ in batch:
+                tally.add(counted)
+            yield separator + b", ".join(made for _, made in batch)
             separator = b", "
     yield f'], "summary": {json.dumps(tally.summary().model_dump(mode="json"))}}}'.encode()
 
@@ -274,9 +277,9 @@ async def download_impact_ids(
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": disposition},
         )
-    nodes = await started(walks.impact_ids(database, settings, name, **walk))
+    batches = await started(walks.impact_id_json(database, settings, name, **walk))
     return Stream(
-        chunked(_json_file(given, kind, nodes)),
+        chunked(_json_file(given, kind, batches)),
         media_type="application/json",
         headers={"Content-Disposition": disposition},
     )
