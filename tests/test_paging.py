@@ -4,17 +4,23 @@ cursor, until null; following it sees every item once."""
 import json
 import re
 import shlex
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from typer.testing import CliRunner
 
+from lineage.api.app import create_app
 from lineage.cli import app
 from lineage.core.derive import derive
+from lineage.db.migrate import migrate
+from lineage.settings import Settings
 from lineage.store import PostgresStore
 from lineage.verifiable_log.checkpoint import Checkpoint
+from tests.conftest import database_at, server_url, sync_connect, url_for
 from tests.test_log import documents
 
 PAGE = 3
@@ -83,6 +89,49 @@ async def test_a_blast_radius_pages_with_next_and_still_takes_an_offset(
     assert by_cursor.json()["offset"] == 3
     both = {**query, "offset": 3, "cursor": first["next"]}
     assert (await client.get("/v1/impact/page", params=both)).status_code == 422
+
+
+@pytest.fixture
+def icu_database_url() -> Iterator[str]:
+    """A migrated database whose collation is ICU's English: "answer_a" sorts before
+    "answer_B" there, after it in code point order."""
+    base = server_url()
+    name = f"lineage_icu_{uuid.uuid4().hex[:12]}"
+    with sync_connect(base) as server:
+        server.execute(
+            f"CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en' "
+            "LOCALE 'C.UTF-8'"
+        )
+    try:
+        migrate(url_for(base, name))
+        yield url_for(base, name)
+    finally:
+        with sync_connect(base) as server:
+            server.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+async def test_a_blast_radius_pages_alike_under_a_linguistic_collation(
+    icu_database_url: str, settings: Settings
+) -> None:
+    """The paged radius finds its cursor's place comparing ids in Python: the walks list ids in
+    code point order whatever the database's collation, or pages skip records."""
+    ids = ["answer_B", "answer_D", "answer_a", "answer_c"]  # in code point order
+    async with database_at(icu_database_url, settings) as database:
+        store = PostgresStore(database)
+        policy = await derive(store, [], "policy", "document", source_uri="s3://policy.md")
+        for context_id in reversed(ids):
+            await derive(store, [policy], context_id, "answer", context_id=context_id)
+    app = create_app(settings, database_url=icu_database_url)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://lineage") as client:
+            query = {"source_uri": "s3://policy.md", "kind": "answer"}
+            pages = await follow(
+                client, "/v1/impact/page", lambda b: [n["context_id"] for n in b["nodes"]], **query
+            )
+            assert once(pages) == ids
+            listed = await client.get("/v1/impact/ids", params=query)
+            assert [line.split(",")[0] for line in listed.text.splitlines()[1:]] == ids
 
 
 async def test_checkpoints_page_with_next_and_still_take_after(

@@ -295,9 +295,10 @@ async def test_invalidation_is_one_read_of_the_postings_index(
     ]
     assert reads == ([] if "_ids_" in name else [FAN_ANSWERS]), reads  # each answer once
     # The answer's ids are sorted before its records are read: a sort of the records spilled
-    # 55 MB to disk for 212,500 answers.
+    # 55 MB to disk for 212,500 answers. (An id's row is about 100 bytes wide with its sort key
+    # in code point order beside it; a record's, several hundred.)
     sorted_widths = [n["Plan Width"] for n in plan if n["Node Type"] == "Sort"]
-    assert all(width < 100 for width in sorted_widths), sorted_widths
+    assert all(width < 150 for width in sorted_widths), sorted_widths
 
 
 async def other_postings(owner: asyncpg.Connection, prefix: str) -> None:
@@ -334,7 +335,8 @@ async def test_a_document_radius_is_one_range_of_the_postings_by_source(
     assert sum(n["Actual Rows"] for n in postings) < FAN_ANSWERS  # rows of ids, not an id a row
     assert not seq_scans_of_the_records(plan)
     sorts = [n for n in plan if n["Node Type"] in {"Sort", "Incremental Sort"}]
-    assert all("posting.context_id" in n["Sort Key"] for n in sorts if n["Actual Rows"]), sorts
+    keys = [" ".join(n["Sort Key"]) for n in sorts if n["Actual Rows"]]
+    assert all("posting.context_id" in key and 'COLLATE "C"' in key for key in keys), keys
     async with db.transaction(pool, "default") as connection:
         listed = await db.fetch(connection, name, max_depth=20, **values)
         shallow = await db.fetch(connection, name, **{**values, "kind": "all", "max_depth": 2})

@@ -70,4 +70,4 @@ JOIN public.provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = nod
 WHERE w.depth <= :max_depth
   AND (node.kind = :'kind' OR :'kind' = 'all'
        OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
-ORDER BY w.depth, r.context_id;
+ORDER BY w.depth, r.context_id COLLATE "C";

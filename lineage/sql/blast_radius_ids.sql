@@ -63,4 +63,4 @@ CROSS JOIN LATERAL unnest(w.frontier, w.kinds) AS node (id, kind)
 WHERE w.depth <= :max_depth AND node.kind IS NOT NULL
   AND (node.kind = :'kind' OR :'kind' = 'all'
        OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
-ORDER BY w.depth, node.id;
+ORDER BY w.depth, node.id COLLATE "C";

@@ -79,7 +79,7 @@ radius AS (
        AND (ip.kind = :'kind' OR :'kind' = 'all'
             OR (:'kind' = 'any' AND ip.kind NOT IN ('verdict', 'tombstone')))
        AND ip.depth <= :max_depth
-     ORDER BY ip.depth, posting.context_id)
+     ORDER BY ip.depth, posting.context_id COLLATE "C")
   UNION ALL
     (SELECT node.id, node.kind, w.depth,
             coalesce((SELECT cardinality(b.frontier) > 0 FROM walk AS b
@@ -89,7 +89,7 @@ radius AS (
      WHERE w.depth <= :max_depth
        AND (node.kind = :'kind' OR :'kind' = 'all'
             OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
-     ORDER BY w.depth, node.id)
+     ORDER BY w.depth, node.id COLLATE "C")
 )
 -- end include: source_radius
 -- In radius's order.

@@ -64,4 +64,4 @@ JOIN provenance AS r ON r.tenant_id = :'tenant_id' AND r.context_id = node.id
 WHERE w.depth <= :max_depth
   AND (node.kind = :'kind' OR :'kind' = 'all'
        OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
-ORDER BY w.depth, r.context_id;
+ORDER BY w.depth, r.context_id COLLATE "C";

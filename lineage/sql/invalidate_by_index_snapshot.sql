@@ -114,11 +114,11 @@ found AS (
 SELECT r.context_id, f.depth, r.kind, r.parent_ids, r.source_uri, r.content_hash, r.transform,
        r.transform_version, r.produced_by, r.index_snapshot, r.trace_id, r.created_at,
        r.attributes, f.truncated, f.expired
-FROM (SELECT * FROM found ORDER BY depth, context_id) AS f
+FROM (SELECT * FROM found ORDER BY depth, context_id COLLATE "C") AS f
 CROSS JOIN LATERAL (
     SELECT * FROM provenance AS x
     WHERE x.tenant_id = :'tenant_id' AND x.context_id = f.context_id
     OFFSET 0  -- a primary-key probe per id, in the ids' order
 ) AS r
-ORDER BY f.depth, f.context_id;
+ORDER BY f.depth, f.context_id COLLATE "C";
 -- end include: records_in_order

@@ -105,4 +105,4 @@ WHERE w.depth <= :max_depth
   AND (node.kind = :'kind' OR :'kind' = 'all'
        OR (:'kind' = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
 ) AS found
-ORDER BY depth, context_id;
+ORDER BY depth, context_id COLLATE "C";

@@ -44,4 +44,4 @@ SELECT r.context_id, a.depth - 1 AS depth, r.kind, r.parent_ids, r.source_uri, r
                            WHERE b.depth <= :max_depth) AS expired
 FROM walk AS a
 CROSS JOIN LATERAL unnest(a.found) AS r
-ORDER BY a.depth, r.context_id;
+ORDER BY a.depth, r.context_id COLLATE "C";

@@ -64,7 +64,7 @@ BEGIN
     WHERE w.depth <= $1
       AND (node.kind = $4 OR $4 = 'all'
            OR ($4 = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
-    ORDER BY w.depth, r.context_id
+    ORDER BY w.depth, r.context_id COLLATE "C"
     -- end statement: blast_radius
     ;
     PERFORM pg_catalog.set_config('lineage.tenant_id', coalesce(found_bound, ''), true);

@@ -47,7 +47,7 @@ BEGIN
                                WHERE b.depth <= $3) AS expired
     FROM walk AS a
     CROSS JOIN LATERAL unnest(a.found) AS r
-    ORDER BY a.depth, r.context_id
+    ORDER BY a.depth, r.context_id COLLATE "C"
     -- end statement: walk_back
     ;
     PERFORM pg_catalog.set_config('lineage.tenant_id', coalesce(found_bound, ''), true);

@@ -325,7 +325,7 @@ BEGIN
     WHERE w.depth <= $1
       AND (node.kind = $4 OR $4 = 'all'
            OR ($4 = 'any' AND node.kind NOT IN ('verdict', 'tombstone')))
-    ORDER BY w.depth, r.context_id
+    ORDER BY w.depth, r.context_id COLLATE "C"
     -- end statement: blast_radius
     ;
     PERFORM pg_catalog.set_config('lineage.tenant_id', coalesce(found_bound, ''), true);
@@ -1195,7 +1195,7 @@ BEGIN
                                WHERE b.depth <= $3) AS expired
     FROM walk AS a
     CROSS JOIN LATERAL unnest(a.found) AS r
-    ORDER BY a.depth, r.context_id
+    ORDER BY a.depth, r.context_id COLLATE "C"
     -- end statement: walk_back
     ;
     PERFORM pg_catalog.set_config('lineage.tenant_id', coalesce(found_bound, ''), true);
