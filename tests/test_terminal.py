@@ -20,7 +20,7 @@ from lineage.cli.render import LISTED_ROWS
 from lineage.core.derive import Derivation, derive_many
 from lineage.core.record import NewContext
 from lineage.services.demo import CONTRACTOR_POLICY
-from lineage.services.walks import ID_FILE_COLUMNS
+from lineage.services.reads import ID_FILE_COLUMNS
 from lineage.store.postgres import PostgresStore
 from lineage.store.spool import SpooledBatch, SpoolFile
 from tests.conftest import janitor, url_for

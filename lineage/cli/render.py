@@ -185,7 +185,8 @@ def print_nodes(nodes: list[dict[str, Any]], output: str, ctx: typer.Context) ->
     import csv
     import sys
 
-    from lineage.services.walks import ID_FILE_COLUMNS, ImpactTally
+    from lineage.services.reads import ID_FILE_COLUMNS
+    from lineage.services.walks import ImpactTally
 
     tally = ImpactTally()
     for node in nodes:

@@ -246,11 +246,15 @@ async def record_json(
                 yield {"kind": kind, "truncated": truncated, "expired": expired}, record
 
 
-# Each id of a radius as the JSON object of an ids file (walks.ID_FILE_COLUMNS), written by the
+# The columns of a blast radius written out for a deletion or cache-invalidation job.
+ID_FILE_COLUMNS = ("context_id", "kind", "depth", "truncated")
+# Each id of a radius as the JSON object of an ids file (ID_FILE_COLUMNS), written by the
 # database, with its kind, truncated and expired for the file's summary.
-ID_JSON_SELECT = """SELECT i.kind, i.truncated, i.expired, convert_to(row_to_json(r)::text, 'UTF8')
-FROM (\n{}\n) AS i
-CROSS JOIN LATERAL (SELECT i.context_id, i.kind, i.depth, i.truncated) AS r"""
+ID_JSON_SELECT = (
+    "SELECT i.kind, i.truncated, i.expired, convert_to(row_to_json(r)::text, 'UTF8')\n"
+    "FROM (\n{}\n) AS i\n"
+    f"CROSS JOIN LATERAL (SELECT {', '.join(f'i.{c}' for c in ID_FILE_COLUMNS)}) AS r"
+)
 
 
 async def id_json(

@@ -65,10 +65,6 @@ class Walk:
         ]
 
 
-# The columns of a blast radius written out for a deletion or cache-invalidation job.
-ID_FILE_COLUMNS = ("context_id", "kind", "depth", "truncated")
-
-
 class ImpactSummary(Body):
     total: int
     counts_by_kind: dict[str, int]

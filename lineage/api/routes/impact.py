@@ -208,7 +208,7 @@ async def _with_records(
 
 async def _csv_file(lines: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
     async with aclosing(lines):
-        yield (",".join(walks.ID_FILE_COLUMNS) + "\r\n").encode()
+        yield (",".join(reads.ID_FILE_COLUMNS) + "\r\n").encode()
         async for chunk in lines:
             yield chunk
 
