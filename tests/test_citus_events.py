@@ -44,6 +44,7 @@ def appending(tenant_id: str, token: str, ids: list[str]) -> dict[str, object]:
         "tenant_id": tenant_id,
         "tenant_token": token,
         "context_ids": ids,
+        "is_uuids": [False] * count,
         "parent_id_lists": ["{}"] * count,
         "kinds": ["document"] * count,
         "source_uris": [f"s3://{i}" for i in ids],
@@ -57,10 +58,17 @@ def appending(tenant_id: str, token: str, ids: list[str]) -> dict[str, object]:
         "attribute_docs": ["{}"] * count,
         "key_ids": ["k"] * count,
         "signatures": [b"s"] * count,
-        "root_source_lists": [f'{{"s3://{i}"}}' for i in ids],
-        "root_depth_lists": ["{0}"] * count,
+        "keys": [f"source:s3://{i}" for i in ids],
         "upstream_key_lists": ["{}"] * count,
         "upstream_depth_lists": ["{}"] * count,
+        "root_source_lists": [f"{{{n}}}" for n in range(1, count + 1)],
+        "root_depth_lists": ["{0}"] * count,
+        "posting_keys": list(range(1, count + 1)),
+        "posting_kinds": ["document"] * count,
+        "posting_depths": [0] * count,
+        "posting_created_ats": [datetime.now(UTC)] * count,
+        "posting_uuid_lists": [None] * count,
+        "posting_id_lists": [f'{{"{i}"}}' for i in ids],
     }
 
 

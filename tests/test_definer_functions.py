@@ -39,6 +39,7 @@ SAMPLE_ARGUMENTS = {
     "bigint": "0",
     "double precision": "2",
     "bigint[]": "'{}'::bigint[]",
+    "boolean[]": "'{}'::boolean[]",
     "integer": "20",
     "jsonb": "'{}'::jsonb",
 }

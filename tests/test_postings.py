@@ -4,18 +4,22 @@ depths, order, truncated), on a random DAG of chunker versions and index snapsho
 
 import random
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import pytest
 
 from lineage.core.derive import Derivation, derive_many
-from lineage.core.record import ContextRecord
-from lineage.services.postings import array_literals, batch_postings, postings_of
+from lineage.core.record import ContextRecord, NewContext
+from lineage.db.database import Database
+from lineage.services import appends
+from lineage.services.postings import append_arguments, batch_postings, postings_of
 from lineage.store.postgres import PostgresStore
 from tests.walks_helpers import run_sql
 
 NOW = "2026-12-01T00:00:00Z"
+NOW_STAMP = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def record(context_id: str, parents: list[str], **fields: Any) -> ContextRecord:
@@ -61,10 +65,68 @@ def test_a_batch_carries_postings_through_its_own_records_in_order() -> None:
 
 
 @pytest.mark.unit
-def test_keys_that_hold_commas_quotes_and_braces_are_quoted_for_postgresql() -> None:
-    keys, depths = array_literals([{'transform_version:a@1,"{x}\\': 2}, None, {}])
-    assert keys == ['{"transform_version:a@1,\\"{x}\\\\"}', None, "{}"]
-    assert depths == ["{2}", None, "{}"]
+def test_the_append_lists_each_key_once_and_groups_postings_by_key_kind_depth_and_month() -> None:
+    uuid_id = "0b6f4c1e-2f6a-4c57-9a0d-6f3c1d2e4b5a"
+    batch = [
+        record("d1", []),
+        record(uuid_id, ["d1"], transform="chunker", transform_version='a@1,"{x}\\'),
+        record("A" + uuid_id[1:], ["d1"], transform="chunker", transform_version='a@1,"{x}\\'),
+    ]
+    roots = [{"s3://d1.md": 0}, {"s3://d1.md": 1}, {"s3://d1.md": 1}]
+    postings: list[dict[str, int] | None] = [{}, {'transform_version:a@1,"{x}\\': 0}, None]
+    arguments = append_arguments(batch, roots, postings)
+    # Keys travel as text[] elements, whatever they hold; records name them by position.
+    assert arguments["keys"] == ["source:s3://d1.md", 'transform_version:a@1,"{x}\\']
+    assert arguments["is_uuids"] == [False, True, False]  # in capitals it would print otherwise
+    assert arguments["root_source_lists"] == ["{1}", "{1}", "{1}"]
+    assert arguments["root_depth_lists"] == ["{0}", "{1}", "{1}"]
+    assert arguments["upstream_key_lists"] == ["{}", "{2}", None]  # None: unknown postings
+    assert arguments["upstream_depth_lists"] == ["{}", "{0}", None]
+    rows = sorted(
+        zip(
+            arguments["posting_keys"],
+            arguments["posting_kinds"],
+            arguments["posting_depths"],
+            arguments["posting_uuid_lists"],
+            arguments["posting_id_lists"],
+            strict=True,
+        ),
+        key=str,
+    )
+    assert rows == [
+        (1, "chunk", 1, "{" + uuid_id + "}", '{"A' + uuid_id[1:] + '"}'),
+        (1, "document", 0, None, '{"d1"}'),
+        (2, "chunk", 0, "{" + uuid_id + "}", None),
+    ]
+
+
+async def test_the_append_refuses_an_id_marked_as_a_uuid_that_would_print_otherwise(
+    database: Database,
+) -> None:
+    """An id kept as uuid reads back as uuid prints it: an id in capitals marked as a UUID
+    would change, so lineage_append refuses the batch and stores nothing of it."""
+    in_capitals = "0B6F4C1E-2F6A-4C57-9A0D-6F3C1D2E4B5A"
+    proposal = NewContext(
+        context_id=in_capitals, kind="document", source_uri="s3://u.md",
+        content_hash="sha256:" + "0" * 64,
+    )  # fmt: skip
+    async with database.tenant("default") as tx:
+        columns = appends._columns([proposal.stamped("default", NOW_STAMP)], tx.signer, {}, {})
+        assert columns["is_uuids"] == [False]
+        columns["is_uuids"] = [True]
+        with pytest.raises(asyncpg.InvalidParameterValueError, match="print back as itself"):
+            await tx.fetch("append_records", tenant_token=tx.token, **columns)
+    assert await PostgresStore(database).get(in_capitals) is None
+
+
+@pytest.mark.unit
+def test_a_postings_row_holds_at_most_1000_ids_of_each_form_in_id_order() -> None:
+    chunks = [record(f"c{n:04}", ["d"]) for n in range(2500)]
+    arguments = append_arguments(chunks[::-1], [{"s3://d.md": 1}] * 2500, [{}] * 2500)
+    lists = arguments["posting_id_lists"]
+    assert [len(ids.split(",")) for ids in lists] == [1000, 1000, 500]
+    assert ",".join(ids[1:-1] for ids in lists) == ",".join(f'"c{n:04}"' for n in range(2500))
+    assert arguments["posting_uuid_lists"] == [None] * 3
 
 
 def random_dag(seed: int, size: int) -> list[Derivation]:

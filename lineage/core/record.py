@@ -187,7 +187,10 @@ class NewContext(ContextFields):
     content_hash: str
 
     def stamped(self, tenant_id: str, created_at: datetime) -> "ContextRecord":
-        return ContextRecord(**self.model_dump(), tenant_id=tenant_id, created_at=created_at)
+        # From the fields as they are: dumping them first doubled the cost.
+        return ContextRecord.model_validate(
+            {**self.__dict__, "tenant_id": tenant_id, "created_at": created_at}
+        )
 
 
 class ContextRecord(NewContext):

@@ -22,7 +22,7 @@ from lineage.db.errors import is_shard_moved
 from lineage.db.keyring import Signer
 from lineage.services import events, privacy
 from lineage.services.partitions import ensure_partitions
-from lineage.services.postings import array_literals, batch_postings
+from lineage.services.postings import append_arguments, batch_postings
 from lineage.services.records import get_records
 from lineage.services.root_sources import Roots, StoredParent, batch_roots, stored_parents
 
@@ -135,12 +135,8 @@ def _columns(
     """lineage_append's arguments: one list per column, each record signed, its root sources
     and postings carried down from its parents' (an expired parent's postings are unknown)."""
     signed = [signer.sign(r.canonical_bytes()) for r in records]
-    root_sources, root_depths = array_literals(
-        batch_roots(records, {**expired, **{k: p.roots for k, p in stored.items()}})
-    )
-    upstream_keys, upstream_depths = array_literals(
-        batch_postings(records, {k: p.postings for k, p in stored.items()})
-    )
+    roots = batch_roots(records, {**expired, **{k: p.roots for k, p in stored.items()}})
+    postings = batch_postings(records, {k: p.postings for k, p in stored.items()})
     return {
         "context_ids": [r.context_id for r in records],
         "parent_id_lists": [_array_literal(r.parent_ids) for r in records],
@@ -159,10 +155,7 @@ def _columns(
         "attribute_docs": [json.dumps(r.attributes) for r in records],
         "key_ids": [key_id for key_id, _ in signed],
         "signatures": [signature for _, signature in signed],
-        "root_source_lists": root_sources,
-        "root_depth_lists": root_depths,
-        "upstream_key_lists": upstream_keys,
-        "upstream_depth_lists": upstream_depths,
+        **append_arguments(records, roots, postings),
     }
 
 

@@ -52,17 +52,16 @@ EXCEPTION WHEN lock_not_available THEN
 END
 $$;
 
-CREATE FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) RETURNS TABLE(inserted text[], last_position bigint, stored_twice text[])
+CREATE FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_is_uuids boolean[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_keys text[], p_upstream_key_lists text[], p_upstream_depth_lists text[], p_root_source_lists text[], p_root_depth_lists text[], p_posting_keys integer[], p_posting_kinds text[], p_posting_depths integer[], p_posting_created_ats timestamp with time zone[], p_posting_uuid_lists text[], p_posting_id_lists text[]) RETURNS TABLE(inserted text[], last_position bigint, stored_twice text[])
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
+    SET jit TO 'off'
+    AS $$
 DECLARE
     stored text[];
-    carried text[];
-    numbers jsonb;
+    key_nos integer[];
     new_ids text[];
     all_new boolean;
-    is_uuids boolean[];
     position_after bigint;
 BEGIN
     IF NOT public.lineage_tenant_vouched(p_tenant, p_token) THEN
@@ -71,6 +70,12 @@ BEGIN
     END IF;
     -- Row security holds inside the function too (the tables force it on their owner).
     PERFORM pg_catalog.set_config('lineage.tenant_id', p_tenant, true);
+    -- An id kept as uuid must print back as itself (lowercase, hyphenated), or it would change.
+    IF EXISTS (SELECT 1 FROM unnest(p_context_ids, p_is_uuids) AS r (context_id, is_uuid)
+               WHERE r.is_uuid AND r.context_id::uuid::text <> r.context_id) THEN
+        RAISE EXCEPTION 'an id marked as a UUID does not print back as itself'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 
     -- Ids stored before: while provenance has one partition, its unique index finds them (ON
     -- CONFLICT below); several each have their own, so they are looked up here.
@@ -85,20 +90,15 @@ BEGIN
                             OFFSET 0) AS p;
     END IF;
 
-    SELECT coalesce(array_agg(d.key), '{}') INTO carried
-    FROM (SELECT DISTINCT c.key
-          FROM unnest(p_upstream_key_lists, p_root_source_lists) AS r (upstream_keys, root_sources)
-          CROSS JOIN LATERAL (SELECT unnest(r.upstream_keys::text[])
-                              UNION ALL
-                              SELECT 'source:' || unnest(r.root_sources::text[])) AS c (key)) AS d;
-    -- A probe per key (OFFSET 0 keeps the subquery apart), whatever the statistics say: as a
-    -- filter or a join, a plan made while the tenant's keys were few read all of them each
-    -- append, and an append of 1,000 documents took 2.6 s beside 200,000 keys.
-    SELECT coalesce(jsonb_object_agg(c.key, k.key_no), '{}') INTO numbers
-    FROM unnest(carried) AS c (key)
+    -- Each key's number, in p_keys' order. A probe per key (OFFSET 0 keeps the subquery
+    -- apart), whatever the statistics say: as a filter or a join, a plan made while the
+    -- tenant's keys were few read all of them each append, and an append of 1,000 documents
+    -- took 2.6 s beside 200,000 keys.
+    SELECT array_agg(k.key_no ORDER BY c.o) INTO key_nos
+    FROM unnest(p_keys) WITH ORDINALITY AS c (key, o)
     CROSS JOIN LATERAL (SELECT k.key_no FROM public.invalidation_keys AS k
                         WHERE k.tenant_id = p_tenant AND k.key = c.key OFFSET 0) AS k;
-    IF (SELECT count(*) FROM jsonb_object_keys(numbers)) < cardinality(carried) THEN
+    IF coalesce(cardinality(key_nos), 0) < cardinality(p_keys) THEN
         -- One append numbers the tenant's new keys at a time (the lock holds to commit, and
         -- what another numbered meanwhile is seen from here on); the lock's key hashes the
         -- token, so no other tenant's session can take it.
@@ -110,11 +110,11 @@ BEGIN
                          WHERE k.tenant_id = p_tenant), 0)
                + row_number() OVER (ORDER BY n.key),
                n.key
-        FROM unnest(carried) AS n (key)
+        FROM (SELECT DISTINCT key FROM unnest(p_keys) AS key) AS n
         WHERE NOT EXISTS (SELECT 1 FROM public.invalidation_keys AS k
                           WHERE k.tenant_id = p_tenant AND k.key = n.key OFFSET 0);
-        SELECT jsonb_object_agg(c.key, k.key_no) INTO numbers
-        FROM unnest(carried) AS c (key)
+        SELECT array_agg(k.key_no ORDER BY c.o) INTO key_nos
+        FROM unnest(p_keys) WITH ORDINALITY AS c (key, o)
         CROSS JOIN LATERAL (SELECT k.key_no FROM public.invalidation_keys AS k
                             WHERE k.tenant_id = p_tenant AND k.key = c.key OFFSET 0) AS k;
     END IF;
@@ -128,14 +128,14 @@ BEGIN
                r.content_hash, r.transform, r.transform_version, r.produced_by,
                r.index_snapshot, r.trace_id, r.created_at, r.attributes::jsonb,
                CASE WHEN r.upstream_keys IS NOT NULL THEN
-                   ARRAY(SELECT (numbers ->> u.key)::integer
-                         FROM unnest(r.upstream_keys::text[]) WITH ORDINALITY AS u (key, o)
+                   ARRAY(SELECT key_nos[u.position]
+                         FROM unnest(r.upstream_keys::integer[]) WITH ORDINALITY AS u (position, o)
                          ORDER BY u.o) END,
                r.upstream_depths::integer[],
                -- A tombstone holds its source only as a keyed hash: the postings list it.
                CASE WHEN r.kind <> 'tombstone' AND r.root_sources IS NOT NULL THEN
-                   ARRAY(SELECT (numbers ->> ('source:' || u.uri))::integer
-                         FROM unnest(r.root_sources::text[]) WITH ORDINALITY AS u (uri, o)
+                   ARRAY(SELECT key_nos[u.position]
+                         FROM unnest(r.root_sources::integer[]) WITH ORDINALITY AS u (position, o)
                          ORDER BY u.o) END,
                CASE WHEN r.kind <> 'tombstone' THEN r.root_depths::integer[] END,
                r.key_id, r.signature
@@ -159,10 +159,6 @@ BEGIN
     END IF;
     -- The common case: no id was stored before, so no row is compared with every new id.
     all_new := cardinality(new_ids) = cardinality(p_context_ids);
-    -- Each id's form, found once for the edges and the postings: a UUID as uuid prints it
-    -- (lowercase, hyphenated) is kept in 16 bytes, any other id as text.
-    is_uuids := ARRAY(SELECT id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                      FROM unnest(p_context_ids) AS id);
 
     -- An edge in 16 bytes an id (migration 0050): the parent by md5 of its id, looked up and
     -- never printed; the child as uuid when its id prints back as a uuid, else as text.
@@ -172,43 +168,31 @@ BEGIN
            CASE WHEN r.is_uuid THEN r.context_id::uuid END,
            CASE WHEN NOT r.is_uuid THEN r.context_id END,
            r.created_at, r.kind
-    FROM unnest(p_context_ids, p_parent_id_lists, p_created_ats, p_kinds, is_uuids)
+    FROM unnest(p_context_ids, p_parent_id_lists, p_created_ats, p_kinds, p_is_uuids)
          AS r (context_id, parent_ids, created_at, kind, is_uuid)
          CROSS JOIN LATERAL unnest(r.parent_ids::text[]) AS parent (id)
     WHERE all_new OR r.context_id = ANY (new_ids);
 
-    -- The new records' postings, by invalidation key and by root source ('source:' and its
-    -- source_uri), each key by its number, a row per key, kind, depth and month of at most
-    -- 1,000 ids of each form in id order: a month's rows lie in its records' partition, so
-    -- retention drops them alike. An id that is a UUID as uuid prints it (lowercase,
-    -- hyphenated) is kept in 16 bytes (context_uuids), any other as text; an empty list is null.
-    -- Each group is aggregated once and sliced, with no numbering of its rows.
+    -- The postings as given, each key by its number: a month's rows lie in its records'
+    -- partition, so retention drops them alike. Ids stored before are left out of them.
     INSERT INTO public.invalidation_postings (tenant_id, key_no, kind, depth, created_at,
                                               context_uuids, context_ids)
-    SELECT p_tenant, (numbers ->> g.key)::integer, g.kind, g.depth, g.created_at,
-           nullif(g.context_uuids[s.first:s.first + 999], '{}'),
-           nullif(g.context_ids[s.first:s.first + 999], '{}')
-    FROM (SELECT up.key, r.kind, up.depth, min(r.created_at) AS created_at,
-                 array_agg(r.context_id::uuid ORDER BY r.context_id) FILTER (WHERE r.is_uuid)
+    SELECT p_tenant, key_nos[g.key], g.kind, g.depth, g.created_at, g.context_uuids,
+           g.context_ids
+    FROM (SELECT g.key, g.kind, g.depth, g.created_at,
+                 CASE WHEN all_new THEN g.uuids::uuid[]
+                      ELSE nullif(ARRAY(SELECT u FROM unnest(g.uuids::uuid[]) AS u
+                                        WHERE u::text = ANY (new_ids)), '{}') END
                      AS context_uuids,
-                 array_agg(r.context_id ORDER BY r.context_id) FILTER (WHERE NOT r.is_uuid)
+                 CASE WHEN all_new THEN g.ids::text[]
+                      ELSE nullif(ARRAY(SELECT i FROM unnest(g.ids::text[]) AS i
+                                        WHERE i = ANY (new_ids)), '{}') END
                      AS context_ids
-          FROM unnest(p_context_ids, p_kinds, p_created_ats, p_upstream_key_lists,
-                      p_upstream_depth_lists, p_root_source_lists, p_root_depth_lists, is_uuids)
-               AS r (context_id, kind, created_at, upstream_keys, upstream_depths, root_sources,
-                     root_depths, is_uuid)
-               CROSS JOIN LATERAL (
-                   SELECT * FROM unnest(r.upstream_keys::text[], r.upstream_depths::integer[])
-                 UNION ALL
-                   SELECT 'source:' || root.uri, root.depth
-                   FROM unnest(r.root_sources::text[], r.root_depths::integer[])
-                        AS root (uri, depth)
-               ) AS up (key, depth)
-          WHERE all_new OR r.context_id = ANY (new_ids)
-          GROUP BY up.key, r.kind, up.depth, date_trunc('month', r.created_at, 'UTC')) AS g
-         CROSS JOIN LATERAL generate_series(
-             1, greatest(cardinality(g.context_uuids), cardinality(g.context_ids)), 1000)
-             AS s (first);
+          FROM unnest(p_posting_keys, p_posting_kinds, p_posting_depths, p_posting_created_ats,
+                      p_posting_uuid_lists, p_posting_id_lists)
+               AS g (key, kind, depth, created_at, uuids, ids)
+          OFFSET 0) AS g  -- each list parsed once, not again in the filter
+    WHERE g.context_uuids IS NOT NULL OR g.context_ids IS NOT NULL;
 
     INSERT INTO public.transform_versions (tenant_id, transform, transform_version, version_key,
                                            first_seen)
@@ -248,7 +232,7 @@ BEGIN
     END IF;
     RETURN QUERY SELECT new_ids, position_after, '{}'::text[];
 END
-$_$;
+$$;
 
 CREATE FUNCTION public.lineage_audit_append(p_tenant_id text, p_at timestamp with time zone, p_key_id text, p_action text, p_target text, p_detail jsonb) RETURNS bigint
     LANGUAGE sql
@@ -1858,8 +1842,8 @@ GRANT ALL ON FUNCTION public.lineage_add_partitions(p_from timestamp with time z
 REVOKE ALL ON FUNCTION public.lineage_analyze(p_table text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.lineage_analyze(p_table text) TO lineage_app;
 
-REVOKE ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_root_source_lists text[], p_root_depth_lists text[], p_upstream_key_lists text[], p_upstream_depth_lists text[]) TO lineage_app;
+REVOKE ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_is_uuids boolean[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_keys text[], p_upstream_key_lists text[], p_upstream_depth_lists text[], p_root_source_lists text[], p_root_depth_lists text[], p_posting_keys integer[], p_posting_kinds text[], p_posting_depths integer[], p_posting_created_ats timestamp with time zone[], p_posting_uuid_lists text[], p_posting_id_lists text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.lineage_append(p_tenant text, p_token text, p_context_ids text[], p_is_uuids boolean[], p_parent_id_lists text[], p_kinds text[], p_source_uris text[], p_content_hashes text[], p_transforms text[], p_transform_versions text[], p_version_keys text[], p_produced_bys text[], p_index_snapshots text[], p_trace_ids text[], p_created_ats timestamp with time zone[], p_attribute_docs text[], p_key_ids text[], p_signatures bytea[], p_keys text[], p_upstream_key_lists text[], p_upstream_depth_lists text[], p_root_source_lists text[], p_root_depth_lists text[], p_posting_keys integer[], p_posting_kinds text[], p_posting_depths integer[], p_posting_created_ats timestamp with time zone[], p_posting_uuid_lists text[], p_posting_id_lists text[]) TO lineage_app;
 
 REVOKE ALL ON FUNCTION public.lineage_audit_append(p_tenant_id text, p_at timestamp with time zone, p_key_id text, p_action text, p_target text, p_detail jsonb) FROM PUBLIC;
 
