@@ -72,8 +72,8 @@ def append_arguments(
     """lineage_append's keys and postings for a batch (`roots` and `postings` in batch order):
     the batch's keys, each once; each record's upstream keys and root sources as 1-based
     positions in them with their depths (array literals, in key order; None when unknown); each
-    id's form; and the postings a row per key, kind, depth and UTC month of at most IDS_A_ROW
-    ids of each form in id order, dated by the group's earliest record."""
+    id's form (a UUID as uuid prints it, or text); and the postings, grouped by key, kind, depth
+    and UTC month."""
     keys: list[str] = []
     numbers: dict[str, dict[str, int]] = {"": {}, SOURCE_KEY: {}}  # by prefix, key -> position
     months: dict[datetime, tuple[int, int]] = {}
@@ -109,6 +109,18 @@ def append_arguments(
             lists[keys_name].append("{" + ",".join(map(str, positions)) + "}")
             lists[depths_name].append("{" + ",".join(map(str, depths)) + "}")
     is_uuids = [UUID_FORM.fullmatch(record.context_id) is not None for record in records]
+    return {
+        "is_uuids": is_uuids, "keys": keys, **lists, **_posting_rows(records, is_uuids, groups)
+    }  # fmt: skip
+
+
+def _posting_rows(
+    records: Sequence[ContextRecord],
+    is_uuids: Sequence[bool],
+    groups: Mapping[tuple[str, tuple[int, int]], Mapping[tuple[int, int], list[int]]],
+) -> dict[str, list[Any]]:
+    """Each group's rows (records' indexes by kind and month, then by key position and depth):
+    at most IDS_A_ROW ids of each form a row, in id order, dated by the group's earliest."""
     rows: dict[str, list[Any]] = {name: [] for name in POSTING_ROWS}
     for (kind, _), by_key in groups.items():
         for (position, depth), members in by_key.items():
@@ -133,4 +145,4 @@ def append_arguments(
                 rows["posting_id_lists"].append(
                     '{"' + '","'.join(some_others) + '"}' if some_others else None
                 )
-    return {"is_uuids": is_uuids, "keys": keys, **lists, **rows}
+    return rows
