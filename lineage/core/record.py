@@ -6,13 +6,13 @@ fixed here and nowhere else: RFC 8785 (JCS) over the fields in `CANONICAL_FIELDS
 """
 
 import functools
-import json
 import re
 import secrets
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -90,7 +90,7 @@ MAX_TOOL_NAME_CHARS = 256
 
 
 def _plain(value: Any) -> bool:
-    """True when json.dumps with sorted keys writes exactly RFC 8785's bytes: no floats (their
+    """True when a compact dump with sorted keys writes exactly RFC 8785's bytes: no floats (their
     formats differ), integers within ±2**53, and ASCII keys (RFC 8785 sorts by UTF-16 units)."""
     if value is None or isinstance(value, str | bool):
         return True
@@ -103,10 +103,6 @@ def _plain(value: Any) -> bool:
     return False
 
 
-# Made once: building an encoder per call cost as much as the encoding.
-_SORTED_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-
-
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 (JCS) bytes of a JSON value; the common case without the slow general path."""
     return _canonical_json(value, plain=_plain(value))
@@ -115,8 +111,9 @@ def canonical_json(value: Any) -> bytes:
 def _canonical_json(value: Any, *, plain: bool) -> bytes:
     if plain:
         try:
-            return _SORTED_JSON.encode(value).encode()
-        except UnicodeEncodeError:
+            # Compact, keys sorted, UTF-8, no float: RFC 8785's bytes, a tenth of json's time.
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:
             pass  # a lone surrogate: rfc8785 says so in its own words
     try:
         return rfc8785.dumps(value)
