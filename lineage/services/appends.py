@@ -22,18 +22,13 @@ from lineage.db.errors import is_shard_moved
 from lineage.db.keyring import Signer
 from lineage.services import events, privacy
 from lineage.services.partitions import ensure_partitions
-from lineage.services.postings import append_arguments, batch_postings
+from lineage.services.postings import append_arguments, batch_postings, id_literal
 from lineage.services.records import get_records
 from lineage.services.root_sources import Roots, StoredParent, batch_roots, stored_parents
 
 # A shard split or move under an append: three tries, half a second apart, then a 503.
 SHARD_MOVED_ATTEMPTS = 3
 SHARD_MOVED_PAUSE_S = 0.5
-
-
-def _array_literal(ids: list[str]) -> str:
-    # Ids match record.ID_PATTERN, so they hold no quote, backslash, comma or brace.
-    return "{" + ",".join(f'"{i}"' for i in ids) + "}"
 
 
 async def append(
@@ -139,7 +134,7 @@ def _columns(
     postings = batch_postings(records, {k: p.postings for k, p in stored.items()})
     return {
         "context_ids": [r.context_id for r in records],
-        "parent_id_lists": [_array_literal(r.parent_ids) for r in records],
+        "parent_id_lists": [id_literal(r.parent_ids) for r in records],
         "kinds": [r.kind for r in records],
         "source_uris": [r.source_uri for r in records],
         "content_hashes": [r.content_hash for r in records],

@@ -106,8 +106,8 @@ def append_arguments(
                 positions.append(position)
                 depths.append(depth)
                 group[position, depth].append(index)
-            lists[keys_name].append("{" + ",".join(map(str, positions)) + "}")
-            lists[depths_name].append("{" + ",".join(map(str, depths)) + "}")
+            lists[keys_name].append(_bare_literal(positions))
+            lists[depths_name].append(_bare_literal(depths))
     is_uuids = [UUID_FORM.fullmatch(record.context_id) is not None for record in records]
     return {
         "is_uuids": is_uuids, "keys": keys, **lists, **_posting_rows(records, is_uuids, groups)
@@ -138,11 +138,17 @@ def _posting_rows(
                 rows["posting_kinds"].append(kind)
                 rows["posting_depths"].append(depth)
                 rows["posting_created_ats"].append(created_at)
-                # UUIDs need no quotes; other ids hold no quote, backslash, comma or brace.
-                rows["posting_uuid_lists"].append(
-                    "{" + ",".join(some_uuids) + "}" if some_uuids else None
-                )
-                rows["posting_id_lists"].append(
-                    '{"' + '","'.join(some_others) + '"}' if some_others else None
-                )
+                rows["posting_uuid_lists"].append(_bare_literal(some_uuids) if some_uuids else None)
+                rows["posting_id_lists"].append(id_literal(some_others) if some_others else None)
     return rows
+
+
+def id_literal(ids: Sequence[str]) -> str:
+    """A PostgreSQL array literal of ids (they match record.ID_PATTERN: no quote, backslash,
+    comma or brace to escape)."""
+    return '{"' + '","'.join(ids) + '"}' if ids else "{}"
+
+
+def _bare_literal(elements: Iterable[object]) -> str:
+    """A PostgreSQL array literal of elements whose text needs no quotes (numbers, UUIDs)."""
+    return "{" + ",".join(map(str, elements)) + "}"
