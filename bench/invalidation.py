@@ -6,6 +6,7 @@ machine falls on both sides.
     python -m bench.invalidation --records 250000             # loads both DAGs anew
     python -m bench.invalidation --records 250000 --reuse     # the databases the last run left
     python -m bench.invalidation --reuse --explain            # and each query's plan (BUFFERS)
+    python -m bench.invalidation --url postgresql://…/lineage_bench_…  # one python -m bench loaded
 
 Ours runs as the application role in a tenant transaction (row security on, JIT off, as
 reads.run sets them); the tutorial SQL as the superuser (a user's own table has no row
@@ -147,7 +148,11 @@ def _named(
     return pool, query.sql, query.arguments(values)
 
 
-async def main(server_url: str, records: int, reuse: bool, repeats: int, explain: bool) -> Report:
+async def main(
+    server_url: str, records: int, reuse: bool, repeats: int, explain: bool, url: str | None
+) -> Report:
+    if url is not None:
+        return await loaded(url, repeats, explain)
     report = Report(
         f"python -m bench.invalidation --records {records} --repeats {repeats}",
         {**machine(), "records per DAG": f"{records:,}"},
@@ -160,6 +165,18 @@ async def main(server_url: str, records: int, reuse: bool, repeats: int, explain
     return report
 
 
+async def loaded(url: str, repeats: int, explain: bool) -> Report:
+    """The same questions on a database `python -m bench` loaded (its bench_picks), as it is."""
+    picks = await saved_picks(url)
+    if picks is None:
+        raise SystemExit(f"{url} holds no bench_picks: load it with python -m bench first")
+    report = Report(f"python -m bench.invalidation --url {url} --repeats {repeats}", machine())
+    report.context["DAG"] = f"{picks.records:,} records, {picks.answers:,} answers"
+    await _one_dag(report, "loaded", url, picks, repeats, explain)
+    print(report.markdown())
+    return report
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
@@ -167,11 +184,12 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--reuse", action="store_true")
     parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--url", default=None, help="a database python -m bench loaded")
     parser.add_argument("--output", type=Path, default=None)
     arguments = parser.parse_args()
     report = asyncio.run(
         main(arguments.server_url, arguments.records, arguments.reuse, arguments.repeats,
-             arguments.explain)
+             arguments.explain, arguments.url)
     )  # fmt: skip
     if arguments.output is not None:
         arguments.output.write_text(report.markdown())

@@ -1,11 +1,13 @@
 """A walk-back's cost through the service (walks.walk_back: one call of lineage_walk_back, the
 rows made nodes), through the service as before migration 0043 (its own tenant transaction),
 beside the same statement in an open transaction and the tutorial SQL, interleaved answer by
-answer, on a database `python -m bench` loaded (its bench_picks); then a record read by id the
-same ways (records.record_node: one call of lineage_get_contexts since migration 0044, beside
-the primary-key probe the tutorial runs), and a page of 100 answers after each
-(reads.list_contexts: one call of lineage_list_contexts since 0045, beside the tutorial's
-keyset page), and the first page of 100 answers since each one's time:
+answer, on a database `python -m bench` loaded (its bench_picks), with two sides that say where
+the service's time goes (the statement as the owner, without row security or a function; the
+one call fetched but not decoded); then a record read by id the same ways (records.record_node:
+one call of lineage_get_contexts since migration 0044, beside the primary-key probe the tutorial
+runs), and a page of 100 answers after each (reads.list_contexts: one call of
+lineage_list_contexts since 0045, beside the tutorial's keyset page), and the first page of 100
+answers since each one's time:
 
     python -m bench.walk_service --url postgresql://postgres@127.0.0.1:5432/lineage_bench_classic_public_classic_provenance
 
@@ -44,10 +46,20 @@ ORDER BY created_at, context_id LIMIT 100"""
 PAGE = {"kind": "answer", "since": datetime.min.replace(tzinfo=UTC), "page_size": 100}
 PAGE |= {"until": datetime.max.replace(tzinfo=UTC)}
 PAGE |= dict.fromkeys(("source_uri", "trace_id", "produced_by", "session_id"), "any")
+# The one call walks.walk_back sends (reads.fetch_records_json over lineage_walk_back).
+WALK_CALL = reads.RECORDS_JSON_ARRAY.format("SELECT * FROM lineage_walk_back($1, $2, $3, $4, $5)")
 
 
 def walk_statement(connection: Any, answer: str) -> Awaitable[Any]:
     return db.fetch(connection, "walk_back", tenant_id=TENANT, context_id=answer, max_depth=20)
+
+
+async def walk_call_undecoded(pool: Any, token: str, answer: str) -> bytes:
+    """lineage_walk_back's records as the JSON the service fetches, the pool's acquire and
+    release included, not decoded: what the service's Python adds is the rest."""
+    async with pool.acquire() as connection:
+        records: bytes = await connection.fetchval(WALK_CALL, answer, TENANT, 20, token, None)
+    return records
 
 
 def page_after(
@@ -79,11 +91,20 @@ async def main(url: str, answers: int) -> None:
     settings = Settings()
     database = Database(pool, settings)
     before = Database(transacted, settings)
+    async with pool.acquire() as connection:
+        token = db.tenant_token(connection._con.vouching_key, TENANT)
     try:
-        async with theirs.acquire() as tutorial, db.transaction(pool, TENANT) as ours:
+        async with (
+            theirs.acquire() as tutorial,
+            theirs.acquire() as owner,
+            db.transaction(pool, TENANT) as ours,
+        ):
             await tutorial.execute("SET jit = on")
+            await owner.execute("SET jit = off")  # as in lineage_walk_back
             walk_sides: dict[str, Callable[[str], Awaitable[Any]]] = {
                 "tutorial SQL": partial(tutorial.fetch, TUTORIAL_WALK_BACK, TENANT),
+                "sql/walk_back.sql as the owner (no row security)": partial(walk_statement, owner),
+                "lineage_walk_back's JSON, not decoded": partial(walk_call_undecoded, pool, token),
                 "sql/walk_back.sql in an open transaction": partial(walk_statement, ours),
                 "service (walks.walk_back, one call)": lambda answer: walks.walk_back(
                     database, settings, TENANT, answer, None
