@@ -12,6 +12,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from bench import invalidation
 from bench.citus import compare
 from bench.classic import (
     ClassicTableError,
@@ -265,6 +266,24 @@ def test_the_loaded_dag_has_the_postings_an_append_would_have_written() -> None:
     finally:
         asyncio.run(drop(server_url(), dbname))
     assert all(by_postings) and by_postings == by_walk
+
+
+@pytest.mark.needs_database
+def test_invalidation_on_a_loaded_dag_finds_the_answers_the_tutorial_sql_finds() -> None:
+    """bench.invalidation --url: on a DAG the bench loaded, our records and ids of each question
+    count the answers the tutorial SQL counts."""
+    dbname = f"lineage_bench_invalidation_url_{uuid.uuid4().hex[:8]}"
+    try:
+        url = asyncio.run(recreate(server_url(), dbname))
+        asyncio.run(load(url, 2000))
+        report = asyncio.run(invalidation.loaded(url, repeats=1, explain=False))
+    finally:
+        asyncio.run(drop(server_url(), dbname))
+    answers: dict[str, set[str]] = {}
+    for figure in report.figures:
+        answers.setdefault(figure.group, set()).add(figure.note.split(" answers")[0])
+    assert len(answers) == 2, answers  # by transform version and by index snapshot
+    assert all(len(counts) == 1 and counts != {"0"} for counts in answers.values()), answers
 
 
 @pytest.mark.needs_database
