@@ -47,7 +47,7 @@ PAGE = {"kind": "answer", "since": datetime.min.replace(tzinfo=UTC), "page_size"
 PAGE |= {"until": datetime.max.replace(tzinfo=UTC)}
 PAGE |= dict.fromkeys(("source_uri", "trace_id", "produced_by", "session_id"), "any")
 # The one call walks.walk_back sends (reads.fetch_records_json over lineage_walk_back).
-WALK_CALL = reads.RECORDS_JSON_ARRAY.format("SELECT * FROM lineage_walk_back($1, $2, $3, $4, $5)")
+WALK_CALL = reads.one_call_sql("walk_back", 3, reads.RECORDS_JSON_ARRAY)
 
 
 def walk_statement(connection: Any, answer: str) -> Awaitable[Any]:
@@ -92,7 +92,7 @@ async def main(url: str, answers: int) -> None:
     database = Database(pool, settings)
     before = Database(transacted, settings)
     async with pool.acquire() as connection:
-        token = db.tenant_token(connection._con.vouching_key, TENANT)
+        token = db.tenant_token(connection.vouching_key, TENANT)
     try:
         async with (
             theirs.acquire() as tutorial,

@@ -3,6 +3,7 @@ settings: the statement timeout, and a WalkTimeout that says which setting to ra
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, aclosing
 from datetime import UTC, datetime
@@ -105,6 +106,14 @@ def _read_transaction(
     )
 
 
+@functools.cache
+def one_call_sql(name: str, arguments: int, over: str = "{}") -> str:
+    """The statement that reads the named query `name` in one call of its function (its
+    `arguments`, then the tenant's token and the audit row), or `over`, a select over it."""
+    placeholders = ", ".join(f"${n}" for n in range(1, arguments + 3))
+    return over.format(f"SELECT * FROM {ONE_CALL[name]}({placeholders})")
+
+
 async def _fetch(
     database: Database, settings: Settings, name: str, values: dict[str, Any], over: str = "{}"
 ) -> list[asyncpg.Record]:
@@ -116,8 +125,7 @@ async def _fetch(
     try:
         with metrics.time_walk(name):
             if name in ONE_CALL:
-                placeholders = ", ".join(f"${n}" for n in range(1, len(arguments) + 3))
-                call = over.format(f"SELECT * FROM {ONE_CALL[name]}({placeholders})")
+                call = one_call_sql(name, len(arguments), over)
                 timeout_s = settings.statement_timeout_ms / 1000 or None  # 0: none, as SET's
                 answered = await database.fetch_one_call(tenant_id, call, arguments, timeout_s)
                 if answered is not None:
